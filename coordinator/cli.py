@@ -1,0 +1,84 @@
+"""`groupcoord` command line: `groupcoord serve [flags]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import fields
+
+from .config import ENV_PREFIX, Config, ConfigError, load_config
+
+
+def _parser() -> argparse.ArgumentParser:
+    settings = "\n".join(
+        f"  {f.name:<36} {ENV_PREFIX}{f.name.upper():<36} default {f.default!r}\n"
+        f"  {'':<36} {f.metadata.get('help', '')}"
+        for f in fields(Config)
+    )
+    parser = argparse.ArgumentParser(
+        prog="groupcoord",
+        description="A Kafka-protocol server: group coordinator plus a durable single-node data plane.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "Every setting can come from a TOML file (--config), from an environment variable\n"
+            f"{ENV_PREFIX}<NAME>, or from a flag; flags win over the environment, which wins over\n"
+            "the file.\n\nSettings (TOML key, environment variable, default):\n" + settings
+        ),
+    )
+    sub = parser.add_subparsers(dest="command")
+    serve = sub.add_parser(
+        "serve",
+        help="run the server",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=parser.epilog,
+    )
+    serve.add_argument("--config", metavar="FILE", help="TOML file with settings")
+    serve.add_argument("--listen", metavar="HOST:PORT", help="Kafka listener (127.0.0.1:9092)")
+    serve.add_argument(
+        "--advertised-listener", metavar="HOST:PORT", help="address advertised to clients"
+    )
+    serve.add_argument("--data-dir", metavar="DIR", help="data directory (./data)")
+    serve.add_argument(
+        "--metrics-listen", metavar="HOST:PORT", help="metrics/health HTTP listener (127.0.0.1:9464)"
+    )
+    serve.add_argument(
+        "--set",
+        metavar="NAME=VALUE",
+        action="append",
+        default=[],
+        help="any other setting, e.g. --set auto_create_topics=false",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command != "serve":
+        parser.print_help()
+        return 0 if args.command is None and argv == [] else 2
+    overrides: dict[str, object] = {
+        "listen": args.listen,
+        "advertised_listener": args.advertised_listener,
+        "data_dir": args.data_dir,
+        "metrics_listen": args.metrics_listen,
+    }
+    known = {f.name for f in fields(Config)}
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        name = name.replace("-", "_")
+        if not sep or name not in known:
+            parser.error(f"--set expects NAME=VALUE with a known setting, got {item!r}")
+        overrides[name] = value
+    try:
+        config = load_config(args.config, overrides)
+    except ConfigError as e:
+        print(f"groupcoord: {e}", file=sys.stderr)
+        return 2
+    from .server.app import run
+
+    return run(config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""Server configuration: one frozen dataclass, filled from defaults < TOML file < environment
+(GROUPCOORD_<NAME>) < command-line flags. Units are last in names."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+MiB = 1024 * 1024
+DAY_MS = 24 * 3600 * 1000
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def split_host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"expected HOST:PORT, got {value!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+@dataclass(frozen=True)
+class Config:
+    listen: str = field(default="127.0.0.1:9092", metadata={"help": "Kafka listener HOST:PORT"})
+    advertised_listener: str = field(
+        default="",
+        metadata={"help": "HOST:PORT clients are told to connect to (default: the listener)"},
+    )
+    data_dir: str = field(default="./data", metadata={"help": "directory for all state"})
+    metrics_listen: str = field(
+        default="127.0.0.1:9464",
+        metadata={"help": "HTTP HOST:PORT for /metrics and /health (empty: disabled)"},
+    )
+    node_id: int = field(default=0, metadata={"help": "broker id advertised in metadata"})
+    log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
+    frame_bytes_max: int = field(
+        default=100 * MiB, metadata={"help": "largest request frame accepted (socket.request.max.bytes)"}
+    )
+    connection_inflight_max: int = field(
+        default=100,
+        metadata={"help": "requests in flight per connection before reading pauses"},
+    )
+    connection_write_buffer_bytes_max: int = field(
+        default=8 * MiB,
+        metadata={"help": "unsent response bytes per connection before reading pauses"},
+    )
+    connections_max: int = field(default=10_000, metadata={"help": "open connections accepted"})
+    auto_create_topics: bool = field(
+        default=True, metadata={"help": "create unknown topics on Metadata requests that allow it"}
+    )
+    default_partitions: int = field(default=1, metadata={"help": "partitions of auto-created topics"})
+    message_bytes_max: int = field(
+        default=1_048_588, metadata={"help": "largest record batch accepted (max.message.bytes)"}
+    )
+    log_segment_bytes: int = field(default=1024 * MiB, metadata={"help": "segment size before rolling"})
+    log_segment_ms: int = field(default=7 * DAY_MS, metadata={"help": "segment age before rolling"})
+    log_retention_ms: int = field(
+        default=7 * DAY_MS, metadata={"help": "delete segments older than this (-1: forever)"}
+    )
+    log_retention_bytes: int = field(
+        default=-1, metadata={"help": "keep at most this many bytes per partition (-1: unlimited)"}
+    )
+    log_retention_check_interval_ms: int = field(
+        default=300_000, metadata={"help": "how often retention runs"}
+    )
+    fetch_wait_max_ms: int = field(
+        default=30_000, metadata={"help": "cap on a Fetch request's max_wait"}
+    )
+    durable_waiters_max: int = field(
+        default=100_000, metadata={"help": "produce requests parked awaiting fsync"}
+    )
+    offsets_partitions: int = field(
+        default=50, metadata={"help": "coordinator shards (offsets.topic.num.partitions)"}
+    )
+    shutdown_timeout_ms: int = field(
+        default=10_000, metadata={"help": "time to finish in-flight requests on SIGTERM"}
+    )
+
+    @property
+    def listen_address(self) -> tuple[str, int]:
+        return split_host_port(self.listen)
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        host, port = split_host_port(self.advertised_listener or self.listen)
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        return host, port
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir)
+
+
+ENV_PREFIX = "GROUPCOORD_"
+
+
+def _coerce(name: str, kind: Any, value: Any) -> Any:
+    if kind in (bool, "bool"):
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{name}: expected a boolean, got {value!r}")
+    if kind in (int, "int"):
+        if isinstance(value, bool):
+            raise ConfigError(f"{name}: expected an integer, got {value!r}")
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
+    return str(value)
+
+
+def load_config(
+    file: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
+) -> Config:
+    """Merge defaults, the TOML file, GROUPCOORD_* variables and explicit overrides."""
+    environ = dict(os.environ if environ is None else environ)
+    values: dict[str, Any] = {}
+    known = {f.name: f.type for f in fields(Config)}
+    file = file or environ.get(ENV_PREFIX + "CONFIG")
+    if file:
+        try:
+            with open(file, "rb") as fh:
+                data = tomllib.load(fh)
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise ConfigError(f"cannot read config file {file}: {e}") from None
+        for key, value in data.items():
+            name = key.replace("-", "_")
+            if name not in known:
+                raise ConfigError(f"unknown setting {key!r} in {file}")
+            values[name] = _coerce(name, known[name], value)
+    for name, kind in known.items():
+        env = environ.get(ENV_PREFIX + name.upper())
+        if env is not None:
+            values[name] = _coerce(name, kind, env)
+    for name, value in (overrides or {}).items():
+        if value is not None:
+            values[name] = _coerce(name, known[name], value)
+    config = Config(**values)
+    validate(config)
+    return config
+
+
+def validate(config: Config) -> None:
+    config.listen_address
+    config.advertised_address
+    if config.metrics_listen:
+        split_host_port(config.metrics_listen)
+    positive = (
+        "frame_bytes_max",
+        "connection_inflight_max",
+        "connections_max",
+        "default_partitions",
+        "message_bytes_max",
+        "log_segment_bytes",
+        "offsets_partitions",
+    )
+    for name in positive:
+        if getattr(config, name) <= 0:
+            raise ConfigError(f"{name} must be positive")
+    if config.log_level not in ("debug", "info", "warning", "error"):
+        raise ConfigError("log_level must be debug, info, warning or error")
+
+
+def describe_settings() -> list[tuple[str, str, str]]:
+    """(name, default, help) of every setting, for --help and the README."""
+    return [
+        (f.name, repr(f.default), f.metadata.get("help", ""))
+        for f in dataclasses.fields(Config)
+    ]

@@ -1,0 +1,63 @@
+"""Minimal asyncio HTTP endpoint: GET /metrics (Prometheus text) and GET /health."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from .metrics import ServerMetrics
+
+REQUEST_BYTES_MAX = 16 * 1024
+
+
+class HttpEndpoint:
+    def __init__(
+        self, metrics: ServerMetrics, health: Callable[[], dict[str, object]], refresh: Callable[[], None]
+    ) -> None:
+        self.metrics = metrics
+        self.health = health
+        self.refresh = refresh
+        self.server: asyncio.Server | None = None
+
+    async def start(self, host: str, port: int) -> None:
+        self.server = await asyncio.start_server(self._handle, host, port)
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
+            if len(head) > REQUEST_BYTES_MAX:
+                raise ValueError("request too large")
+            request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+            parts = request_line.split()
+            method, path = (parts[0], parts[1]) if len(parts) >= 2 else ("", "")
+            if method != "GET":
+                status, ctype, body = "405 Method Not Allowed", "text/plain", b"GET only\n"
+            elif path.split("?")[0] == "/metrics":
+                self.refresh()
+                status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.metrics.registry)
+            elif path.split("?")[0] == "/health":
+                state = self.health()
+                ok = state.get("status") == "ok"
+                status = "200 OK" if ok else "503 Service Unavailable"
+                ctype, body = "application/json", json.dumps(state).encode() + b"\n"
+            else:
+                status, ctype, body = "404 Not Found", "text/plain", b"not found\n"
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n".encode()
+                + body
+            )
+            await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError,
+                ConnectionError):
+            pass
+        finally:
+            writer.close()

@@ -1,0 +1,242 @@
+"""Server lifecycle: load state, listen, serve, and shut down gracefully.
+
+Shutdown on SIGTERM/SIGINT: stop accepting, let in-flight requests finish (bounded by
+shutdown_timeout_ms), fsync every log, close connections, exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+import uuid
+from collections.abc import Coroutine
+from typing import Any
+
+from protocol.api import ApiKey, build, response_types
+from protocol.errors import ErrorCode
+from storage import GroupCommitter
+from storage.retention import apply_retention
+
+from ..config import Config
+from ..observability.http import HttpEndpoint
+from ..observability.logging import get_logger, setup_logging
+from ..observability.metrics import ServerMetrics
+from ..topics.registry import Partition, TopicRegistry, atomic_write
+from .connection import Connection
+from .dispatch import build_dispatch
+
+log = get_logger("groupcoord.server")
+
+
+class Server:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.metrics = ServerMetrics()
+        self.topics = TopicRegistry(config)
+        self.committer = GroupCommitter(waiters_max=config.durable_waiters_max)
+        self.connections: set[Connection] = set()
+        self.handlers, self.supported_versions = build_dispatch()
+        self.node_id = config.node_id
+        self.host, self.port = config.advertised_address
+        self.cluster_id = ""
+        self.stopping = False
+        self.ready = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._listener: asyncio.Server | None = None
+        self._http: HttpEndpoint | None = None
+        self._stopped = asyncio.Event()
+        self._retention_task: asyncio.Task[None] | None = None
+        self._producer_ids: ProducerIdAllocator | None = None
+
+    # start / stop ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        started = time.monotonic()
+        data = self.config.data_path
+        data.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = _load_cluster_id(data)
+        self._producer_ids = ProducerIdAllocator(data / "producer-ids.json")
+        self.topics.load()
+        host, port = self.config.listen_address
+        loop = asyncio.get_running_loop()
+        self._listener = await loop.create_server(
+            lambda: Connection(self), host, port, reuse_address=True, backlog=1024
+        )
+        if self.port == 0:  # an ephemeral port was asked for: advertise the real one
+            self.port = self._listener.sockets[0].getsockname()[1]
+        if self.config.metrics_listen:
+            from ..config import split_host_port
+
+            self._http = HttpEndpoint(self.metrics, self.health, self.refresh_gauges)
+            await self._http.start(*split_host_port(self.config.metrics_listen))
+        self._retention_task = asyncio.ensure_future(self._retention_loop())
+        self.ready = True
+        log.info(
+            "started",
+            listen=self.config.listen,
+            advertised=f"{self.host}:{self.port}",
+            data_dir=str(data),
+            topics=len(self.topics.by_name),
+            partitions=self.topics.partition_count(),
+            load_seconds=round(time.monotonic() - started, 3),
+        )
+
+    async def stop(self) -> None:
+        if self.stopping:
+            return
+        self.stopping = True
+        log.info("stopping", connections=len(self.connections))
+        if self._listener is not None:
+            self._listener.close()
+        # Long polls return early once `stopping` is set; wake them.
+        for topic in self.topics.topics():
+            for partition in topic.partitions:
+                self.wake_fetchers(partition)
+        deadline = self.config.shutdown_timeout_ms / 1000
+        idle = [c.idle.wait() for c in list(self.connections)]
+        if idle:
+            try:
+                await asyncio.wait_for(asyncio.gather(*idle), deadline)
+            except TimeoutError:
+                log.warning("in-flight requests did not finish before the shutdown timeout")
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+        await self.committer.close()
+        for connection in list(self.connections):
+            connection.close()
+        if self._http is not None:
+            await self._http.close()
+        self.topics.close()
+        log.info("stopped")
+        self._stopped.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    # services for handlers ---------------------------------------------------------------
+
+    def register(self, connection: Connection) -> bool:
+        if self.stopping or len(self.connections) >= self.config.connections_max:
+            return False
+        self.connections.add(connection)
+        self.metrics.connections.set(len(self.connections))
+        return True
+
+    def unregister(self, connection: Connection) -> None:
+        self.connections.discard(connection)
+        self.metrics.connections.set(len(self.connections))
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run a background task, keeping a reference so it is not garbage-collected."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def wake_fetchers(self, partition: Partition) -> None:
+        waiters = partition.waiters
+        if waiters:
+            for waiter in waiters:
+                if not waiter.done():  # type: ignore[attr-defined]
+                    waiter.set_result(None)  # type: ignore[attr-defined]
+            waiters.clear()
+
+    def allocate_producer_id(self) -> int:
+        assert self._producer_ids is not None
+        return self._producer_ids.next()
+
+    def api_versions_response(self, version: int, error: ErrorCode = ErrorCode.NONE) -> Any:
+        m = response_types(ApiKey.API_VERSIONS, version)
+        keys = tuple(
+            build(m.ApiVersion, api_key=key, min_version=low, max_version=high)
+            for key, (low, high) in sorted(self.supported_versions.items())
+        )
+        return build(m.ApiVersionsResponse, error_code=error, api_keys=keys,
+                     finalized_features_epoch=-1)
+
+    def health(self) -> dict[str, object]:
+        return {
+            "status": "ok" if self.ready and not self.stopping else "unavailable",
+            "node_id": self.node_id,
+            "cluster_id": self.cluster_id,
+            "topics": len(self.topics.by_name),
+            "connections": len(self.connections),
+        }
+
+    def refresh_gauges(self) -> None:
+        self.metrics.log_partitions.set(self.topics.partition_count())
+        for topic in self.topics.topics():
+            self.metrics.log_size.labels(topic.name).set(
+                sum(p.log.size_bytes for p in topic.partitions)
+            )
+
+    async def _retention_loop(self) -> None:
+        interval = self.config.log_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            logs = [p.log for t in self.topics.topics() for p in t.partitions]
+            try:
+                deleted = apply_retention(logs, int(time.time() * 1000))
+            except OSError as e:
+                log.error("retention failed", error=str(e))
+                continue
+            if deleted:
+                log.info("retention deleted segments", segments=deleted)
+
+
+class ProducerIdAllocator:
+    """Producer ids unique across restarts: blocks of ids are reserved on disk before use."""
+
+    BLOCK = 1000
+
+    def __init__(self, path: Any) -> None:
+        self.path = path
+        reserved = 0
+        if path.exists():
+            reserved = int(json.loads(path.read_text())["next_block_start"])
+        self._next = reserved
+        self._limit = reserved
+
+    def next(self) -> int:
+        if self._next >= self._limit:
+            self._limit = self._next + self.BLOCK
+            atomic_write(self.path, json.dumps({"next_block_start": self._limit}).encode())
+        value = self._next
+        self._next += 1
+        return value
+
+
+def _load_cluster_id(data: Any) -> str:
+    path = data / "cluster.json"
+    if path.exists():
+        return str(json.loads(path.read_text())["cluster_id"])
+    import base64
+
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    atomic_write(path, json.dumps({"cluster_id": cluster_id}).encode())
+    return cluster_id
+
+
+async def serve(config: Config) -> int:
+    server = Server(config)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.stop()))
+    try:
+        await server.start()
+    except OSError as e:
+        log.error("cannot start", error=str(e))
+        return 1
+    await server.wait_stopped()
+    return 0
+
+
+def run(config: Config) -> int:
+    setup_logging(config.log_level)
+    try:
+        import uvloop
+
+        return uvloop.run(serve(config))
+    except ImportError:  # pragma: no cover - uvloop is a dependency; fall back if absent
+        return asyncio.run(serve(config))

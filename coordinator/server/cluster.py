@@ -1,0 +1,73 @@
+"""ApiVersions, FindCoordinator and InitProducerId: the node's own answers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from protocol.api import ApiKey, Request, build, response_types
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+COORDINATOR_GROUP = 0
+COORDINATOR_TRANSACTION = 1
+
+
+def handle_api_versions(conn: Connection, request: Request) -> Any:
+    """Emits the served version range of every implemented API. Errors: none (an unknown
+    ApiVersions version is answered at v0 with UNSUPPORTED_VERSION by the connection)."""
+    return conn.server.api_versions_response(request.api_version)
+
+
+def handle_find_coordinator(conn: Connection, request: Request) -> Any:
+    """Emits this node for every group key (v0-v3: one key; v4+: batched keys).
+    Errors: INVALID_REQUEST for an unknown key type; COORDINATOR_NOT_AVAILABLE for
+    transaction coordinators (transactions are not served)."""
+    server = conn.server
+    version = request.api_version
+    body = request.body
+    m = response_types(ApiKey.FIND_COORDINATOR, version)
+
+    def answer(key_type: int) -> tuple[ErrorCode, str | None]:
+        if key_type == COORDINATOR_GROUP:
+            return ErrorCode.NONE, None
+        if key_type == COORDINATOR_TRANSACTION:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported"
+        return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}"
+
+    key_type = getattr(body, "key_type", COORDINATOR_GROUP)
+    if version < 4:
+        error, message = answer(key_type)
+        ok = error == ErrorCode.NONE
+        return build(m.FindCoordinatorResponse, error_code=error, error_message=message,
+                     node_id=server.node_id if ok else -1, host=server.host if ok else "",
+                     port=server.port if ok else -1)
+    coordinators = []
+    for key in body.coordinator_keys:
+        error, message = answer(key_type)
+        ok = error == ErrorCode.NONE
+        coordinators.append(build(m.Coordinator, key=key, node_id=server.node_id if ok else -1,
+                                  host=server.host if ok else "", port=server.port if ok else -1,
+                                  error_code=error, error_message=message))
+    return build(m.FindCoordinatorResponse, coordinators=tuple(coordinators))
+
+
+def handle_init_producer_id(conn: Connection, request: Request) -> Any:
+    """Emits a new producer id with epoch 0, or (v3+, KIP-360) the same id with its epoch
+    bumped when the producer passes its current id and epoch.
+    Errors: TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a transactional id (transactions are
+    not served)."""
+    body = request.body
+    m = response_types(ApiKey.INIT_PRODUCER_ID, request.api_version)
+    if body.transactional_id is not None:
+        return build(m.InitProducerIdResponse,
+                     error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                     producer_id=-1, producer_epoch=-1)
+    producer_id = getattr(body, "producer_id", -1)
+    epoch = getattr(body, "producer_epoch", -1)
+    if producer_id >= 0 and 0 <= epoch < 32766:
+        return build(m.InitProducerIdResponse, error_code=ErrorCode.NONE,
+                     producer_id=producer_id, producer_epoch=epoch + 1)
+    return build(m.InitProducerIdResponse, error_code=ErrorCode.NONE,
+                 producer_id=conn.server.allocate_producer_id(), producer_epoch=0)

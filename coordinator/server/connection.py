@@ -1,0 +1,265 @@
+"""One asyncio Protocol per client connection.
+
+Theory of operation: frames are decoded as they arrive and each request is handed to its
+handler at once (pipelining). A handler returns a response, an awaitable of one, or
+NO_RESPONSE (Produce with acks=0). Responses are queued in request order and written from
+the head of the queue as they complete, so a parked request (a long-poll Fetch, a Produce
+awaiting fsync, later a JoinGroup) holds back only the responses behind it on the same
+connection. Reading pauses while too many requests are in flight or too many response bytes
+wait in the transport, which is the per-connection back-pressure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from protocol.api import (
+    ApiKey,
+    Request,
+    RequestError,
+    UnknownApi,
+    UnsupportedVersion,
+    decode_request,
+    encode_response,
+    error_response,
+)
+from protocol.errors import ErrorCode
+from protocol.framing import FrameDecoder, FrameTooLarge
+
+from ..observability.logging import get_logger
+
+if TYPE_CHECKING:
+    from .app import Server
+
+log = get_logger("groupcoord.connection")
+
+
+class _NoResponse:
+    def __repr__(self) -> str:
+        return "NO_RESPONSE"
+
+
+NO_RESPONSE: Any = _NoResponse()
+
+Handler = Callable[["Connection", Request], Any]
+
+
+class _Slot:
+    __slots__ = ("request", "started", "future", "response")
+
+    def __init__(self, request: Request, started: float) -> None:
+        self.request = request
+        self.started = started
+        self.future: asyncio.Future[Any] | None = None
+        self.response: Any = None
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        config = server.config
+        self.decoder = FrameDecoder(config.frame_bytes_max)
+        self.inflight_max = config.connection_inflight_max
+        self.transport: asyncio.Transport | None = None
+        self.pending: deque[_Slot] = deque()
+        self.peer = "?"
+        self.closed = False
+        self._reading_paused = False
+        self._writing_paused = False
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    # asyncio callbacks -------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.peer = f"{peer[0]}:{peer[1]}"
+        transport.set_write_buffer_limits(high=self.server.config.connection_write_buffer_bytes_max)
+        if not self.server.register(self):
+            log.warning("connection refused", peer=self.peer, reason="connections_max reached")
+            transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.unregister(self)
+        for slot in self.pending:
+            if slot.future is not None:
+                slot.future.cancel()
+        self.pending.clear()
+        self.idle.set()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        self.server.metrics.bytes_in.inc(len(data))
+        self.decoder.feed(data)
+        while not self.closed:
+            try:
+                frame = self.decoder.next_frame()
+            except FrameTooLarge as e:
+                self._fail("frame_too_large", str(e))
+                return
+            if frame is None:
+                break
+            self._handle_frame(frame)
+        self._update_reading()
+
+    # requests ----------------------------------------------------------------------------
+
+    def _handle_frame(self, frame: bytes) -> None:
+        started = time.perf_counter()
+        try:
+            request = decode_request(frame, self.server.supported_versions)
+        except UnsupportedVersion as e:
+            self._answer_unsupported(e, started)
+            return
+        except UnknownApi as e:
+            self._fail("unknown_api", str(e))
+            return
+        except RequestError as e:
+            self._fail("malformed_request", str(e))
+            return
+        handler = self.server.handlers[request.api_key]
+        try:
+            result = handler(self, request)
+        except Exception:
+            log.exception("handler failed", api=request.api_key, version=request.api_version)
+            result = error_response(request.api_key, request.api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if result is NO_RESPONSE:
+            self._observe(request, started, None)
+            return
+        slot = _Slot(request, started)
+        if isinstance(result, Awaitable):
+            slot.future = asyncio.ensure_future(result)
+            slot.future.add_done_callback(self._on_done)
+        else:
+            slot.response = result
+        self.pending.append(slot)
+        self.idle.clear()
+        self._flush_ready()
+
+    def _answer_unsupported(self, e: UnsupportedVersion, started: float) -> None:
+        header = e.header
+        if header.api_key == ApiKey.API_VERSIONS:
+            # KIP-511: answer at v0 with our ranges so the client can pick a version it shares.
+            response = self.server.api_versions_response(0, ErrorCode.UNSUPPORTED_VERSION)
+            version = 0
+        else:
+            response = error_response(header.api_key, header.api_version, ErrorCode.UNSUPPORTED_VERSION)
+            version = header.api_version
+        request = Request(header.__class__(header.api_key, version, header.correlation_id,
+                                           header.client_id), None)
+        slot = _Slot(request, started)
+        slot.response = response
+        self.pending.append(slot)
+        self.idle.clear()
+        self._flush_ready()
+
+    def _on_done(self, _future: asyncio.Future[Any]) -> None:
+        self._flush_ready()
+
+    def _flush_ready(self) -> None:
+        pending = self.pending
+        transport = self.transport
+        while pending:
+            slot = pending[0]
+            future = slot.future
+            if future is not None:
+                if not future.done():
+                    break
+                if future.cancelled():
+                    pending.popleft()
+                    continue
+                exc = future.exception()
+                if exc is not None:
+                    if not isinstance(exc, ConnectionError):
+                        log.error(
+                            "handler failed",
+                            api=slot.request.api_key,
+                            version=slot.request.api_version,
+                            error=repr(exc),
+                        )
+                    response = error_response(
+                        slot.request.api_key, slot.request.api_version, ErrorCode.UNKNOWN_SERVER_ERROR
+                    )
+                else:
+                    response = future.result()
+            else:
+                response = slot.response
+            pending.popleft()
+            request = slot.request
+            if self.closed or transport is None:
+                continue
+            data = encode_response(
+                request.api_key, request.api_version, request.header.correlation_id, response
+            )
+            transport.write(data)
+            self.server.metrics.bytes_out.inc(len(data))
+            self._observe(request, slot.started, response)
+        if not pending:
+            self.idle.set()
+        self._update_reading()
+
+    def _observe(self, request: Request, started: float, response: Any) -> None:
+        metrics = self.server.metrics
+        error = getattr(response, "error_code", 0) if response is not None else 0
+        name = _api_name(request.api_key)
+        metrics.requests.labels(name, str(request.api_version), str(int(error))).inc()
+        metrics.request_latency.labels(name).observe(time.perf_counter() - started)
+
+    def _update_reading(self) -> None:
+        transport = self.transport
+        if transport is None or self.closed:
+            return
+        should_pause = self._writing_paused or len(self.pending) >= self.inflight_max
+        if should_pause and not self._reading_paused:
+            self._reading_paused = True
+            transport.pause_reading()
+        elif not should_pause and self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
+
+    def _fail(self, reason: str, detail: str) -> None:
+        """Bad input: one log line, one metric, and only this connection is closed."""
+        log.warning("closing connection", peer=self.peer, reason=reason, detail=detail[:200])
+        self.server.metrics.connection_errors.labels(reason).inc()
+        self.close()
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.closed = True
+            self.transport.close()
+
+
+_API_NAMES: dict[int, str] = {}
+
+
+def _api_name(api_key: int) -> str:
+    name = _API_NAMES.get(api_key)
+    if name is None:
+        try:
+            name = ApiKey(api_key).name
+        except ValueError:
+            name = str(api_key)
+        _API_NAMES[api_key] = name
+    return name

@@ -1,0 +1,48 @@
+"""The dispatch table: API key -> handler, and the version range served for each.
+
+Only APIs listed here are advertised by ApiVersions; anything else is refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.api import ApiKey
+
+from ..topics.admin import (
+    handle_create_partitions,
+    handle_create_topics,
+    handle_delete_topics,
+    handle_describe_configs,
+)
+from ..topics.fetch import handle_fetch
+from ..topics.list_offsets import handle_list_offsets
+from ..topics.metadata import (
+    handle_describe_cluster,
+    handle_describe_topic_partitions,
+    handle_metadata,
+)
+from ..topics.produce import handle_produce
+from .cluster import handle_api_versions, handle_find_coordinator, handle_init_producer_id
+
+# (handler, lowest version, highest version)
+DATA_PLANE: dict[int, tuple[Any, int, int]] = {
+    ApiKey.PRODUCE: (handle_produce, 3, 11),
+    ApiKey.FETCH: (handle_fetch, 4, 17),
+    ApiKey.LIST_OFFSETS: (handle_list_offsets, 1, 9),
+    ApiKey.METADATA: (handle_metadata, 0, 12),
+    ApiKey.FIND_COORDINATOR: (handle_find_coordinator, 0, 6),
+    ApiKey.API_VERSIONS: (handle_api_versions, 0, 4),
+    ApiKey.CREATE_TOPICS: (handle_create_topics, 2, 7),
+    ApiKey.DELETE_TOPICS: (handle_delete_topics, 1, 6),
+    ApiKey.INIT_PRODUCER_ID: (handle_init_producer_id, 0, 5),
+    ApiKey.DESCRIBE_CONFIGS: (handle_describe_configs, 1, 4),
+    ApiKey.CREATE_PARTITIONS: (handle_create_partitions, 0, 3),
+    ApiKey.DESCRIBE_CLUSTER: (handle_describe_cluster, 0, 1),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (handle_describe_topic_partitions, 0, 0),
+}
+
+
+def build_dispatch() -> tuple[dict[int, Any], dict[int, tuple[int, int]]]:
+    handlers = {key: entry[0] for key, entry in DATA_PLANE.items()}
+    versions = {key: (entry[1], entry[2]) for key, entry in DATA_PLANE.items()}
+    return handlers, versions

@@ -1,0 +1,90 @@
+"""Topic-level configs: the Kafka names we honour, their defaults from the broker config,
+and validation (unknown names or bad values -> INVALID_CONFIG)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..config import Config
+
+
+class InvalidConfig(ValueError):
+    pass
+
+
+def _int_at_least(low: int) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        try:
+            number = int(value)
+        except ValueError:
+            raise InvalidConfig(f"expected an integer, got {value!r}") from None
+        if number < low:
+            raise InvalidConfig(f"must be at least {low}")
+        return str(number)
+
+    return check
+
+
+def _one_of(*choices: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value not in choices:
+            raise InvalidConfig(f"must be one of {', '.join(choices)}")
+        return value
+
+    return check
+
+
+@dataclass(frozen=True)
+class ConfigSpec:
+    name: str
+    kind: str  # Kafka's config type name, for DescribeConfigs v3+
+    broker_setting: str | None
+    fixed_default: str | None
+    check: Callable[[str], str]
+    doc: str
+
+    def default(self, config: Config) -> str:
+        if self.broker_setting is not None:
+            return str(getattr(config, self.broker_setting))
+        assert self.fixed_default is not None
+        return self.fixed_default
+
+
+TOPIC_CONFIGS: dict[str, ConfigSpec] = {
+    spec.name: spec
+    for spec in (
+        ConfigSpec("retention.ms", "LONG", "log_retention_ms", None, _int_at_least(-1),
+                   "Delete segments older than this many milliseconds (-1: never)."),
+        ConfigSpec("retention.bytes", "LONG", "log_retention_bytes", None, _int_at_least(-1),
+                   "Keep at most this many bytes per partition (-1: unlimited)."),
+        ConfigSpec("segment.bytes", "INT", "log_segment_bytes", None, _int_at_least(14),
+                   "Segment file size before a new one is rolled."),
+        ConfigSpec("segment.ms", "LONG", "log_segment_ms", None, _int_at_least(1),
+                   "Segment age before a new one is rolled."),
+        ConfigSpec("max.message.bytes", "INT", "message_bytes_max", None, _int_at_least(0),
+                   "Largest record batch accepted."),
+        ConfigSpec("cleanup.policy", "LIST", None, "delete", _one_of("delete"),
+                   "Only 'delete' is served for data topics."),
+        ConfigSpec("message.timestamp.type", "STRING", None, "CreateTime", _one_of("CreateTime"),
+                   "Record timestamps are the producer's (CreateTime)."),
+        ConfigSpec("min.insync.replicas", "INT", None, "1", _int_at_least(1),
+                   "Accepted for compatibility; a single node is always in sync."),
+    )
+}
+
+
+def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, str]:
+    """Checked, normalised overrides; raises InvalidConfig naming the bad entry."""
+    checked: dict[str, str] = {}
+    for name, value in configs.items():
+        spec = TOPIC_CONFIGS.get(name)
+        if spec is None:
+            raise InvalidConfig(f"Unknown topic config name: {name}")
+        if value is None:
+            raise InvalidConfig(f"Null value not supported for topic config: {name}")
+        try:
+            checked[name] = spec.check(value)
+        except InvalidConfig as e:
+            raise InvalidConfig(f"Invalid value {value} for configuration {name}: {e}") from None
+    return checked

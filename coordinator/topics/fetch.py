@@ -1,0 +1,154 @@
+"""Fetch v4-v17 (consumer fetches; no fetch sessions: session id 0 means full fetches).
+
+Emits: for each requested partition the stored batches from the one holding `fetch_offset`,
+up to the high watermark (everything durable), within partition_max_bytes and the request's
+max_bytes (the first batch found is always returned whole, KIP-74). When less than
+min_bytes is available the request parks until a produce makes data durable on one of its
+partitions or max_wait passes (long poll).
+Errors: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (v13+), OFFSET_OUT_OF_RANGE (below the
+log start offset or past the log end), FETCH_SESSION_ID_NOT_FOUND (a session id we never
+issued).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from protocol.api import ApiKey, Request, build, response_types
+from protocol.batches import LOG_OVERHEAD, batch_size_at
+from protocol.errors import ErrorCode
+from storage import OffsetOutOfRange
+
+from .registry import Partition
+
+if TYPE_CHECKING:
+    from ..server.connection import Connection
+
+_BASE_OFFSET_SIZE = 8
+
+
+def handle_fetch(conn: Connection, request: Request) -> Any:
+    body = request.body
+    version = request.api_version
+    if version >= 7 and body.session_id != 0:
+        m = response_types(ApiKey.FETCH, version)
+        return build(m.FetchResponse, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                     session_id=0, responses=())
+    response, total_bytes, partitions = _read(conn, request)
+    max_wait_ms = min(int(body.max_wait.total_seconds() * 1000), conn.server.config.fetch_wait_max_ms)
+    if total_bytes >= body.min_bytes or max_wait_ms <= 0 or not partitions:
+        return response
+    return _long_poll(conn, request, partitions, max_wait_ms)
+
+
+async def _long_poll(conn: Connection, request: Request, partitions: list[Partition],
+                     max_wait_ms: int) -> Any:
+    deadline = time.monotonic() + max_wait_ms / 1000
+    loop = asyncio.get_running_loop()
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or conn.closed or conn.server.stopping:
+            break
+        waiter: asyncio.Future[None] = loop.create_future()
+        for partition in partitions:
+            partition.waiters.add(waiter)
+        try:
+            await asyncio.wait_for(waiter, remaining)
+        except TimeoutError:
+            pass
+        finally:
+            for partition in partitions:
+                partition.waiters.discard(waiter)
+        response, total_bytes, partitions = _read(conn, request)
+        if total_bytes >= request.body.min_bytes or not partitions:
+            return response
+    return _read(conn, request)[0]
+
+
+def _read(conn: Connection, request: Request) -> tuple[Any, int, list[Partition]]:
+    """Build the response from what is durable now; also returns bytes read and the
+    partitions read (all valid ones), which a long poll waits on."""
+    server = conn.server
+    body = request.body
+    version = request.api_version
+    m = response_types(ApiKey.FETCH, version)
+    by_id = version >= 13
+    budget = body.max_bytes if version >= 3 else 2**31 - 1
+    total = 0
+    seen: list[Partition] = []
+    aborted: tuple[()] | None = () if body.isolation_level == 1 else None
+    topics = []
+    for fetch_topic in body.topics:
+        if by_id:
+            topic = server.topics.get_by_id(fetch_topic.topic_id)
+            unknown = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            topic = server.topics.get(fetch_topic.topic)
+            unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        partitions = []
+        for fp in fetch_topic.partitions:
+            index = fp.partition
+            if topic is None or not 0 <= index < len(topic.partitions):
+                error = unknown if topic is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                partitions.append(build(m.PartitionData, partition_index=index, error_code=error,
+                                        high_watermark=-1, last_stable_offset=-1,
+                                        log_start_offset=-1, aborted_transactions=None,
+                                        records=None))
+                continue
+            partition = topic.partitions[index]
+            seen.append(partition)
+            log = partition.log
+            high_watermark = partition.high_watermark
+            error = ErrorCode.NONE
+            records = b""
+            offset = fp.fetch_offset
+            if offset < log.log_start_offset or offset > log.next_offset:
+                error = ErrorCode.OFFSET_OUT_OF_RANGE
+            elif offset < high_watermark and budget > 0:
+                limit = min(fp.partition_max_bytes, budget)
+                try:
+                    records = log.read(offset, limit)
+                    if log.next_offset > high_watermark:
+                        records = _visible(records, high_watermark)
+                except OffsetOutOfRange:
+                    error = ErrorCode.OFFSET_OUT_OF_RANGE
+                if total and len(records) > budget:
+                    # Only the first batch of the response may exceed the limits (KIP-74).
+                    records = b""
+                total += len(records)
+                budget -= len(records)
+            partitions.append(build(
+                m.PartitionData,
+                partition_index=index,
+                error_code=error,
+                high_watermark=high_watermark,
+                last_stable_offset=high_watermark,
+                log_start_offset=log.log_start_offset,
+                aborted_transactions=aborted,
+                records=records,
+            ))
+        if by_id:
+            topics.append(build(m.FetchableTopicResponse, topic_id=fetch_topic.topic_id,
+                                partitions=tuple(partitions)))
+        else:
+            topics.append(build(m.FetchableTopicResponse, topic=fetch_topic.topic,
+                                partitions=tuple(partitions)))
+    response = build(m.FetchResponse, error_code=ErrorCode.NONE, session_id=0, responses=tuple(topics))
+    return response, total, seen
+
+
+def _visible(data: bytes, high_watermark: int) -> bytes:
+    """Cut off batches at or past the high watermark (appended but not yet durable)."""
+    pos = 0
+    end = len(data)
+    while pos < end:
+        size = batch_size_at(data, pos)
+        if size < LOG_OVERHEAD or pos + size > end:
+            break
+        base_offset = int.from_bytes(data[pos : pos + _BASE_OFFSET_SIZE], "big", signed=True)
+        if base_offset >= high_watermark:
+            break
+        pos += size
+    return data if pos == end else data[:pos]

@@ -1,0 +1,75 @@
+"""ListOffsets v1-v9.
+
+Emits per partition: timestamp -2 -> the log start offset; -1 -> the high watermark (last
+offset + 1, never the last batch's base offset + 1); -3 (v7+) -> the offset and timestamp
+of the record with the largest timestamp; -4 (v8+, earliest local) -> the log start offset;
+-5 (v9+, latest tiered) -> -1 (nothing is tiered); a timestamp -> the first offset whose
+record timestamp is at least it, else offset -1 with timestamp -1. read_committed readers
+get the same answers (no transactions: the last stable offset is the high watermark).
+Errors: UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from protocol.api import ApiKey, Request, build, response_types
+from protocol.errors import ErrorCode
+
+from .registry import Partition
+
+if TYPE_CHECKING:
+    from ..server.connection import Connection
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+
+
+def lookup(partition: Partition, timestamp: int) -> tuple[int, int]:
+    """(timestamp, offset) answering a ListOffsets query for one partition."""
+    log = partition.log
+    high_watermark = partition.high_watermark
+    if timestamp == LATEST:
+        return -1, high_watermark
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return -1, log.log_start_offset
+    if timestamp == LATEST_TIERED:
+        return -1, -1
+    if timestamp == MAX_TIMESTAMP:
+        found = log.max_timestamp()
+        if found is None or found[0] >= high_watermark:
+            return -1, -1
+        offset, ts = found
+        return ts, offset
+    found = log.offset_for_timestamp(timestamp)
+    if found is None or found[0] >= high_watermark:
+        return -1, -1
+    offset, ts = found
+    return ts, offset
+
+
+def handle_list_offsets(conn: Connection, request: Request) -> Any:
+    server = conn.server
+    version = request.api_version
+    m = response_types(ApiKey.LIST_OFFSETS, version)
+    topics = []
+    for list_topic in request.body.topics:
+        topic = server.topics.get(list_topic.name)
+        partitions = []
+        for lp in list_topic.partitions:
+            index = lp.partition_index
+            if topic is None or not 0 <= index < len(topic.partitions):
+                partitions.append(build(m.ListOffsetsPartitionResponse, partition_index=index,
+                                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                        timestamp=-1, offset=-1, leader_epoch=-1))
+                continue
+            ts, offset = lookup(topic.partitions[index], lp.timestamp)
+            partitions.append(build(m.ListOffsetsPartitionResponse, partition_index=index,
+                                    error_code=ErrorCode.NONE, timestamp=ts, offset=offset,
+                                    leader_epoch=0))
+        topics.append(build(m.ListOffsetsTopicResponse, name=list_topic.name,
+                            partitions=tuple(partitions)))
+    return build(m.ListOffsetsResponse, topics=tuple(topics))

@@ -1,0 +1,181 @@
+"""Produce v3-v11.
+
+Emits: appends each partition's batches to its log (as sent, only the base offset stamped),
+then answers once the appended data is durable (one group-commit fsync covers every append
+made meanwhile). acks=0 gets no response; its data is flushed all the same.
+Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE (bad CRC, length or
+magic), MESSAGE_TOO_LARGE, INVALID_RECORD (empty), OUT_OF_ORDER_SEQUENCE_NUMBER and
+INVALID_PRODUCER_EPOCH (idempotence), INVALID_REQUIRED_ACKS, KAFKA_STORAGE_ERROR (the write or
+fsync failed), TRANSACTIONAL_ID_AUTHORIZATION_FAILED (transactions are not served).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from protocol.api import ApiKey, Request, build, response_types
+from protocol.batches import InvalidBatch, split_batches
+from protocol.errors import ErrorCode
+
+from ..observability.logging import get_logger
+from ..server.connection import NO_RESPONSE
+from .producers import SequenceError
+from .registry import Partition
+
+if TYPE_CHECKING:
+    from ..server.app import Server
+    from ..server.connection import Connection
+
+log = get_logger("groupcoord.produce")
+
+
+class _PartitionResult:
+    __slots__ = ("index", "error", "base_offset", "message", "partition", "last_offset")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.error = ErrorCode.NONE
+        self.base_offset = -1
+        self.message: str | None = None
+        self.partition: Partition | None = None
+        self.last_offset = -1
+
+
+def handle_produce(conn: Connection, request: Request) -> Any:
+    server = conn.server
+    body = request.body
+    acks = body.acks
+    results: list[tuple[str, list[_PartitionResult]]] = []
+    for topic_data in body.topic_data:
+        name = topic_data.name
+        topic = server.topics.get(name)
+        partition_results = []
+        for data in topic_data.partition_data:
+            result = _PartitionResult(data.index)
+            partition_results.append(result)
+            if body.transactional_id is not None:
+                result.error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                result.message = "transactions are not supported by this server"
+            elif acks not in (0, 1, -1):
+                result.error = ErrorCode.INVALID_REQUIRED_ACKS
+            elif topic is None or not 0 <= data.index < len(topic.partitions):
+                result.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                _append(server, topic.partitions[data.index], data.records, result)
+        results.append((name, partition_results))
+
+    appended = [r for _, rs in results for r in rs if r.partition is not None]
+    if acks == 0:
+        if appended:
+            server.spawn(_await_durable(server, appended))
+        return NO_RESPONSE
+    if not appended:
+        return _response(request, results)
+    return _respond_when_durable(server, request, results, appended)
+
+
+def _append(server: Server, partition: Partition, records: bytes | None, result: _PartitionResult) -> None:
+    if not records:
+        result.error = ErrorCode.INVALID_RECORD
+        result.message = "empty record set"
+        return
+    try:
+        headers = split_batches(records)
+    except InvalidBatch as e:
+        result.error = ErrorCode.CORRUPT_MESSAGE
+        result.message = str(e)
+        return
+    limit = int(partition.topic.config_value("max.message.bytes", server.config))
+    for header in headers:
+        if header.size_bytes > limit:
+            result.error = ErrorCode.MESSAGE_TOO_LARGE
+            result.message = f"batch of {header.size_bytes} bytes exceeds max.message.bytes {limit}"
+            return
+    if len(headers) == 1:
+        groups = [(records, headers)]
+    else:
+        # Several batches in one partition's payload (rare): each is checked for its
+        # producer sequence and appended on its own.
+        groups = []
+        pos = 0
+        for header in headers:
+            groups.append((records[pos : pos + header.size_bytes], [header]))
+            pos += header.size_bytes
+    producers = partition.producers
+    log_ = partition.log
+    first_base = -1
+    for payload, group_headers in groups:
+        header = group_headers[0]
+        try:
+            duplicate = producers.check(header)
+        except SequenceError as e:
+            result.error = e.code
+            result.message = str(e)
+            return
+        if duplicate is not None:
+            base, last = duplicate.base_offset, duplicate.last_offset
+        else:
+            try:
+                base = log_.append(bytearray(payload), group_headers)
+            except OSError as e:
+                log.error("append failed", topic=partition.topic.name, partition=partition.index,
+                          error=str(e))
+                result.error = ErrorCode.KAFKA_STORAGE_ERROR
+                result.message = "append failed"
+                return
+            producers.record(header, base)
+            last = base + header.last_offset_delta
+            server.metrics.produced_records.labels(partition.topic.name).inc(header.records_count)
+        if first_base < 0:
+            first_base = base
+        result.last_offset = max(result.last_offset, last)
+    result.base_offset = first_base
+    result.partition = partition
+
+
+async def _await_durable(server: Server, appended: list[_PartitionResult]) -> None:
+    """Wait for each partition's appends to be fsynced, then wake its long-poll fetchers."""
+    waits = [server.committer.wait_durable(r.partition.log, r.last_offset) for r in appended]  # type: ignore[union-attr]
+    outcomes = await asyncio.gather(*waits, return_exceptions=True)
+    for result, outcome in zip(appended, outcomes, strict=True):
+        if isinstance(outcome, BaseException):
+            log.error("flush failed", topic=result.partition.topic.name,  # type: ignore[union-attr]
+                      partition=result.index, error=str(outcome))
+            result.error = ErrorCode.KAFKA_STORAGE_ERROR
+            result.message = "fsync failed"
+        else:
+            server.wake_fetchers(result.partition)  # type: ignore[arg-type]
+
+
+async def _respond_when_durable(
+    server: Server, request: Request, results: list[tuple[str, list[_PartitionResult]]],
+    appended: list[_PartitionResult],
+) -> Any:
+    started = time.perf_counter()
+    await _await_durable(server, appended)
+    server.metrics.flush_latency.observe(time.perf_counter() - started)
+    return _response(request, results)
+
+
+def _response(request: Request, results: list[tuple[str, list[_PartitionResult]]]) -> Any:
+    m = response_types(ApiKey.PRODUCE, request.api_version)
+    topics = []
+    for name, partition_results in results:
+        partitions = []
+        for r in partition_results:
+            partition = r.partition
+            partitions.append(
+                build(
+                    m.PartitionProduceResponse,
+                    index=r.index,
+                    error_code=r.error,
+                    base_offset=r.base_offset if r.error == ErrorCode.NONE else -1,
+                    log_append_time=None,
+                    log_start_offset=partition.log.log_start_offset if partition else -1,
+                    error_message=r.message,
+                )
+            )
+        topics.append(build(m.TopicProduceResponse, name=name, partition_responses=tuple(partitions)))
+    return build(m.ProduceResponse, responses=tuple(topics))

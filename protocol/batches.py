@@ -1,0 +1,147 @@
+"""Record batch (magic v2) header access without re-encoding.
+
+Batches are stored and served exactly as producers sent them; the server only reads the
+61-byte header, checks the CRC-32C and rewrites the base offset (which the CRC does not
+cover). Records inside a batch are decoded only where a record-level answer is needed
+(timestamp lookups), using aiokafka's C-accelerated codec.
+
+Layout (big-endian): baseOffset i64 @0, batchLength i32 @8, partitionLeaderEpoch i32 @12,
+magic i8 @16, crc u32 @17, attributes i16 @21, lastOffsetDelta i32 @23, baseTimestamp i64
+@27, maxTimestamp i64 @35, producerId i64 @43, producerEpoch i16 @51, baseSequence i32 @53,
+recordsCount i32 @57, records @61. The CRC covers bytes 21..end.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from aiokafka.record.default_records import DefaultRecordBatch
+from aiokafka.record.util import calc_crc32c
+
+HEADER_SIZE = 61
+# baseOffset + batchLength: the part of the header outside batchLength.
+LOG_OVERHEAD = 12
+MAGIC_V2 = 2
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_BASE_OFFSET = struct.Struct(">q")
+_LENGTH = struct.Struct(">qi")
+
+
+class InvalidBatch(ValueError):
+    """A batch that is truncated, not magic v2, or fails its CRC."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size_bytes(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        # Sequences wrap at int32 max, as in Kafka's DefaultRecordBatch.incrementSequence.
+        return (self.base_sequence + self.last_offset_delta) % (2**31)
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Parse the header at `pos`; raises InvalidBatch when it is cut short or not v2."""
+    if len(buf) - pos < HEADER_SIZE:
+        raise InvalidBatch("batch header truncated")
+    header = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    if header.magic != MAGIC_V2:
+        raise InvalidBatch(f"unsupported record batch magic {header.magic}")
+    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        raise InvalidBatch(f"batch length {header.batch_length} is below the header size")
+    if header.last_offset_delta < 0 or header.records_count < 0:
+        raise InvalidBatch("negative record count")
+    return header
+
+
+def batch_size_at(buf: bytes | bytearray | memoryview, pos: int) -> int:
+    """Total size of the batch at `pos` (0 when not even its length is there)."""
+    if len(buf) - pos < LOG_OVERHEAD:
+        return 0
+    return int(_LENGTH.unpack_from(buf, pos)[1]) + LOG_OVERHEAD
+
+
+def crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bool:
+    end = pos + header.size_bytes
+    if end > len(buf):
+        return False
+    return int(calc_crc32c(bytes(buf[pos + 21 : end]))) == header.crc
+
+
+def split_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
+    """Headers of every batch in a produce payload, validated (length, magic, CRC).
+
+    Raises InvalidBatch on any defect: a produce request is all or nothing per partition.
+    """
+    headers: list[BatchHeader] = []
+    pos = 0
+    total = len(buf)
+    while pos < total:
+        header = parse_header(buf, pos)
+        if pos + header.size_bytes > total:
+            raise InvalidBatch("batch truncated")
+        if not crc_ok(buf, pos, header):
+            raise InvalidBatch("batch CRC mismatch")
+        if header.records_count != header.last_offset_delta + 1:
+            raise InvalidBatch("records count does not match the last offset delta")
+        headers.append(header)
+        pos += header.size_bytes
+    return headers
+
+
+def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
+    """Stamp the offset the log assigned; outside the CRC, so the batch stays valid."""
+    _BASE_OFFSET.pack_into(buf, pos, base_offset)
+
+
+def record_timestamps(batch: bytes) -> Iterator[tuple[int, int]]:
+    """(offset, timestamp) of each record of one whole batch, decompressing if needed."""
+    decoded = DefaultRecordBatch(batch)
+    for record in decoded:
+        yield record.offset, record.timestamp

@@ -1,0 +1,130 @@
+"""Codec wrappers: framing, request headers, decoding at every served version, responses."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+
+from protocol import batches
+from protocol.api import (
+    RequestError,
+    UnknownApi,
+    UnsupportedVersion,
+    decode_request,
+    encode_response,
+    error_response,
+)
+from protocol.errors import ErrorCode
+from protocol.framing import FrameDecoder, FrameTooLarge, frame
+from tests.rawclient import encode_request
+
+SUPPORTED = {3: (0, 12), 18: (0, 4)}
+
+
+def test_frame_decoder_splits_and_joins_pieces() -> None:
+    decoder = FrameDecoder(1024)
+    data = frame(b"abc") + frame(b"") + frame(b"xyz" * 10)
+    for i in range(len(data)):
+        decoder.feed(data[i : i + 1])
+    frames = []
+    while (f := decoder.next_frame()) is not None:
+        frames.append(f)
+    assert frames == [b"abc", b"", b"xyz" * 10]
+    assert decoder.buffered_bytes == 0
+
+
+def test_frame_decoder_rejects_oversized_and_negative_sizes() -> None:
+    decoder = FrameDecoder(100)
+    decoder.feed(struct.pack(">i", 101))
+    with pytest.raises(FrameTooLarge):
+        decoder.next_frame()
+    decoder = FrameDecoder(100)
+    decoder.feed(struct.pack(">i", -5))
+    with pytest.raises(FrameTooLarge):
+        decoder.next_frame()
+
+
+def test_decode_flexible_request_with_header_v2() -> None:
+    body = MetadataRequest(
+        topics=(MetadataRequestTopic(topic_id=None, name="t"),),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    data = encode_request(3, 12, 7, body, client_id="me")
+    request = decode_request(data[4:], SUPPORTED)
+    assert request.header.correlation_id == 7
+    assert request.header.client_id == "me"
+    assert request.body == body
+
+
+def test_unsupported_version_carries_header() -> None:
+    body = MetadataRequest(topics=None, allow_auto_topic_creation=True,
+                           include_topic_authorized_operations=False)
+    data = encode_request(3, 12, 9, body)
+    with pytest.raises(UnsupportedVersion) as info:
+        decode_request(data[4:], {3: (0, 11)})
+    assert info.value.header.correlation_id == 9
+
+
+def test_unknown_api_key_and_garbage() -> None:
+    with pytest.raises(UnknownApi):
+        decode_request(struct.pack(">hhi", 999, 0, 1) + b"\x00\x00", SUPPORTED)
+    with pytest.raises(RequestError):
+        decode_request(b"\x00\x03", SUPPORTED)
+    data = encode_request(18, 3, 1, ApiVersionsRequest(client_software_name="a",
+                                                       client_software_version="1"))
+    with pytest.raises(RequestError):
+        decode_request(data[4:-3], SUPPORTED)
+
+
+def test_api_versions_beyond_codec_is_unsupported_not_unknown() -> None:
+    # KIP-511: a client newer than us sends ApiVersions vN; we must answer at v0.
+    raw = struct.pack(">hhi", 18, 99, 5) + struct.pack(">h", 1) + b"x" + b"\x00" * 8
+    with pytest.raises(UnsupportedVersion) as info:
+        decode_request(raw, SUPPORTED)
+    assert info.value.header.correlation_id == 5
+
+
+def test_error_response_encodes_at_every_version() -> None:
+    for version in range(0, 13):
+        data = encode_response(3, version, 1, error_response(3, version, ErrorCode.UNSUPPORTED_VERSION))
+        assert struct.unpack_from(">i", data, 0)[0] == len(data) - 4
+
+
+def _batch(count: int, base_ts: int = 1000, producer_id: int = -1, seq: int = -1) -> bytearray:
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=0, is_transactional=0, producer_id=producer_id,
+        producer_epoch=0 if producer_id >= 0 else -1, base_sequence=seq, batch_size=10**7,
+    )
+    for i in range(count):
+        builder.append(i, timestamp=base_ts + i, key=b"k%d" % i, value=b"v", headers=[])
+    return bytearray(builder.build())
+
+
+def test_batch_header_validation_and_offset_stamping() -> None:
+    one = _batch(3)
+    two = _batch(2, producer_id=7, seq=5)
+    payload = bytearray(one + two)
+    headers = batches.split_batches(payload)
+    assert [h.records_count for h in headers] == [3, 2]
+    assert headers[1].last_sequence == 6
+    batches.set_base_offset(payload, 0, 100)
+    assert batches.split_batches(payload)[0].base_offset == 100  # CRC still valid
+    assert [o for o, _ in batches.record_timestamps(bytes(payload[: len(one)]))] == [100, 101, 102]
+
+
+def test_batch_corruption_is_detected() -> None:
+    payload = _batch(3)
+    payload[-1] ^= 0xFF
+    with pytest.raises(batches.InvalidBatch):
+        batches.split_batches(payload)
+    with pytest.raises(batches.InvalidBatch):
+        batches.split_batches(_batch(3)[:-1])
+    bad_magic = _batch(1)
+    bad_magic[16] = 1
+    with pytest.raises(batches.InvalidBatch):
+        batches.split_batches(bad_magic)
