@@ -17,7 +17,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser = argparse.ArgumentParser(
         prog="groupcoord",
-        description="A Kafka-protocol server: group coordinator plus a durable single-node data plane.",
+        description="A Kafka-protocol server: group coordinator and durable single-node data plane.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(
             "Every setting can come from a TOML file (--config), from an environment variable\n"
@@ -39,7 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--data-dir", metavar="DIR", help="data directory (./data)")
     serve.add_argument(
-        "--metrics-listen", metavar="HOST:PORT", help="metrics/health HTTP listener (127.0.0.1:9464)"
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="metrics/health HTTP listener (127.0.0.1:9464)",
     )
     serve.add_argument(
         "--set",

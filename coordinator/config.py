@@ -40,7 +40,8 @@ class Config:
     node_id: int = field(default=0, metadata={"help": "broker id advertised in metadata"})
     log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
     frame_bytes_max: int = field(
-        default=100 * MiB, metadata={"help": "largest request frame accepted (socket.request.max.bytes)"}
+        default=100 * MiB,
+        metadata={"help": "largest request frame accepted (socket.request.max.bytes)"},
     )
     connection_inflight_max: int = field(
         default=100,
@@ -54,11 +55,15 @@ class Config:
     auto_create_topics: bool = field(
         default=True, metadata={"help": "create unknown topics on Metadata requests that allow it"}
     )
-    default_partitions: int = field(default=1, metadata={"help": "partitions of auto-created topics"})
+    default_partitions: int = field(
+        default=1, metadata={"help": "partitions of auto-created topics"}
+    )
     message_bytes_max: int = field(
         default=1_048_588, metadata={"help": "largest record batch accepted (max.message.bytes)"}
     )
-    log_segment_bytes: int = field(default=1024 * MiB, metadata={"help": "segment size before rolling"})
+    log_segment_bytes: int = field(
+        default=1024 * MiB, metadata={"help": "segment size before rolling"}
+    )
     log_segment_ms: int = field(default=7 * DAY_MS, metadata={"help": "segment age before rolling"})
     log_retention_ms: int = field(
         default=7 * DAY_MS, metadata={"help": "delete segments older than this (-1: forever)"}
@@ -155,8 +160,8 @@ def load_config(
 
 
 def validate(config: Config) -> None:
-    config.listen_address
-    config.advertised_address
+    # Parsing the addresses is the check: a bad HOST:PORT raises ConfigError here.
+    _ = (config.listen_address, config.advertised_address)
     if config.metrics_listen:
         split_host_port(config.metrics_listen)
     positive = (
@@ -178,6 +183,5 @@ def validate(config: Config) -> None:
 def describe_settings() -> list[tuple[str, str, str]]:
     """(name, default, help) of every setting, for --help and the README."""
     return [
-        (f.name, repr(f.default), f.metadata.get("help", ""))
-        for f in dataclasses.fields(Config)
+        (f.name, repr(f.default), f.metadata.get("help", "")) for f in dataclasses.fields(Config)
     ]

@@ -43,7 +43,9 @@ class FrameDecoder:
             return None
         (size,) = _SIZE.unpack_from(buf, pos)
         if size < 0 or size > self.frame_bytes_max:
-            raise FrameTooLarge(f"frame of {size} bytes exceeds the limit of {self.frame_bytes_max}")
+            raise FrameTooLarge(
+                f"frame of {size} bytes exceeds the limit of {self.frame_bytes_max}"
+            )
         end = pos + 4 + size
         if len(buf) < end:
             return None

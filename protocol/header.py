@@ -47,7 +47,7 @@ def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def parse_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, int]:
-    """Parse header v1 (or v2 when the request version is flexible); returns (header, body offset)."""
+    """Parse header v1 (v2 for flexible versions); returns (header, body offset)."""
     key, version, correlation_id = peek_fixed(frame)
     pos = 8
     if len(frame) < pos + 2:

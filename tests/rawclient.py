@@ -15,8 +15,9 @@ from protocol.api import request_schema, response_schema
 _SIZE = struct.Struct(">i")
 
 
-def encode_request(api_key: int, version: int, correlation_id: int, body: Any,
-                   client_id: str = "rawclient") -> bytes:
+def encode_request(
+    api_key: int, version: int, correlation_id: int, body: Any, client_id: str = "rawclient"
+) -> bytes:
     cls = type(body)
     flexible_header = cls.__header_schema__.__version__ >= 2
     buf = io.BytesIO()

@@ -38,10 +38,16 @@ class ServerProcess:
     def start(self, timeout_s: float = 30) -> ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
-            sys.executable, "-m", "coordinator", "serve",
-            "--listen", self.bootstrap,
-            "--data-dir", str(self.data_dir),
-            "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
+            sys.executable,
+            "-m",
+            "coordinator",
+            "serve",
+            "--listen",
+            self.bootstrap,
+            "--data-dir",
+            str(self.data_dir),
+            "--metrics-listen",
+            f"127.0.0.1:{self.metrics_port}",
             *self.extra_args,
         ]
         log = open(self.log_path, "ab")
@@ -57,13 +63,17 @@ class ServerProcess:
 
     def healthy(self) -> bool:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/health", timeout=1) as r:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.metrics_port}/health", timeout=1
+            ) as r:
                 return bool(r.status == 200)
         except OSError:
             return False
 
     def metrics_text(self) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
+        ) as r:
             return str(r.read().decode())
 
     def log_tail(self, lines: int = 30) -> str:

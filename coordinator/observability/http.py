@@ -15,7 +15,10 @@ REQUEST_BYTES_MAX = 16 * 1024
 
 class HttpEndpoint:
     def __init__(
-        self, metrics: ServerMetrics, health: Callable[[], dict[str, object]], refresh: Callable[[], None]
+        self,
+        metrics: ServerMetrics,
+        health: Callable[[], dict[str, object]],
+        refresh: Callable[[], None],
     ) -> None:
         self.metrics = metrics
         self.health = health
@@ -42,7 +45,11 @@ class HttpEndpoint:
                 status, ctype, body = "405 Method Not Allowed", "text/plain", b"GET only\n"
             elif path.split("?")[0] == "/metrics":
                 self.refresh()
-                status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.metrics.registry)
+                status, ctype, body = (
+                    "200 OK",
+                    CONTENT_TYPE_LATEST,
+                    generate_latest(self.metrics.registry),
+                )
             elif path.split("?")[0] == "/health":
                 state = self.health()
                 ok = state.get("status") == "ok"
@@ -56,8 +63,13 @@ class HttpEndpoint:
                 + body
             )
             await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError,
-                ConnectionError):
+        except (
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            TimeoutError,
+            ValueError,
+            ConnectionError,
+        ):
             pass
         finally:
             writer.close()

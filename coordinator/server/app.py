@@ -152,8 +152,9 @@ class Server:
             build(m.ApiVersion, api_key=key, min_version=low, max_version=high)
             for key, (low, high) in sorted(self.supported_versions.items())
         )
-        return build(m.ApiVersionsResponse, error_code=error, api_keys=keys,
-                     finalized_features_epoch=-1)
+        return build(
+            m.ApiVersionsResponse, error_code=error, api_keys=keys, finalized_features_epoch=-1
+        )
 
     def health(self) -> dict[str, object]:
         return {

@@ -40,16 +40,29 @@ def handle_find_coordinator(conn: Connection, request: Request) -> Any:
     if version < 4:
         error, message = answer(key_type)
         ok = error == ErrorCode.NONE
-        return build(m.FindCoordinatorResponse, error_code=error, error_message=message,
-                     node_id=server.node_id if ok else -1, host=server.host if ok else "",
-                     port=server.port if ok else -1)
+        return build(
+            m.FindCoordinatorResponse,
+            error_code=error,
+            error_message=message,
+            node_id=server.node_id if ok else -1,
+            host=server.host if ok else "",
+            port=server.port if ok else -1,
+        )
     coordinators = []
     for key in body.coordinator_keys:
         error, message = answer(key_type)
         ok = error == ErrorCode.NONE
-        coordinators.append(build(m.Coordinator, key=key, node_id=server.node_id if ok else -1,
-                                  host=server.host if ok else "", port=server.port if ok else -1,
-                                  error_code=error, error_message=message))
+        coordinators.append(
+            build(
+                m.Coordinator,
+                key=key,
+                node_id=server.node_id if ok else -1,
+                host=server.host if ok else "",
+                port=server.port if ok else -1,
+                error_code=error,
+                error_message=message,
+            )
+        )
     return build(m.FindCoordinatorResponse, coordinators=tuple(coordinators))
 
 
@@ -61,13 +74,24 @@ def handle_init_producer_id(conn: Connection, request: Request) -> Any:
     body = request.body
     m = response_types(ApiKey.INIT_PRODUCER_ID, request.api_version)
     if body.transactional_id is not None:
-        return build(m.InitProducerIdResponse,
-                     error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                     producer_id=-1, producer_epoch=-1)
+        return build(
+            m.InitProducerIdResponse,
+            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
     producer_id = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)
     if producer_id >= 0 and 0 <= epoch < 32766:
-        return build(m.InitProducerIdResponse, error_code=ErrorCode.NONE,
-                     producer_id=producer_id, producer_epoch=epoch + 1)
-    return build(m.InitProducerIdResponse, error_code=ErrorCode.NONE,
-                 producer_id=conn.server.allocate_producer_id(), producer_epoch=0)
+        return build(
+            m.InitProducerIdResponse,
+            error_code=ErrorCode.NONE,
+            producer_id=producer_id,
+            producer_epoch=epoch + 1,
+        )
+    return build(
+        m.InitProducerIdResponse,
+        error_code=ErrorCode.NONE,
+        producer_id=conn.server.allocate_producer_id(),
+        producer_epoch=0,
+    )

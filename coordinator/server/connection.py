@@ -77,8 +77,7 @@ class Connection(asyncio.Protocol):
     # asyncio callbacks -------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -144,7 +143,9 @@ class Connection(asyncio.Protocol):
             result = handler(self, request)
         except Exception:
             log.exception("handler failed", api=request.api_key, version=request.api_version)
-            result = error_response(request.api_key, request.api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
+            result = error_response(
+                request.api_key, request.api_version, ErrorCode.UNKNOWN_SERVER_ERROR
+            )
         if result is NO_RESPONSE:
             self._observe(request, started, None)
             return
@@ -165,10 +166,13 @@ class Connection(asyncio.Protocol):
             response = self.server.api_versions_response(0, ErrorCode.UNSUPPORTED_VERSION)
             version = 0
         else:
-            response = error_response(header.api_key, header.api_version, ErrorCode.UNSUPPORTED_VERSION)
+            response = error_response(
+                header.api_key, header.api_version, ErrorCode.UNSUPPORTED_VERSION
+            )
             version = header.api_version
-        request = Request(header.__class__(header.api_key, version, header.correlation_id,
-                                           header.client_id), None)
+        request = Request(
+            header.__class__(header.api_key, version, header.correlation_id, header.client_id), None
+        )
         slot = _Slot(request, started)
         slot.response = response
         self.pending.append(slot)
@@ -200,7 +204,9 @@ class Connection(asyncio.Protocol):
                             error=repr(exc),
                         )
                     response = error_response(
-                        slot.request.api_key, slot.request.api_version, ErrorCode.UNKNOWN_SERVER_ERROR
+                        slot.request.api_key,
+                        slot.request.api_version,
+                        ErrorCode.UNKNOWN_SERVER_ERROR,
                     )
                 else:
                     response = future.result()

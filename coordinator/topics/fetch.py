@@ -34,17 +34,24 @@ def handle_fetch(conn: Connection, request: Request) -> Any:
     version = request.api_version
     if version >= 7 and body.session_id != 0:
         m = response_types(ApiKey.FETCH, version)
-        return build(m.FetchResponse, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-                     session_id=0, responses=())
+        return build(
+            m.FetchResponse,
+            error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+            session_id=0,
+            responses=(),
+        )
     response, total_bytes, partitions = _read(conn, request)
-    max_wait_ms = min(int(body.max_wait.total_seconds() * 1000), conn.server.config.fetch_wait_max_ms)
+    max_wait_ms = min(
+        int(body.max_wait.total_seconds() * 1000), conn.server.config.fetch_wait_max_ms
+    )
     if total_bytes >= body.min_bytes or max_wait_ms <= 0 or not partitions:
         return response
     return _long_poll(conn, request, partitions, max_wait_ms)
 
 
-async def _long_poll(conn: Connection, request: Request, partitions: list[Partition],
-                     max_wait_ms: int) -> Any:
+async def _long_poll(
+    conn: Connection, request: Request, partitions: list[Partition], max_wait_ms: int
+) -> Any:
     deadline = time.monotonic() + max_wait_ms / 1000
     loop = asyncio.get_running_loop()
     while True:
@@ -92,10 +99,18 @@ def _read(conn: Connection, request: Request) -> tuple[Any, int, list[Partition]
             index = fp.partition
             if topic is None or not 0 <= index < len(topic.partitions):
                 error = unknown if topic is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                partitions.append(build(m.PartitionData, partition_index=index, error_code=error,
-                                        high_watermark=-1, last_stable_offset=-1,
-                                        log_start_offset=-1, aborted_transactions=None,
-                                        records=None))
+                partitions.append(
+                    build(
+                        m.PartitionData,
+                        partition_index=index,
+                        error_code=error,
+                        high_watermark=-1,
+                        last_stable_offset=-1,
+                        log_start_offset=-1,
+                        aborted_transactions=None,
+                        records=None,
+                    )
+                )
                 continue
             partition = topic.partitions[index]
             seen.append(partition)
@@ -119,23 +134,35 @@ def _read(conn: Connection, request: Request) -> tuple[Any, int, list[Partition]
                     records = b""
                 total += len(records)
                 budget -= len(records)
-            partitions.append(build(
-                m.PartitionData,
-                partition_index=index,
-                error_code=error,
-                high_watermark=high_watermark,
-                last_stable_offset=high_watermark,
-                log_start_offset=log.log_start_offset,
-                aborted_transactions=aborted,
-                records=records,
-            ))
+            partitions.append(
+                build(
+                    m.PartitionData,
+                    partition_index=index,
+                    error_code=error,
+                    high_watermark=high_watermark,
+                    last_stable_offset=high_watermark,
+                    log_start_offset=log.log_start_offset,
+                    aborted_transactions=aborted,
+                    records=records,
+                )
+            )
         if by_id:
-            topics.append(build(m.FetchableTopicResponse, topic_id=fetch_topic.topic_id,
-                                partitions=tuple(partitions)))
+            topics.append(
+                build(
+                    m.FetchableTopicResponse,
+                    topic_id=fetch_topic.topic_id,
+                    partitions=tuple(partitions),
+                )
+            )
         else:
-            topics.append(build(m.FetchableTopicResponse, topic=fetch_topic.topic,
-                                partitions=tuple(partitions)))
-    response = build(m.FetchResponse, error_code=ErrorCode.NONE, session_id=0, responses=tuple(topics))
+            topics.append(
+                build(
+                    m.FetchableTopicResponse, topic=fetch_topic.topic, partitions=tuple(partitions)
+                )
+            )
+    response = build(
+        m.FetchResponse, error_code=ErrorCode.NONE, session_id=0, responses=tuple(topics)
+    )
     return response, total, seen
 
 

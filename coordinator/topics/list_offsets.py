@@ -62,14 +62,29 @@ def handle_list_offsets(conn: Connection, request: Request) -> Any:
         for lp in list_topic.partitions:
             index = lp.partition_index
             if topic is None or not 0 <= index < len(topic.partitions):
-                partitions.append(build(m.ListOffsetsPartitionResponse, partition_index=index,
-                                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                        timestamp=-1, offset=-1, leader_epoch=-1))
+                partitions.append(
+                    build(
+                        m.ListOffsetsPartitionResponse,
+                        partition_index=index,
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        timestamp=-1,
+                        offset=-1,
+                        leader_epoch=-1,
+                    )
+                )
                 continue
             ts, offset = lookup(topic.partitions[index], lp.timestamp)
-            partitions.append(build(m.ListOffsetsPartitionResponse, partition_index=index,
-                                    error_code=ErrorCode.NONE, timestamp=ts, offset=offset,
-                                    leader_epoch=0))
-        topics.append(build(m.ListOffsetsTopicResponse, name=list_topic.name,
-                            partitions=tuple(partitions)))
+            partitions.append(
+                build(
+                    m.ListOffsetsPartitionResponse,
+                    partition_index=index,
+                    error_code=ErrorCode.NONE,
+                    timestamp=ts,
+                    offset=offset,
+                    leader_epoch=0,
+                )
+            )
+        topics.append(
+            build(m.ListOffsetsTopicResponse, name=list_topic.name, partitions=tuple(partitions))
+        )
     return build(m.ListOffsetsResponse, topics=tuple(topics))

@@ -76,7 +76,9 @@ def handle_produce(conn: Connection, request: Request) -> Any:
     return _respond_when_durable(server, request, results, appended)
 
 
-def _append(server: Server, partition: Partition, records: bytes | None, result: _PartitionResult) -> None:
+def _append(
+    server: Server, partition: Partition, records: bytes | None, result: _PartitionResult
+) -> None:
     if not records:
         result.error = ErrorCode.INVALID_RECORD
         result.message = "empty record set"
@@ -120,8 +122,12 @@ def _append(server: Server, partition: Partition, records: bytes | None, result:
             try:
                 base = log_.append(bytearray(payload), group_headers)
             except OSError as e:
-                log.error("append failed", topic=partition.topic.name, partition=partition.index,
-                          error=str(e))
+                log.error(
+                    "append failed",
+                    topic=partition.topic.name,
+                    partition=partition.index,
+                    error=str(e),
+                )
                 result.error = ErrorCode.KAFKA_STORAGE_ERROR
                 result.message = "append failed"
                 return
@@ -141,8 +147,12 @@ async def _await_durable(server: Server, appended: list[_PartitionResult]) -> No
     outcomes = await asyncio.gather(*waits, return_exceptions=True)
     for result, outcome in zip(appended, outcomes, strict=True):
         if isinstance(outcome, BaseException):
-            log.error("flush failed", topic=result.partition.topic.name,  # type: ignore[union-attr]
-                      partition=result.index, error=str(outcome))
+            log.error(
+                "flush failed",
+                topic=result.partition.topic.name,  # type: ignore[union-attr]
+                partition=result.index,
+                error=str(outcome),
+            )
             result.error = ErrorCode.KAFKA_STORAGE_ERROR
             result.message = "fsync failed"
         else:
@@ -150,7 +160,9 @@ async def _await_durable(server: Server, appended: list[_PartitionResult]) -> No
 
 
 async def _respond_when_durable(
-    server: Server, request: Request, results: list[tuple[str, list[_PartitionResult]]],
+    server: Server,
+    request: Request,
+    results: list[tuple[str, list[_PartitionResult]]],
     appended: list[_PartitionResult],
 ) -> Any:
     started = time.perf_counter()
@@ -177,5 +189,7 @@ def _response(request: Request, results: list[tuple[str, list[_PartitionResult]]
                     error_message=r.message,
                 )
             )
-        topics.append(build(m.TopicProduceResponse, name=name, partition_responses=tuple(partitions)))
+        topics.append(
+            build(m.TopicProduceResponse, name=name, partition_responses=tuple(partitions))
+        )
     return build(m.ProduceResponse, responses=tuple(topics))

@@ -75,7 +75,7 @@ class ProducerStates:
             if first != 0:
                 raise SequenceError(
                     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                    f"producer {header.producer_id} is unknown here and its first sequence is {first}",
+                    f"unknown producer {header.producer_id} must start at 0, not {first}",
                 )
             return None
         if header.producer_epoch < state.epoch:

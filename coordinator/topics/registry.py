@@ -87,7 +87,9 @@ class TopicRegistry:
                 for index in range(entry["partitions"]):
                     topic.partitions.append(self._open_partition(topic, index))
         known = {
-            self._partition_dir(t.name, p.index).name for t in self.by_name.values() for p in t.partitions
+            self._partition_dir(t.name, p.index).name
+            for t in self.by_name.values()
+            for p in t.partitions
         }
         for child in self.root.iterdir():
             if child.is_dir() and child.name not in known:
@@ -121,7 +123,11 @@ class TopicRegistry:
     # changes -----------------------------------------------------------------------------
 
     def create(
-        self, name: str, partitions: int, configs: dict[str, str | None], validate_only: bool = False
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str | None],
+        validate_only: bool = False,
     ) -> Topic:
         from protocol.errors import ErrorCode
 
@@ -131,7 +137,9 @@ class TopicRegistry:
         if partitions == -1:
             partitions = self.config.default_partitions
         if not 1 <= partitions <= PARTITIONS_MAX:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+            )
         checked = self._checked_configs(configs)
         topic = Topic(name, uuid.uuid4(), checked)
         if validate_only:
@@ -213,8 +221,12 @@ class TopicRegistry:
         data = {
             "version": 1,
             "topics": [
-                {"name": t.name, "id": str(t.topic_id), "partitions": len(t.partitions),
-                 "configs": t.configs}
+                {
+                    "name": t.name,
+                    "id": str(t.topic_id),
+                    "partitions": len(t.partitions),
+                    "configs": t.configs,
+                }
                 for t in self.by_name.values()
             ],
         }

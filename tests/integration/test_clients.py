@@ -36,12 +36,14 @@ def message(codec: str, i: int) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
 
 
 def consume_all_confluent(bootstrap: str, topic: str, expected_total: int) -> Expected:
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": "assign-only",
-        "enable.auto.commit": False,
-        "fetch.wait.max.ms": 100,
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "assign-only",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, -2) for p in range(PARTITIONS)])  # -2: beginning
     got: Expected = defaultdict(list)
     offsets: dict[int, list[int]] = defaultdict(list)
@@ -76,12 +78,14 @@ def test_confluent_kafka_all_codecs_idempotent(server: ServerProcess) -> None:
     create_topic(server.bootstrap, topic)
     expected: Expected = defaultdict(list)
     for codec in CODECS:
-        producer = Producer({
-            "bootstrap.servers": server.bootstrap,
-            "compression.type": codec,
-            "enable.idempotence": True,  # acks=all, sequence numbers, InitProducerId
-            "linger.ms": 5,
-        })
+        producer = Producer(
+            {
+                "bootstrap.servers": server.bootstrap,
+                "compression.type": codec,
+                "enable.idempotence": True,  # acks=all, sequence numbers, InitProducerId
+                "linger.ms": 5,
+            }
+        )
         delivered: list[tuple[int, int]] = []
         errors: list[object] = []
 
@@ -134,15 +138,20 @@ def test_kafka_python_all_codecs(server: ServerProcess) -> None:
         for i in range(PER_CODEC):
             key, value, headers = message(codec, i)
             partition = i % PARTITIONS
-            futures.append(producer.send(topic, key=key, value=value, headers=headers,
-                                         partition=partition))
+            futures.append(
+                producer.send(topic, key=key, value=value, headers=headers, partition=partition)
+            )
             expected[partition].append((key, value, headers))
         producer.flush(30)
         for future in futures:
             future.get(10)
         producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=server.bootstrap, enable_auto_commit=False,
-                             fetch_max_wait_ms=100, consumer_timeout_ms=3000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=server.bootstrap,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=100,
+        consumer_timeout_ms=3000,
+    )
     consumer.assign([KTP(topic, p) for p in range(PARTITIONS)])
     consumer.seek_to_beginning()
     got: Expected = defaultdict(list)
@@ -176,14 +185,18 @@ def test_aiokafka_all_codecs(server: ServerProcess) -> None:
                 for i in range(PER_CODEC):
                     key, value, headers = message(codec, i)
                     partition = (i * 7) % PARTITIONS
-                    batch_futures.append(await producer.send(topic, key=key, value=value,
-                                                             headers=headers, partition=partition))
+                    batch_futures.append(
+                        await producer.send(
+                            topic, key=key, value=value, headers=headers, partition=partition
+                        )
+                    )
                     expected[partition].append((key, value, headers))
                 await asyncio.gather(*batch_futures)
             finally:
                 await producer.stop()
-        consumer = AIOKafkaConsumer(bootstrap_servers=server.bootstrap, enable_auto_commit=False,
-                                    fetch_max_wait_ms=100)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=server.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=100
+        )
         await consumer.start()
         got: Expected = defaultdict(list)
         try:
@@ -210,18 +223,53 @@ def test_kcat_all_codecs(server: ServerProcess) -> None:
     expected: dict[int, list[str]] = defaultdict(list)
     for codec in CODECS:
         for partition in range(PARTITIONS):
-            lines = [f"k-{codec}-{partition}-{i}:v-{codec}-{i}" for i in range(per_codec // PARTITIONS)]
+            lines = [
+                f"k-{codec}-{partition}-{i}:v-{codec}-{i}" for i in range(per_codec // PARTITIONS)
+            ]
             subprocess.run(
-                ["kcat", "-P", "-b", server.bootstrap, "-t", topic, "-p", str(partition), "-K:",
-                 "-z", codec, "-H", f"codec={codec}", "-X", "enable.idempotence=true"],
-                input="\n".join(lines).encode(), check=True, timeout=30,
+                [
+                    "kcat",
+                    "-P",
+                    "-b",
+                    server.bootstrap,
+                    "-t",
+                    topic,
+                    "-p",
+                    str(partition),
+                    "-K:",
+                    "-z",
+                    codec,
+                    "-H",
+                    f"codec={codec}",
+                    "-X",
+                    "enable.idempotence=true",
+                ],
+                input="\n".join(lines).encode(),
+                check=True,
+                timeout=30,
             )
-            expected[partition].extend(line.split(":", 1)[0] + " " + line.split(":", 1)[1]
-                                       + f" codec={codec}" for line in lines)
+            expected[partition].extend(
+                line.split(":", 1)[0] + " " + line.split(":", 1)[1] + f" codec={codec}"
+                for line in lines
+            )
     out = subprocess.run(
-        ["kcat", "-C", "-b", server.bootstrap, "-t", topic, "-o", "beginning", "-e", "-q",
-         "-f", "%p %o %k %s %h\n"],
-        check=True, timeout=60, capture_output=True,
+        [
+            "kcat",
+            "-C",
+            "-b",
+            server.bootstrap,
+            "-t",
+            topic,
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-f",
+            "%p %o %k %s %h\n",
+        ],
+        check=True,
+        timeout=60,
+        capture_output=True,
     ).stdout.decode()
     got: dict[int, list[str]] = defaultdict(list)
     offsets: dict[int, list[int]] = defaultdict(list)

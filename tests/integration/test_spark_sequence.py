@@ -24,12 +24,22 @@ def _module(api_key: int, version: int):  # type: ignore[no-untyped-def]
 
 def _batch(producer_id: int, epoch: int, seq: int, start_ts: int, count: int) -> bytes:
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=0, producer_id=producer_id,
-        producer_epoch=epoch, base_sequence=seq, batch_size=10**7,
+        magic=2,
+        compression_type=0,
+        is_transactional=0,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        batch_size=10**7,
     )
     for i in range(count):
-        builder.append(i, timestamp=start_ts + i * 10, key=b"k%d" % i, value=b"row-%d" % i,
-                       headers=[("h", b"x")])
+        builder.append(
+            i,
+            timestamp=start_ts + i * 10,
+            key=b"k%d" % i,
+            value=b"row-%d" % i,
+            headers=[("h", b"x")],
+        )
     return bytes(builder.build())
 
 
@@ -37,8 +47,13 @@ def test_spark_request_sequence(server: ServerProcess) -> None:
     with RawClient(server.bootstrap) as client:
         # ApiVersions v4
         av = _module(18, 4)
-        versions = client.request(18, 4, av.ApiVersionsRequest(
-            client_software_name="apache-kafka-java", client_software_version="3.9.1"))
+        versions = client.request(
+            18,
+            4,
+            av.ApiVersionsRequest(
+                client_software_name="apache-kafka-java", client_software_version="3.9.1"
+            ),
+        )
         assert versions.error_code == 0
         served = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
         for key, version in [(18, 4), (60, 1), (75, 0), (3, 12), (2, 9), (1, 17), (22, 5), (0, 11)]:
@@ -48,19 +63,39 @@ def test_spark_request_sequence(server: ServerProcess) -> None:
 
         # Admin: create the topic (CreateTopics v7) so the sequence has data to find.
         ct = _module(19, 7)
-        created = client.request(19, 7, ct.CreateTopicsRequest(
-            topics=(ct.CreatableTopic(name=TOPIC, num_partitions=PARTITIONS, replication_factor=1,
-                                      assignments=(), configs=()),),
-            timeout=datetime.timedelta(seconds=5), validate_only=False))
+        created = client.request(
+            19,
+            7,
+            ct.CreateTopicsRequest(
+                topics=(
+                    ct.CreatableTopic(
+                        name=TOPIC,
+                        num_partitions=PARTITIONS,
+                        replication_factor=1,
+                        assignments=(),
+                        configs=(),
+                    ),
+                ),
+                timeout=datetime.timedelta(seconds=5),
+                validate_only=False,
+            ),
+        )
         assert created.topics[0].error_code == 0
         topic_id = created.topics[0].topic_id
         assert topic_id != uuid.UUID(int=0)
 
         # Producer: InitProducerId v5, Produce v11 (idempotent, acks=all).
         ip = _module(22, 5)
-        pid = client.request(22, 5, ip.InitProducerIdRequest(
-            transactional_id=None, transaction_timeout=datetime.timedelta(milliseconds=-1),
-            producer_id=-1, producer_epoch=-1))
+        pid = client.request(
+            22,
+            5,
+            ip.InitProducerIdRequest(
+                transactional_id=None,
+                transaction_timeout=datetime.timedelta(milliseconds=-1),
+                producer_id=-1,
+                producer_epoch=-1,
+            ),
+        )
         assert pid.error_code == 0
         producer_id, epoch = pid.producer_id, pid.producer_epoch
         pr = _module(0, 11)
@@ -72,31 +107,59 @@ def test_spark_request_sequence(server: ServerProcess) -> None:
                 payload = _batch(producer_id, epoch, seq[partition], ts, size)
                 seq[partition] += size
                 ts += 1000
-                resp = client.request(0, 11, pr.ProduceRequest(
-                    transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5),
-                    topic_data=(pr.TopicProduceData(name=TOPIC, partition_data=(
-                        pr.PartitionProduceData(index=partition, records=payload),)),)))
+                resp = client.request(
+                    0,
+                    11,
+                    pr.ProduceRequest(
+                        transactional_id=None,
+                        acks=-1,
+                        timeout=datetime.timedelta(seconds=5),
+                        topic_data=(
+                            pr.TopicProduceData(
+                                name=TOPIC,
+                                partition_data=(
+                                    pr.PartitionProduceData(index=partition, records=payload),
+                                ),
+                            ),
+                        ),
+                    ),
+                )
                 part = resp.responses[0].partition_responses[0]
                 assert part.error_code == 0, part
 
         # Driver: DescribeCluster v1, DescribeTopicPartitions v0, Metadata v12.
         dc = _module(60, 1)
-        cluster = client.request(60, 1, dc.DescribeClusterRequest(
-            include_cluster_authorized_operations=False, endpoint_type=1))
+        cluster = client.request(
+            60,
+            1,
+            dc.DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=1),
+        )
         assert cluster.error_code == 0
         assert [(b.host, b.port) for b in cluster.brokers] == [("127.0.0.1", server.port)]
         dtp = _module(75, 0)
-        described = client.request(75, 0, dtp.DescribeTopicPartitionsRequest(
-            topics=(dtp.TopicRequest(name=TOPIC),), response_partition_limit=2000, cursor=None))
+        described = client.request(
+            75,
+            0,
+            dtp.DescribeTopicPartitionsRequest(
+                topics=(dtp.TopicRequest(name=TOPIC),), response_partition_limit=2000, cursor=None
+            ),
+        )
         topic = described.topics[0]
         assert topic.error_code == 0 and topic.topic_id == topic_id
         assert len(topic.partitions) == PARTITIONS
-        assert all(p.eligible_leader_replicas == () and p.last_known_elr == ()
-                   for p in topic.partitions)
+        assert all(
+            p.eligible_leader_replicas == () and p.last_known_elr == () for p in topic.partitions
+        )
         md = _module(3, 12)
-        meta = client.request(3, 12, md.MetadataRequest(
-            topics=(md.MetadataRequestTopic(topic_id=None, name=TOPIC),),
-            allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+        meta = client.request(
+            3,
+            12,
+            md.MetadataRequest(
+                topics=(md.MetadataRequestTopic(topic_id=None, name=TOPIC),),
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            ),
+        )
         assert meta.topics[0].topic_id == topic_id
         assert len(meta.topics[0].partitions) == PARTITIONS
 
@@ -104,11 +167,26 @@ def test_spark_request_sequence(server: ServerProcess) -> None:
         lo = _module(2, 9)
 
         def list_offset(partition: int, timestamp: int, isolation: int = 0) -> tuple[int, int]:
-            resp = client.request(2, 9, lo.ListOffsetsRequest(
-                replica_id=-1, isolation_level=isolation, topics=(lo.ListOffsetsTopic(
-                    name=TOPIC, partitions=(lo.ListOffsetsPartition(
-                        partition_index=partition, current_leader_epoch=-1,
-                        timestamp=timestamp),)),)))
+            resp = client.request(
+                2,
+                9,
+                lo.ListOffsetsRequest(
+                    replica_id=-1,
+                    isolation_level=isolation,
+                    topics=(
+                        lo.ListOffsetsTopic(
+                            name=TOPIC,
+                            partitions=(
+                                lo.ListOffsetsPartition(
+                                    partition_index=partition,
+                                    current_leader_epoch=-1,
+                                    timestamp=timestamp,
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            )
             p = resp.topics[0].partitions[0]
             assert p.error_code == 0
             return p.offset, p.timestamp
@@ -128,16 +206,39 @@ def test_spark_request_sequence(server: ServerProcess) -> None:
         assert (offset, max_ts) == (total - 1, base + 3020)
 
         fr = _module(1, 17)
-        fetched = client.request(1, 17, fr.FetchRequest(
-            cluster_id=None, replica_state=fr.ReplicaState(replica_id=-1, replica_epoch=-1),
-            max_wait=datetime.timedelta(milliseconds=500), min_bytes=1, max_bytes=50 * 2**20,
-            isolation_level=0, session_id=0, session_epoch=-1,
-            topics=(fr.FetchTopic(topic_id=topic_id, partitions=tuple(
-                fr.FetchPartition(partition=p, current_leader_epoch=-1, fetch_offset=0,
-                                  last_fetched_epoch=-1, log_start_offset=-1,
-                                  partition_max_bytes=1 << 20, replica_directory_id=None)
-                for p in range(PARTITIONS))),),
-            forgotten_topics_data=(), rack_id=""))
+        fetched = client.request(
+            1,
+            17,
+            fr.FetchRequest(
+                cluster_id=None,
+                replica_state=fr.ReplicaState(replica_id=-1, replica_epoch=-1),
+                max_wait=datetime.timedelta(milliseconds=500),
+                min_bytes=1,
+                max_bytes=50 * 2**20,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                topics=(
+                    fr.FetchTopic(
+                        topic_id=topic_id,
+                        partitions=tuple(
+                            fr.FetchPartition(
+                                partition=p,
+                                current_leader_epoch=-1,
+                                fetch_offset=0,
+                                last_fetched_epoch=-1,
+                                log_start_offset=-1,
+                                partition_max_bytes=1 << 20,
+                                replica_directory_id=None,
+                            )
+                            for p in range(PARTITIONS)
+                        ),
+                    ),
+                ),
+                forgotten_topics_data=(),
+                rack_id="",
+            ),
+        )
         assert fetched.error_code == 0 and fetched.session_id == 0
         parts = fetched.responses[0].partitions
         assert fetched.responses[0].topic_id == topic_id
@@ -148,19 +249,52 @@ def test_spark_request_sequence(server: ServerProcess) -> None:
             assert offsets == list(range(total))
 
         # Fetching by an unknown topic id, and past the end.
-        bad = client.request(1, 17, fr.FetchRequest(
-            cluster_id=None, replica_state=fr.ReplicaState(replica_id=-1, replica_epoch=-1),
-            max_wait=datetime.timedelta(milliseconds=0), min_bytes=1, max_bytes=1 << 20,
-            isolation_level=0, session_id=0, session_epoch=-1,
-            topics=(fr.FetchTopic(topic_id=uuid.uuid4(), partitions=(
-                fr.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0,
-                                  last_fetched_epoch=-1, log_start_offset=-1,
-                                  partition_max_bytes=1 << 20, replica_directory_id=None),)),
-                    fr.FetchTopic(topic_id=topic_id, partitions=(
-                fr.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=total + 5,
-                                  last_fetched_epoch=-1, log_start_offset=-1,
-                                  partition_max_bytes=1 << 20, replica_directory_id=None),))),
-            forgotten_topics_data=(), rack_id=""))
+        bad = client.request(
+            1,
+            17,
+            fr.FetchRequest(
+                cluster_id=None,
+                replica_state=fr.ReplicaState(replica_id=-1, replica_epoch=-1),
+                max_wait=datetime.timedelta(milliseconds=0),
+                min_bytes=1,
+                max_bytes=1 << 20,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                topics=(
+                    fr.FetchTopic(
+                        topic_id=uuid.uuid4(),
+                        partitions=(
+                            fr.FetchPartition(
+                                partition=0,
+                                current_leader_epoch=-1,
+                                fetch_offset=0,
+                                last_fetched_epoch=-1,
+                                log_start_offset=-1,
+                                partition_max_bytes=1 << 20,
+                                replica_directory_id=None,
+                            ),
+                        ),
+                    ),
+                    fr.FetchTopic(
+                        topic_id=topic_id,
+                        partitions=(
+                            fr.FetchPartition(
+                                partition=0,
+                                current_leader_epoch=-1,
+                                fetch_offset=total + 5,
+                                last_fetched_epoch=-1,
+                                log_start_offset=-1,
+                                partition_max_bytes=1 << 20,
+                                replica_directory_id=None,
+                            ),
+                        ),
+                    ),
+                ),
+                forgotten_topics_data=(),
+                rack_id="",
+            ),
+        )
         assert bad.responses[0].partitions[0].error_code == 100  # UNKNOWN_TOPIC_ID
         assert bad.responses[1].partitions[0].error_code == 1  # OFFSET_OUT_OF_RANGE
 

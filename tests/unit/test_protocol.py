@@ -62,8 +62,9 @@ def test_decode_flexible_request_with_header_v2() -> None:
 
 
 def test_unsupported_version_carries_header() -> None:
-    body = MetadataRequest(topics=None, allow_auto_topic_creation=True,
-                           include_topic_authorized_operations=False)
+    body = MetadataRequest(
+        topics=None, allow_auto_topic_creation=True, include_topic_authorized_operations=False
+    )
     data = encode_request(3, 12, 9, body)
     with pytest.raises(UnsupportedVersion) as info:
         decode_request(data[4:], {3: (0, 11)})
@@ -75,8 +76,9 @@ def test_unknown_api_key_and_garbage() -> None:
         decode_request(struct.pack(">hhi", 999, 0, 1) + b"\x00\x00", SUPPORTED)
     with pytest.raises(RequestError):
         decode_request(b"\x00\x03", SUPPORTED)
-    data = encode_request(18, 3, 1, ApiVersionsRequest(client_software_name="a",
-                                                       client_software_version="1"))
+    data = encode_request(
+        18, 3, 1, ApiVersionsRequest(client_software_name="a", client_software_version="1")
+    )
     with pytest.raises(RequestError):
         decode_request(data[4:-3], SUPPORTED)
 
@@ -91,14 +93,21 @@ def test_api_versions_beyond_codec_is_unsupported_not_unknown() -> None:
 
 def test_error_response_encodes_at_every_version() -> None:
     for version in range(0, 13):
-        data = encode_response(3, version, 1, error_response(3, version, ErrorCode.UNSUPPORTED_VERSION))
+        data = encode_response(
+            3, version, 1, error_response(3, version, ErrorCode.UNSUPPORTED_VERSION)
+        )
         assert struct.unpack_from(">i", data, 0)[0] == len(data) - 4
 
 
 def _batch(count: int, base_ts: int = 1000, producer_id: int = -1, seq: int = -1) -> bytearray:
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=0, producer_id=producer_id,
-        producer_epoch=0 if producer_id >= 0 else -1, base_sequence=seq, batch_size=10**7,
+        magic=2,
+        compression_type=0,
+        is_transactional=0,
+        producer_id=producer_id,
+        producer_epoch=0 if producer_id >= 0 else -1,
+        base_sequence=seq,
+        batch_size=10**7,
     )
     for i in range(count):
         builder.append(i, timestamp=base_ts + i, key=b"k%d" % i, value=b"v", headers=[])

@@ -1,0 +1,388 @@
+"""Metadata v0-v12, DescribeCluster v0-v1 and DescribeTopicPartitions v0: the cluster as one
+node that leads every partition.
+
+Every partition is led by this node at leader epoch 0, with this node as its only replica and
+in-sync replica. Topic ids are the registry's real UUIDs, so Java consumers move to Fetch
+v13+ (topic ids). Authorized operations are INT32_MIN ("not requested") unless asked for;
+when asked for, everything is allowed (there is no authorizer).
+"""
+
+from __future__ import annotations
+
+import uuid
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
+
+from protocol.api import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    ZERO_UUID,
+    ApiKey,
+    Request,
+    build,
+    response_types,
+)
+from protocol.errors import ErrorCode
+
+from ..observability.logging import get_logger
+from .registry import Topic, TopicError, check_topic_name
+
+if TYPE_CHECKING:
+    from ..server.app import Server
+    from ..server.connection import Connection
+
+log = get_logger("groupcoord.metadata")
+
+# AclOperation codes, as bits of the "authorized operations" fields.
+_READ, _WRITE, _CREATE, _DELETE, _ALTER, _DESCRIBE = 3, 4, 5, 6, 7, 8
+_CLUSTER_ACTION, _DESCRIBE_CONFIGS, _ALTER_CONFIGS, _IDEMPOTENT_WRITE = 9, 10, 11, 12
+_CREATE_TOKENS, _DESCRIBE_TOKENS = 13, 14
+
+
+def _bits(*operations: int) -> int:
+    return sum(1 << op for op in operations)
+
+
+# What Kafka reports for a principal allowed everything on a topic / the cluster.
+TOPIC_OPERATIONS_ALL = _bits(
+    _READ, _WRITE, _CREATE, _DELETE, _ALTER, _DESCRIBE, _DESCRIBE_CONFIGS, _ALTER_CONFIGS
+)
+CLUSTER_OPERATIONS_ALL = _bits(
+    _CREATE,
+    _ALTER,
+    _DESCRIBE,
+    _CLUSTER_ACTION,
+    _DESCRIBE_CONFIGS,
+    _ALTER_CONFIGS,
+    _IDEMPOTENT_WRITE,
+    _CREATE_TOKENS,
+    _DESCRIBE_TOKENS,
+)
+
+# Internal topic names are never auto-created as data topics: Kafka creates them itself with
+# their own layout, and the group coordinator keeps its offsets elsewhere.
+_NOT_AUTO_CREATED = frozenset({"__consumer_offsets", "__transaction_state"})
+
+# Kafka's EndpointType (DescribeCluster v1+).
+ENDPOINT_BROKER = 1
+ENDPOINT_CONTROLLER = 2
+_ENDPOINT_NAMES = {ENDPOINT_BROKER: "BROKER", ENDPOINT_CONTROLLER: "CONTROLLER"}
+
+
+class EndpointError(IntEnum):
+    """Kafka error codes (Errors.java) not in protocol.errors.ErrorCode yet."""
+
+    MISMATCHED_ENDPOINT_TYPE = 114
+    UNSUPPORTED_ENDPOINT_TYPE = 115
+
+
+# Kafka's max.request.partition.size.limit default: the cap on response_partition_limit.
+DESCRIBE_TOPIC_PARTITIONS_LIMIT_MAX = 2000
+
+
+def _partitions(
+    cls: type[Any],
+    topic: Topic,
+    node_id: int,
+    start: int = 0,
+    stop: int | None = None,
+    **extra: Any,
+) -> tuple[Any, ...]:
+    stop = len(topic.partitions) if stop is None else stop
+    return tuple(
+        build(
+            cls,
+            error_code=ErrorCode.NONE,
+            partition_index=index,
+            leader_id=node_id,
+            leader_epoch=0,
+            replica_nodes=(node_id,),
+            isr_nodes=(node_id,),
+            offline_replicas=(),
+            **extra,
+        )
+        for index in range(start, stop)
+    )
+
+
+# Metadata -----------------------------------------------------------------------------------
+
+
+def handle_metadata(conn: Connection, request: Request) -> Any:
+    """Emits this node as the only broker and controller, the cluster id (v2+), and the
+    requested topics (v0: empty list = all; v1+: null = all, empty = none; v10+: by topic id
+    when the name is null), each partition led by this node at epoch 0. An unknown topic is
+    created with default_partitions partitions when the request (v4+; always below) and the
+    server allow auto-creation.
+    Errors per topic: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (by id),
+    INVALID_TOPIC_EXCEPTION (illegal name), INVALID_REQUEST (neither name nor id),
+    LEADER_NOT_AVAILABLE (auto-creation failed on disk; retriable)."""
+    server = conn.server
+    version = request.api_version
+    body = request.body
+    m = response_types(ApiKey.METADATA, version)
+    topic_ops = (
+        TOPIC_OPERATIONS_ALL
+        if getattr(body, "include_topic_authorized_operations", False)
+        else AUTHORIZED_OPERATIONS_OMITTED
+    )
+    cluster_ops = (
+        CLUSTER_OPERATIONS_ALL
+        if getattr(body, "include_cluster_authorized_operations", False)
+        else AUTHORIZED_OPERATIONS_OMITTED
+    )
+
+    def found(topic: Topic) -> Any:
+        return build(
+            m.MetadataResponseTopic,
+            error_code=ErrorCode.NONE,
+            name=topic.name,
+            topic_id=topic.topic_id,
+            is_internal=False,
+            partitions=_partitions(m.MetadataResponsePartition, topic, server.node_id),
+            topic_authorized_operations=topic_ops,
+        )
+
+    def missing(error: ErrorCode, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> Any:
+        return build(
+            m.MetadataResponseTopic,
+            error_code=error,
+            name=name,
+            topic_id=topic_id,
+            is_internal=False,
+            partitions=(),
+            topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+
+    requested = body.topics
+    all_topics = requested is None or (version == 0 and not requested)
+    topics: list[Any] = []
+    if all_topics:
+        topics = [found(t) for t in sorted(server.topics.topics(), key=lambda t: t.name)]
+    else:
+        allow_auto = getattr(body, "allow_auto_topic_creation", True)
+        seen: set[object] = set()
+        for wanted in requested:
+            name = wanted.name
+            topic_id = getattr(wanted, "topic_id", None)
+            key: object = name if name is not None else topic_id
+            if key in seen:  # Kafka answers each distinct topic once
+                continue
+            seen.add(key)
+            if name is None:
+                if topic_id is None or topic_id == ZERO_UUID:
+                    topics.append(missing(ErrorCode.INVALID_REQUEST, None))
+                    continue
+                topic = server.topics.get_by_id(topic_id)
+                topics.append(
+                    found(topic)
+                    if topic is not None
+                    else missing(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id)
+                )
+                continue
+            topic = server.topics.get(name)
+            if topic is not None:
+                topics.append(found(topic))
+                continue
+            error, topic = _unknown_topic(server, name, allow_auto)
+            topics.append(found(topic) if topic is not None else missing(error, name))
+
+    broker = build(
+        m.MetadataResponseBroker,
+        node_id=server.node_id,
+        host=server.host,
+        port=server.port,
+        rack=None,
+    )
+    return build(
+        m.MetadataResponse,
+        brokers=(broker,),
+        cluster_id=server.cluster_id,
+        controller_id=server.node_id,
+        topics=tuple(topics),
+        cluster_authorized_operations=cluster_ops,
+    )
+
+
+def _unknown_topic(server: Server, name: str, allow_auto: bool) -> tuple[ErrorCode, Topic | None]:
+    """Auto-create `name` if allowed; else the error Kafka gives for an unknown topic."""
+    try:
+        check_topic_name(name)
+    except TopicError:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, None
+    if not (allow_auto and server.config.auto_create_topics) or name in _NOT_AUTO_CREATED:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+    try:
+        topic = server.topics.create(name, server.config.default_partitions, {})
+    except TopicError as e:
+        return ErrorCode(e.code), None
+    except OSError as e:
+        log.error("auto-create failed", topic=name, error=str(e))
+        return ErrorCode.LEADER_NOT_AVAILABLE, None
+    log.info("auto-created topic", topic=name, partitions=len(topic.partitions))
+    return ErrorCode.NONE, topic
+
+
+# DescribeCluster ----------------------------------------------------------------------------
+
+
+def handle_describe_cluster(conn: Connection, request: Request) -> Any:
+    """Emits the cluster id, this node as controller and only broker, endpoint type BROKER.
+    Errors: MISMATCHED_ENDPOINT_TYPE (v1, endpoint type CONTROLLER: this is a broker
+    endpoint), UNSUPPORTED_ENDPOINT_TYPE (v1, any other unknown type); INVALID_REQUEST for
+    both at v0 -- as Kafka's AuthHelper.computeDescribeClusterResponse does."""
+    server = conn.server
+    version = request.api_version
+    body = request.body
+    m = response_types(ApiKey.DESCRIBE_CLUSTER, version)
+    endpoint_type = getattr(body, "endpoint_type", ENDPOINT_BROKER)
+    if endpoint_type != ENDPOINT_BROKER:
+        if endpoint_type in _ENDPOINT_NAMES:
+            code: IntEnum = EndpointError.MISMATCHED_ENDPOINT_TYPE
+            message = (
+                f"The request was sent to an endpoint of type BROKER, but we wanted an "
+                f"endpoint of type {_ENDPOINT_NAMES[endpoint_type]}"
+            )
+        else:
+            code = EndpointError.UNSUPPORTED_ENDPOINT_TYPE
+            message = f"Unsupported endpoint type {endpoint_type}"
+        return build(
+            m.DescribeClusterResponse,
+            error_code=ErrorCode.INVALID_REQUEST if version == 0 else code,
+            error_message=message,
+            endpoint_type=ENDPOINT_BROKER,
+            cluster_id="",
+            controller_id=-1,
+            brokers=(),
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+    cluster_ops = (
+        CLUSTER_OPERATIONS_ALL
+        if body.include_cluster_authorized_operations
+        else AUTHORIZED_OPERATIONS_OMITTED
+    )
+    broker = build(
+        m.DescribeClusterBroker,
+        broker_id=server.node_id,
+        host=server.host,
+        port=server.port,
+        rack=None,
+    )
+    return build(
+        m.DescribeClusterResponse,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        endpoint_type=ENDPOINT_BROKER,
+        cluster_id=server.cluster_id,
+        controller_id=server.node_id,
+        brokers=(broker,),
+        cluster_authorized_operations=cluster_ops,
+    )
+
+
+# DescribeTopicPartitions --------------------------------------------------------------------
+
+
+def handle_describe_topic_partitions(conn: Connection, request: Request) -> Any:
+    """Emits the requested topics (none requested = every topic) at or after the cursor, in
+    name order, with at most response_partition_limit partitions (capped to 1..2000) in all;
+    next_cursor names the first partition left out, or is null when nothing was. Paginates
+    exactly as Kafka's DescribeTopicPartitionsRequestHandler: the cursor's partition index
+    applies to the cursor topic only, and a topic reached once the limit is used up starts
+    the next page at its partition 0. Eligible leader replicas and last known ELR are always
+    empty arrays (never null: the Java Admin client cannot parse null).
+    Errors per topic: UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (illegal name);
+    INVALID_REQUEST for every requested topic when the cursor is invalid (its topic is not
+    among those requested, or its partition index is negative)."""
+    server = conn.server
+    body = request.body
+    m = response_types(ApiKey.DESCRIBE_TOPIC_PARTITIONS, request.api_version)
+    cursor = body.cursor
+    cursor_name = cursor.topic_name if cursor is not None else ""
+    fetch_all = not body.topics
+
+    def invalid(message: str) -> Any:
+        log.info("invalid DescribeTopicPartitions request", reason=message)
+        return build(
+            m.DescribeTopicPartitionsResponse,
+            next_cursor=None,
+            topics=tuple(
+                build(
+                    m.DescribeTopicPartitionsResponseTopic,
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    name=t.name,
+                    topic_id=ZERO_UUID,
+                    is_internal=False,
+                    partitions=(),
+                )
+                for t in body.topics
+            ),
+        )
+
+    if fetch_all:
+        names = {t.name for t in server.topics.topics() if t.name >= cursor_name}
+    else:
+        names = {t.name for t in body.topics if t.name >= cursor_name}
+        if cursor is not None and cursor.topic_name not in names:
+            return invalid(
+                "DescribeTopicPartitionsRequest topic list should contain the cursor "
+                f"topic: {cursor.topic_name}"
+            )
+    if cursor is not None and cursor.partition_index < 0:
+        return invalid(f"DescribeTopicPartitionsRequest cursor partition must be valid: {cursor}")
+
+    remaining = max(min(DESCRIBE_TOPIC_PARTITIONS_LIMIT_MAX, body.response_partition_limit), 1)
+    results: list[Any] = []
+    next_cursor = None
+    for name in sorted(names):
+        if remaining <= 0:
+            # Everything before this topic fitted exactly: the next page starts here.
+            next_cursor = build(m.Cursor, topic_name=name, partition_index=0)
+            break
+        topic = server.topics.get(name)
+        if topic is None:
+            if not fetch_all:  # topics gone since the listing are skipped silently
+                try:
+                    check_topic_name(name)
+                    error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                except TopicError:
+                    error = ErrorCode.INVALID_TOPIC_EXCEPTION
+                results.append(
+                    build(
+                        m.DescribeTopicPartitionsResponseTopic,
+                        error_code=error,
+                        name=name,
+                        topic_id=ZERO_UUID,
+                        is_internal=False,
+                        partitions=(),
+                    )
+                )
+            continue
+        count = len(topic.partitions)
+        start = cursor.partition_index if cursor is not None and name == cursor_name else 0
+        start = min(start, count)
+        stop = min(count, start + remaining)
+        partitions = _partitions(
+            m.DescribeTopicPartitionsResponsePartition,
+            topic,
+            server.node_id,
+            start,
+            stop,
+            eligible_leader_replicas=(),
+            last_known_elr=(),
+        )
+        results.append(
+            build(
+                m.DescribeTopicPartitionsResponseTopic,
+                error_code=ErrorCode.NONE,
+                name=name,
+                topic_id=topic.topic_id,
+                is_internal=False,
+                partitions=partitions,
+                topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            )
+        )
+        if stop < count:
+            next_cursor = build(m.Cursor, topic_name=name, partition_index=stop)
+            break
+        remaining -= len(partitions)
+    return build(m.DescribeTopicPartitionsResponse, topics=tuple(results), next_cursor=next_cursor)

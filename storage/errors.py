@@ -1,0 +1,44 @@
+"""Exceptions raised by the storage layer.
+
+The server maps them onto Kafka error codes: OffsetOutOfRange -> OFFSET_OUT_OF_RANGE,
+LogFailed / OSError -> KAFKA_STORAGE_ERROR (NOT_COORDINATOR for coordinator logs).
+"""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base class of the storage layer's own errors (OSError passes through unwrapped)."""
+
+
+class OffsetOutOfRange(StorageError):
+    """The requested offset is below the log start offset or beyond the log end offset."""
+
+    def __init__(self, offset: int, log_start_offset: int, next_offset: int) -> None:
+        super().__init__(
+            f"offset {offset} is outside the log range [{log_start_offset}, {next_offset}]"
+        )
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.next_offset = next_offset
+
+
+class LogClosed(StorageError):
+    """The partition log was closed; its file descriptors are gone."""
+
+
+class LogFailed(StorageError):
+    """An earlier write or fsync failed: nothing may be trusted until the log is reopened.
+
+    After a failed fsync the kernel may already have dropped the dirty pages, so a retry that
+    succeeds would claim durability for lost data ("fsyncgate"). The failure is therefore
+    sticky; the owner closes the log and opens it again, which re-validates the tail.
+    """
+
+
+class TooManyWaiters(StorageError):
+    """The group committer already parks its configured maximum of waiters."""
+
+
+class CommitterClosed(StorageError):
+    """The group committer is closed and accepts no new waiters."""

@@ -1,0 +1,193 @@
+"""Group commit: many writers wait for durability, few fsyncs pay for all of them.
+
+Theory of operation
+-------------------
+A writer appends to a PartitionLog (page cache only), then awaits
+``committer.wait_durable(log, last_offset)``. Waiters are parked per log in a heap keyed
+by offset. One background task loops: it takes every log that has waiters, runs their
+``flush()`` calls in ONE worker-thread call (so the event loop never blocks on a disk),
+then wakes every waiter whose offset is now below its log's durable offset. While that
+round's fsyncs run, new appends and waiters accumulate and are covered by the next round:
+the fsync rate adapts to the disk, never one fsync per request.
+
+A flush that raises fails that log's parked waiters with the exception (the log is then
+failed until reopened, see PartitionLog); so does a log closed under its waiters. The
+number of parked waiters is bounded. Everything runs on the event loop thread except the
+flushes themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import weakref
+from collections.abc import Iterable
+from concurrent.futures import Executor
+
+from .errors import CommitterClosed, LogClosed, TooManyWaiters
+from .log import PartitionLog
+
+WAITERS_MAX_DEFAULT = 100_000
+
+# (offset, tie-breaker so futures are never compared, future)
+_Waiter = tuple[int, int, "asyncio.Future[None]"]
+
+
+class GroupCommitter:
+    """Parks waiters until their offsets are durable and batches the fsyncs for them."""
+
+    def __init__(
+        self, *, executor: Executor | None = None, waiters_max: int = WAITERS_MAX_DEFAULT
+    ) -> None:
+        """`executor` runs the flushes (None: the loop's default executor)."""
+        if waiters_max < 1:
+            raise ValueError("waiters_max must be >= 1")
+        self._executor = executor
+        self._waiters_max = waiters_max
+        self._waiters: dict[PartitionLog, list[_Waiter]] = {}
+        self._parked = 0
+        self._sequence = itertools.count()
+        # Every log seen, for flush_all_now() and close(); weak so closed logs go away.
+        self._logs: weakref.WeakSet[PartitionLog] = weakref.WeakSet()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        # Completed background flush rounds (a metric; tests count fsync batching).
+        self.rounds = 0
+
+    @property
+    def parked(self) -> int:
+        """Waiters currently parked (cancelled ones count until their round ends)."""
+        return self._parked
+
+    def track(self, log: PartitionLog) -> None:
+        """Include `log` in flush_all_now() and close() even if nobody waited on it."""
+        self._logs.add(log)
+
+    async def wait_durable(self, log: PartitionLog, offset: int) -> None:
+        """Return once every offset up to and including `offset` of `log` is fsynced.
+
+        Raises TooManyWaiters beyond the configured bound, CommitterClosed after close(),
+        ValueError for an offset not yet appended, and whatever the log's flush raised.
+        """
+        if log.durable_offset > offset:
+            return
+        if self._closed:
+            raise CommitterClosed("group committer is closed")
+        if offset >= log.next_offset:
+            raise ValueError(f"offset {offset} is not appended yet (next {log.next_offset})")
+        if self._parked >= self._waiters_max:
+            raise TooManyWaiters(f"{self._parked} waiters already parked")
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters.setdefault(log, []), (offset, next(self._sequence), future))
+        self._parked += 1
+        self._logs.add(log)
+        self._wakeup.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="group-commit-flusher")
+        await future
+
+    async def flush_all_now(self, logs: Iterable[PartitionLog] | None = None) -> None:
+        """Flush `logs` (default: every log seen) right away and wake their waiters.
+
+        Raises the first flush error after failing the affected waiters.
+        """
+        chosen = [log for log in self._logs if not log.closed] if logs is None else list(logs)
+        # Logs with parked waiters always take part, so none of them is left behind.
+        targets = list(dict.fromkeys([*chosen, *self._waiters]))
+        if not targets:
+            return
+        loop = asyncio.get_running_loop()
+        results = await loop.run_in_executor(self._executor, _flush_logs, targets)
+        first_error = self._settle(targets, results)
+        if first_error is not None:
+            raise first_error
+
+    async def close(self) -> None:
+        """Flush everything, resolve the waiters, stop the background task."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self.flush_all_now()
+        finally:
+            self._wakeup.set()
+            try:
+                if self._task is not None:
+                    await self._task  # at most one more round, then it sees _closed
+            finally:
+                # Waiters whose offsets can no longer become durable (a truncated log).
+                self._fail_all(CommitterClosed("group committer closed"))
+
+    def fail(self, log: PartitionLog, exc: BaseException) -> None:
+        """Fail every waiter parked on `log`: for its owner, when it truncates, reloads or
+        closes the log (their offsets may never become durable)."""
+        self._fail_log(log, exc)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            logs = [log for log, heap in self._waiters.items() if heap]
+            if logs:
+                try:
+                    results = await loop.run_in_executor(self._executor, _flush_logs, logs)
+                    self.rounds += 1
+                    self._settle(logs, results)
+                except Exception as exc:  # e.g. the executor was shut down
+                    # Parked waiters must never hang on a broken flusher.
+                    self._fail_all(exc)
+            if self._closed:
+                return
+
+    def _settle(
+        self, logs: list[PartitionLog], results: list[int | BaseException]
+    ) -> BaseException | None:
+        """Fail the waiters of logs whose flush raised, wake every durable waiter."""
+        first_error: BaseException | None = None
+        for log, result in zip(logs, results, strict=True):
+            if isinstance(result, BaseException):
+                if not isinstance(result, LogClosed):
+                    first_error = first_error or result
+                self._fail_log(log, result)
+        for log in list(self._waiters):
+            self._wake_durable(log)
+        return first_error
+
+    def _wake_durable(self, log: PartitionLog) -> None:
+        heap = self._waiters[log]
+        durable = log.durable_offset
+        while heap and heap[0][0] < durable:
+            future = heapq.heappop(heap)[2]
+            self._parked -= 1
+            if not future.done():
+                future.set_result(None)
+        if not heap:
+            del self._waiters[log]
+
+    def _fail_log(self, log: PartitionLog, exc: BaseException) -> None:
+        for _, _, future in self._waiters.pop(log, []):
+            self._parked -= 1
+            if not future.done():
+                future.set_exception(exc)
+
+    def _fail_all(self, exc: BaseException) -> None:
+        for log in list(self._waiters):
+            self._fail_log(log, exc)
+
+
+def _flush_logs(logs: list[PartitionLog]) -> list[int | BaseException]:
+    """One worker-thread call: flush each log, an error of one not stopping the others."""
+    results: list[int | BaseException] = []
+    for log in logs:
+        if log.closed:
+            # Its waiters can never be served; whoever closed it flushed it if needed.
+            results.append(LogClosed(f"log {log.directory} is closed"))
+            continue
+        try:
+            results.append(log.flush())
+        except Exception as exc:
+            results.append(exc)
+    return results

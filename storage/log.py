@@ -1,0 +1,733 @@
+"""A partition's segmented, append-only log of record batches (magic v2).
+
+Theory of operation
+-------------------
+A directory holds segments (see segment.py) named by base offset; the last one is active
+and takes appends. Batches are stored byte for byte as received, only their base offset
+stamped in; nothing here decodes records except timestamp lookups. The log is generic over
+batches, so the coordinator's own state logs use it as well as data partitions.
+
+Offsets. ``log_start_offset`` <= ``durable_offset`` <= ``next_offset`` (log end offset;
+the high watermark on this single node). Reads accept [log_start_offset, next_offset].
+
+Durability. ``append`` only writes into the page cache. ``flush`` fsyncs and advances
+``durable_offset``; responses that depend on a write wait for it (group_commit.py), so one
+fsync covers everything appended meanwhile. A failed write that cannot be rolled back, or a
+failed fsync, makes the log fail for good (LogFailed) until it is reopened: after a failed
+fsync the kernel may have dropped the dirty pages, and a later fsync that succeeds would
+claim durability for lost data.
+
+Threads. One writer thread (the event loop) calls everything except ``flush``, which may
+run at the same time in a worker thread. They share the segment list (a roll appends to
+it), the segments rolled since the last flush and ``next_offset``. A roll and the flush's
+snapshot of those happen under ``_lock``; the fsyncs run outside it, so an append never
+waits for a disk. Segments deleted by retention while a flush may be fsyncing them are
+closed by that flush when it ends, so a descriptor is never closed (and its number reused)
+under it. ``truncate_to`` and ``close`` wait for an in-flight flush (``_flush_lock``,
+which append never takes).
+
+Recovery. A segment below the *recovery point* was fsynced whole, together with its index
+files, before the recovery point passed it (the flush after a roll persists the active
+segment's base offset in ``recovery-point-offset``). Such segments are trusted when their
+index files are consistent: start-up reads only their index files and the headers after
+the last index entry. Every other segment (always the last one) is scanned batch by batch
+(header, CRC, increasing offsets) and cut at the first bad batch, dropping every later
+segment. ``log-start-offset`` persists the log start offset when retention moves it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.batches import BatchHeader, record_timestamps
+
+from .checkpoint import fsync_directory, read_offset_file, write_offset_file
+from .errors import LogClosed, LogFailed, OffsetOutOfRange
+from .segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    RELATIVE_OFFSET_MAX,
+    TIME_INDEX_SUFFIX,
+    Segment,
+    delete_segment_files,
+    parse_segment_file_name,
+    segment_file_name,
+)
+
+LOG_START_OFFSET_FILE = "log-start-offset"
+RECOVERY_POINT_FILE = "recovery-point-offset"
+
+_DAY_MS = 24 * 60 * 60 * 1000
+# Positions are u32 in the index; Kafka bounds segment.bytes by a Java int as well.
+_SEGMENT_BYTES_LIMIT = 2**31 - 1
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Per-log settings; -1 means unlimited for both retention limits."""
+
+    segment_bytes_max: int = 1024 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    retention_ms: int = 7 * _DAY_MS
+    retention_bytes: int = -1
+    # Roll the active segment once it is older than this, so time retention can act.
+    segment_ms: int = 7 * _DAY_MS
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.segment_bytes_max <= _SEGMENT_BYTES_LIMIT:
+            raise ValueError(f"segment_bytes_max must be in [1, {_SEGMENT_BYTES_LIMIT}]")
+        if self.index_interval_bytes < 0:
+            raise ValueError("index_interval_bytes must be >= 0")
+        if self.retention_ms < -1 or self.retention_bytes < -1:
+            raise ValueError("retention_ms and retention_bytes must be >= -1")
+        if self.segment_ms < 1:
+            raise ValueError("segment_ms must be >= 1")
+
+
+class PartitionLog:
+    """Segmented append-only log of one partition; see the module docstring."""
+
+    __slots__ = (
+        "__weakref__",
+        "recovered_truncated_bytes",
+        "_directory",
+        "_config",
+        "_clock_ms",
+        "_segments",
+        "_bases",
+        "_log_start_offset",
+        "_next_offset",
+        "_durable_offset",
+        "_recovery_point",
+        "_size_bytes",
+        "_lock",
+        "_flush_lock",
+        "_unsealed",
+        "_dir_dirty",
+        "_flushing",
+        "_deferred_close",
+        "_failure",
+        "_closed",
+    )
+
+    def __init__(self, directory: Path, config: LogConfig, clock_ms: Callable[[], int]) -> None:
+        """Use `PartitionLog.open`."""
+        self._directory = directory
+        self._config = config
+        self._clock_ms = clock_ms
+        # Bytes dropped at start-up: torn or corrupt tail, and segments after it.
+        self.recovered_truncated_bytes = 0
+        self._segments: list[Segment] = []
+        # Base offsets of _segments, for bisect.
+        self._bases: list[int] = []
+        self._log_start_offset = 0
+        self._next_offset = 0
+        self._durable_offset = 0
+        self._recovery_point = 0
+        self._size_bytes = 0
+        # Guards bookkeeping shared with a flusher thread; never held across I/O waits.
+        self._lock = threading.Lock()
+        # Serializes flush() calls (and truncate/close against them); append never takes it.
+        self._flush_lock = threading.Lock()
+        # Segments rolled since the last flush: their data and index files need an fsync.
+        self._unsealed: list[Segment] = []
+        self._dir_dirty = False
+        self._flushing = False
+        self._deferred_close: list[Segment] = []
+        self._failure: BaseException | None = None
+        self._closed = False
+
+    # -- opening and recovery -----------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> PartitionLog:
+        """Open (creating if needed) the log in `directory`, recovering its tail.
+
+        `clock_ms` is used for segment age (segment_ms) and modification times only.
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        log = cls(directory, config, clock_ms)
+        try:
+            log._recover()
+        except BaseException:
+            log._close_all()
+            raise
+        return log
+
+    def _recover(self) -> None:
+        directory = self._directory
+        interval = self._config.index_interval_bytes
+        now_ms = self._clock_ms()
+        bases: list[int] = []
+        index_files: list[tuple[str, str]] = []
+        for entry in os.scandir(directory):
+            name = entry.name
+            if name.endswith(".tmp"):
+                # An offset file write interrupted before its rename.
+                os.unlink(entry.path)
+                continue
+            base = parse_segment_file_name(name)
+            if base is not None:
+                bases.append(base)
+            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+                index_files.append((name.partition(".")[0], entry.path))
+        bases.sort()
+        log_stems = {segment_file_name(base, "") for base in bases}
+        for stem, path in index_files:
+            if stem not in log_stems:
+                os.unlink(path)
+
+        start_in_file = read_offset_file(directory / LOG_START_OFFSET_FILE)
+        recovery_point = read_offset_file(directory / RECOVERY_POINT_FILE) or 0
+        # Directory entries removed here must stay removed, see the fsync below.
+        entries_changed = False
+        # Segments wholly below the persisted log start: retention was interrupted after
+        # moving the start and before deleting them.
+        if start_in_file is not None:
+            while len(bases) > 1 and bases[1] <= start_in_file:
+                delete_segment_files(directory, bases.pop(0))
+                entries_changed = True
+
+        segments: list[Segment] = []
+        scanned: list[Segment] = []
+        truncated = 0
+        try:
+            for i, base in enumerate(bases):
+                if segments and segments[-1].next_offset > base:
+                    # Overlaps its predecessor: a leftover of an unfinished truncation.
+                    truncated += self._drop_segment_files(bases[i:])
+                    entries_changed = True
+                    break
+                segment = Segment.open_existing(directory, base, interval)
+                segments.append(segment)
+                is_last = i == len(bases) - 1
+                if not is_last and base < recovery_point and segment.load_index_files():
+                    continue
+                cut = segment.recover()
+                scanned.append(segment)
+                if cut:
+                    truncated += cut
+                    if not is_last:
+                        truncated += self._drop_segment_files(bases[i + 1 :])
+                        entries_changed = True
+                    break
+            log_start = max(start_in_file or 0, segments[0].base_offset if segments else 0)
+            if segments and log_start > segments[-1].next_offset:
+                # The tail below a moved log start was torn away: nothing readable is
+                # left, so start empty at the log start.
+                for segment in segments:
+                    truncated += segment.size_bytes
+                    segment.close()
+                    segment.delete_files()
+                segments, scanned = [], []
+                entries_changed = True
+            if not segments:
+                segments.append(Segment.create(directory, log_start, interval, now_ms))
+                # The new file's name becomes durable with the first flush.
+                self._dir_dirty = True
+        except BaseException:
+            for segment in segments:
+                segment.close()
+            raise
+
+        self._segments = segments
+        self._bases = [segment.base_offset for segment in segments]
+        active = segments[-1]
+        # Age for segment_ms across restarts: the first batch's timestamp, as Kafka does
+        # (the creation time is not persisted), never in the future.
+        first = next(active.iter_headers(0), None)
+        first_ts = first[1].max_timestamp if first is not None else -1
+        active.created_ms = min(now_ms, first_ts) if first_ts >= 0 else now_ms
+        if start_in_file is not None and start_in_file != log_start:
+            write_offset_file(directory / LOG_START_OFFSET_FILE, log_start)
+        self._log_start_offset = log_start
+
+        # What was scanned may never have been fsynced: make it durable (and seal the
+        # rebuilt index files) before reporting durable_offset == next_offset.
+        for segment in scanned:
+            segment.fsync()
+            if segment is not active:
+                segment.write_index_files()
+                segment.sync_index_files()
+        if entries_changed or scanned:
+            fsync_directory(directory)
+        if recovery_point != active.base_offset:
+            write_offset_file(directory / RECOVERY_POINT_FILE, active.base_offset)
+        self._recovery_point = active.base_offset
+        self._next_offset = active.next_offset
+        self._durable_offset = active.next_offset
+        self._size_bytes = sum(segment.size_bytes for segment in segments)
+        self.recovered_truncated_bytes = truncated
+
+    def _drop_segment_files(self, bases: list[int]) -> int:
+        dropped = 0
+        for base in bases:
+            try:
+                dropped += (self._directory / segment_file_name(base, LOG_SUFFIX)).stat().st_size
+            except FileNotFoundError:
+                pass
+            delete_segment_files(self._directory, base)
+        return dropped
+
+    # -- properties ---------------------------------------------------------------------
+
+    @property
+    def directory(self) -> Path:
+        return self._directory
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def next_offset(self) -> int:
+        """Log end offset: the offset the next appended record gets (high watermark)."""
+        return self._next_offset
+
+    @property
+    def durable_offset(self) -> int:
+        """Every offset below this is fsynced."""
+        return self._durable_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size_bytes
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def failed(self) -> bool:
+        return self._failure is not None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- appending ----------------------------------------------------------------------
+
+    def append(self, batches: bytearray, headers: Sequence[BatchHeader]) -> int:
+        """Append already-validated batches (their headers in order); returns the base
+        offset given to the first one.
+
+        Base offsets are stamped into `batches` in place; the buffer is written with one
+        syscall, not fsynced (see `flush`). Rolls to a new segment first when the active
+        one would exceed segment_bytes_max or is older than segment_ms.
+        """
+        self._check_writable()
+        if not headers:
+            raise ValueError("append needs at least one batch")
+        active = self._segments[-1]
+        now_ms = self._clock_ms()
+        if active.size_bytes and self._should_roll(active, len(batches), headers, now_ms):
+            active = self._roll(now_ms)
+        try:
+            base_offset = active.append(batches, headers, now_ms)
+        except OSError as exc:
+            if active.torn:
+                self._failure = exc
+            raise
+        self._size_bytes += len(batches)
+        # Published after the write: a flush that sees this offset fsyncs after it.
+        self._next_offset = active.next_offset
+        return base_offset
+
+    def _should_roll(
+        self, active: Segment, size: int, headers: Sequence[BatchHeader], now_ms: int
+    ) -> bool:
+        config = self._config
+        if active.size_bytes + size > config.segment_bytes_max:
+            return True
+        if now_ms - active.created_ms > config.segment_ms:
+            return True
+        # Relative offsets are u32. A batch spans at most 2**31 offsets, so the exact
+        # span is only worth computing when that bound could overflow.
+        used = active.next_offset - active.base_offset
+        if used + len(headers) * (1 << 31) <= RELATIVE_OFFSET_MAX * 10:
+            return False
+        span = sum(header.last_offset_delta + 1 for header in headers)
+        return used + span - 1 > RELATIVE_OFFSET_MAX
+
+    def _roll(self, now_ms: int) -> Segment:
+        old = self._segments[-1]
+        new = Segment.create(
+            self._directory, self._next_offset, self._config.index_interval_bytes, now_ms
+        )
+        try:
+            old.write_index_files()
+        except BaseException:
+            new.close()
+            new.delete_files()
+            raise
+        with self._lock:
+            self._segments.append(new)
+            self._bases.append(new.base_offset)
+            self._unsealed.append(old)
+            self._dir_dirty = True
+        return new
+
+    # -- durability ---------------------------------------------------------------------
+
+    def flush(self) -> int:
+        """fsync everything appended so far; returns the new durable offset.
+
+        Safe to call from a worker thread while the writer thread keeps appending: the
+        end offset and the files to sync are snapshotted under the lock, the fsyncs run
+        outside it. Appends made during the fsync are left for the next flush.
+        """
+        with self._flush_lock:
+            with self._lock:
+                if self._closed:
+                    return self._durable_offset
+                if self._failure is not None:
+                    raise LogFailed(f"log {self._directory} failed earlier") from self._failure
+                target = self._next_offset
+                active = self._segments[-1]
+                rolled = self._unsealed
+                dir_dirty = self._dir_dirty
+                if target == self._durable_offset and not rolled and not dir_dirty:
+                    return target
+                self._unsealed = []
+                self._dir_dirty = False
+                self._flushing = True
+            try:
+                # Data first, then the names (directory), then the index hints and the
+                # recovery point that vouches for them.
+                for segment in rolled:
+                    segment.fsync()
+                active.fsync()
+                if dir_dirty:
+                    fsync_directory(self._directory)
+                if rolled:
+                    for segment in rolled:
+                        if not segment.deleted:
+                            segment.sync_index_files()
+                    write_offset_file(self._directory / RECOVERY_POINT_FILE, active.base_offset)
+                    self._recovery_point = active.base_offset
+            except BaseException as exc:
+                with self._lock:
+                    self._failure = exc
+                raise
+            finally:
+                with self._lock:
+                    self._flushing = False
+                    deferred, self._deferred_close = self._deferred_close, []
+                for segment in deferred:
+                    segment.close()
+            self._durable_offset = target
+            return target
+
+    # -- reading ------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Whole batches starting with the one containing `offset`, at most `max_bytes`
+        in total except that the first batch is always returned whole (KIP-74).
+
+        Continues across segments while under `max_bytes`. Returns b"" at the log end;
+        raises OffsetOutOfRange below the log start or beyond the log end.
+        """
+        self._check_open()
+        if offset == self._next_offset:
+            return b""
+        segments = self._segments
+        i, position = self._locate(offset)
+        chunks: list[bytes] = []
+        remaining = max_bytes
+        while i < len(segments):
+            segment = segments[i]
+            data = segment.read(position, remaining, at_least_one=not chunks)
+            if data:
+                chunks.append(data)
+                remaining -= len(data)
+            if position + len(data) < segment.size_bytes or remaining <= 0:
+                break
+            i += 1
+            position = 0
+        if len(chunks) == 1:
+            return chunks[0]
+        return b"".join(chunks)
+
+    def _locate(self, offset: int) -> tuple[int, int]:
+        """(segment index, position) of the first batch whose last offset >= `offset`;
+        the position may be a segment's end when the batch is in a later segment."""
+        if offset < self._log_start_offset or offset > self._next_offset:
+            raise OffsetOutOfRange(offset, self._log_start_offset, self._next_offset)
+        i = bisect_right(self._bases, offset) - 1
+        segment = self._segments[i]
+        found = segment.find_batch(offset)
+        return i, found[0] if found is not None else segment.size_bytes
+
+    def batch_headers(self, from_offset: int | None = None) -> Iterator[BatchHeader]:
+        """Headers of the stored batches from the one containing `from_offset` (default:
+        the log start) to the current end, reading headers only."""
+        self._check_open()
+        offset = self._log_start_offset if from_offset is None else from_offset
+        i, position = self._locate(offset)
+        return self._iter_headers(i, position)
+
+    def _iter_headers(self, i: int, position: int) -> Iterator[BatchHeader]:
+        segments = self._segments
+        while i < len(segments):
+            for _, header in segments[i].iter_headers(position):
+                yield header
+            i += 1
+            position = 0
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record, in offset order, whose timestamp is
+        >= `timestamp_ms`; None if there is none (ListOffsets by timestamp)."""
+        self._check_open()
+        log_start = self._log_start_offset
+        segments = self._segments
+        first = max(bisect_right(self._bases, log_start) - 1, 0)
+        for segment in segments[first:]:
+            # Segments are in offset order; one whose max is below the target holds no
+            # answer, and the first that qualifies usually holds it.
+            if segment.max_timestamp_ms < timestamp_ms:
+                continue
+            start = segment.timestamp_scan_position(timestamp_ms, log_start)
+            for position, header in segment.iter_headers(start):
+                if header.max_timestamp < timestamp_ms or header.last_offset < log_start:
+                    continue
+                batch = segment.pread(position, header.size_bytes)
+                # Records may be out of timestamp order: the first offset that qualifies.
+                for offset, timestamp in record_timestamps(batch):
+                    if timestamp >= timestamp_ms and offset >= log_start:
+                        return offset, timestamp
+        return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3):
+        the earliest batch with the largest max timestamp, then its first record having
+        that timestamp. None when the log holds no timestamped batch."""
+        self._check_open()
+        log_start = self._log_start_offset
+        best: tuple[int, Segment, int] | None = None  # (timestamp, segment, batch offset)
+        for segment in self._segments:
+            if segment.next_offset <= log_start:
+                continue
+            timestamp = segment.max_timestamp_ms
+            offset = segment.offset_of_max_timestamp
+            if segment.base_offset < log_start and offset < log_start:
+                # The log start moved inside this segment, maybe past its max batch:
+                # rescan what remains readable (rare: only advance_log_start_offset).
+                timestamp, offset = -1, -1
+                found = segment.find_batch(log_start)
+                position = found[0] if found is not None else segment.size_bytes
+                for _, header in segment.iter_headers(position):
+                    if header.max_timestamp > timestamp:
+                        timestamp, offset = header.max_timestamp, header.base_offset
+            if offset >= 0 and (best is None or timestamp > best[0]):
+                best = (timestamp, segment, offset)
+        if best is None:
+            return None
+        timestamp, segment, batch_offset = best
+        found = segment.find_batch(batch_offset)
+        if found is None:  # pragma: no cover - the batch was located above
+            return None
+        position, header = found
+        fallback: tuple[int, int] | None = None
+        for offset, record_ts in record_timestamps(segment.pread(position, header.size_bytes)):
+            if record_ts == timestamp:
+                return offset, record_ts
+            if fallback is None or record_ts > fallback[1]:
+                fallback = (offset, record_ts)
+        # The header's max timestamp matched no record (a producer's inconsistent batch).
+        return fallback
+
+    # -- truncation and retention -------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop everything at and after `offset`: the batch containing it goes whole, so
+        next_offset becomes that batch's base offset (or `offset` if it has none)."""
+        with self._flush_lock:
+            self._check_writable()
+            if offset >= self._next_offset:
+                return
+            if offset < self._log_start_offset:
+                self._reset_at(offset)
+                return
+            i = bisect_right(self._bases, offset) - 1
+            segment = self._segments[i]
+            later = self._segments[i + 1 :]
+            if later:
+                self._remove_segments(later)
+            found = segment.find_batch(offset)
+            if found is not None:
+                segment.truncate_at(found[0])
+            if segment.next_offset < self._log_start_offset:
+                # The dropped batch straddled the log start: nothing readable is left.
+                self._reset_at(self._log_start_offset)
+                return
+            with self._lock:
+                # The segment is active again: its index files are rewritten at roll.
+                self._unsealed = [s for s in self._unsealed if s is not segment]
+                self._next_offset = segment.next_offset
+                self._durable_offset = min(self._durable_offset, self._next_offset)
+            self._size_bytes = sum(s.size_bytes for s in self._segments)
+            # The cut must be durable before new appends reuse the offsets.
+            segment.fsync()
+            if later:
+                fsync_directory(self._directory)
+            self._lower_recovery_point(segment.base_offset)
+
+    def _reset_at(self, start: int) -> None:
+        """Delete every segment and restart empty at `start` (also the new log start)."""
+        self._remove_segments(list(self._segments))
+        try:
+            new = Segment.create(
+                self._directory, start, self._config.index_interval_bytes, self._clock_ms()
+            )
+            fsync_directory(self._directory)
+            write_offset_file(self._directory / LOG_START_OFFSET_FILE, start)
+        except BaseException as exc:
+            self._failure = exc
+            raise
+        with self._lock:
+            self._segments = [new]
+            self._bases = [start]
+            self._log_start_offset = start
+            self._next_offset = start
+            self._durable_offset = start
+            self._size_bytes = 0
+        self._lower_recovery_point(start)
+
+    def _lower_recovery_point(self, offset: int) -> None:
+        if self._recovery_point > offset:
+            write_offset_file(self._directory / RECOVERY_POINT_FILE, offset)
+            self._recovery_point = offset
+
+    def advance_log_start_offset(self, offset: int) -> int:
+        """Move the log start to `offset` (never backwards), persist it and delete the
+        segments wholly below it (never the active one). Returns segments deleted."""
+        self._check_writable()
+        if offset <= self._log_start_offset:
+            return 0
+        if offset > self._next_offset:
+            raise OffsetOutOfRange(offset, self._log_start_offset, self._next_offset)
+        self._set_log_start_offset(offset)
+        segments = self._segments
+        count = 0
+        while count < len(segments) - 1 and segments[count + 1].base_offset <= offset:
+            count += 1
+        if count:
+            self._remove_segments(segments[:count])
+        return count
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete the oldest non-active segments whose newest record is older than
+        retention_ms, then while the log stays at or above retention_bytes without them
+        (Kafka's rule: retention_bytes is kept at least). Returns segments deleted."""
+        self._check_writable()
+        config = self._config
+        segments = self._segments
+        candidates = len(segments) - 1
+        count = 0
+        if config.retention_ms >= 0:
+            cutoff = now_ms - config.retention_ms
+            while count < candidates and _retention_timestamp(segments[count]) < cutoff:
+                count += 1
+        if config.retention_bytes >= 0:
+            size = self._size_bytes - sum(segment.size_bytes for segment in segments[:count])
+            while (
+                count < candidates and size - segments[count].size_bytes >= config.retention_bytes
+            ):
+                size -= segments[count].size_bytes
+                count += 1
+        if not count:
+            return 0
+        # Persist the new start first: a crash before the deletions is finished at open.
+        self._set_log_start_offset(max(self._log_start_offset, segments[count].base_offset))
+        self._remove_segments(segments[:count])
+        return count
+
+    def _set_log_start_offset(self, offset: int) -> None:
+        write_offset_file(self._directory / LOG_START_OFFSET_FILE, offset)
+        self._log_start_offset = offset
+
+    def _remove_segments(self, doomed: list[Segment]) -> None:
+        """Take segments out of the log, close them (or let the running flush do it) and
+        delete their files."""
+        doomed_ids = {id(segment) for segment in doomed}
+        with self._lock:
+            self._segments = [s for s in self._segments if id(s) not in doomed_ids]
+            self._bases = [s.base_offset for s in self._segments]
+            self._unsealed = [s for s in self._unsealed if id(s) not in doomed_ids]
+            for segment in doomed:
+                segment.deleted = True
+            if self._flushing:
+                self._deferred_close.extend(doomed)
+                close_now: list[Segment] = []
+            else:
+                close_now = doomed
+        self._size_bytes -= sum(segment.size_bytes for segment in doomed)
+        for segment in close_now:
+            segment.close()
+        for segment in doomed:
+            segment.delete_files()
+
+    # -- closing ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the file descriptors after writing the active segment's index files.
+        Does not fsync: flush first for durability."""
+        with self._flush_lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                if self._failure is None:
+                    self._segments[-1].write_index_files()
+            finally:
+                self._close_all()
+
+    def _close_all(self) -> None:
+        for segment in self._segments:
+            segment.close()
+        for segment in self._deferred_close:
+            segment.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosed(f"log {self._directory} is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._failure is not None:
+            raise LogFailed(f"log {self._directory} failed earlier") from self._failure
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({str(self._directory)!r}, log_start_offset={self._log_start_offset},"
+            f" next_offset={self._next_offset}, durable_offset={self._durable_offset},"
+            f" segments={len(self._segments)})"
+        )
+
+
+def _retention_timestamp(segment: Segment) -> int:
+    """Kafka's largestTimestamp: the newest record's timestamp, or the file's
+    modification time when no batch carries one."""
+    if segment.max_timestamp_ms >= 0:
+        return segment.max_timestamp_ms
+    return segment.last_modified_ms

@@ -1,0 +1,612 @@
+"""One segment of a partition log: a file of record batches plus two sparse indexes.
+
+Theory of operation
+-------------------
+A segment stores whole magic-v2 record batches, exactly as they were appended and in offset
+order, in ``<base offset as 20 digits>.log``. Two sparse indexes speed up lookups:
+
+* ``.index``: big-endian (relative offset u32, file position u32) pairs. An entry is added
+  for a batch once more than ``index_interval_bytes`` were appended since the previous
+  entry (Kafka's rule). The relative offset is the batch's base offset minus the segment's.
+* ``.timeindex``: big-endian (timestamp i64, relative offset u32) pairs, added at the same
+  points when the largest timestamp seen so far has grown. The offset is that of the first
+  batch reaching that timestamp, so every batch before it has a smaller max timestamp: a
+  timestamp search may start at the last entry whose timestamp is <= the target.
+
+Both live in memory as ``array`` columns (about 20 bytes per 4 KiB of log) for bisect
+lookups. The files are written whole when a segment stops being active (roll) and at close,
+and fsynced by the next flush. The active segment is always re-scanned at start-up, so
+writing its index piecemeal would only add syscalls to the append path. Index files are
+hints: on load they are checked against the log (sizes, monotonic entries, and the batches
+after the last entry) and rebuilt by a full scan when absent or inconsistent.
+
+A segment holds one read-write file descriptor for its whole life; reads use ``os.pread``
+so they never disturb, or depend on, a file position.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Sequence
+from itertools import islice
+from operator import le, lt
+from pathlib import Path
+
+from protocol.batches import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    InvalidBatch,
+    batch_size_at,
+    crc_ok,
+    parse_header,
+    set_base_offset,
+)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+INDEX_ENTRY_BYTES = 8
+TIME_INDEX_ENTRY_BYTES = 12
+# Relative offsets and file positions are stored as u32 in the index files.
+RELATIVE_OFFSET_MAX = 0xFFFF_FFFF
+NO_TIMESTAMP = -1
+
+# Header scans read this much at a time: several small batches per syscall, while a big
+# batch costs one small read instead of reading its body.
+_SCAN_CHUNK_BYTES = 8 * 1024
+# Recovery reads whole batches to check their CRC; big reads keep the syscall count low.
+_RECOVERY_CHUNK_BYTES = 1024 * 1024
+_LITTLE_ENDIAN_HOST = sys.byteorder == "little"
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+if array("I").itemsize != 4 or array("q").itemsize != 8:  # pragma: no cover - exotic ABI
+    raise ImportError("storage.segment needs 4-byte array('I') and 8-byte array('q')")
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """`<base offset as 20 digits><suffix>`, Kafka's naming, so files sort by offset."""
+    return f"{base_offset:020d}{suffix}"
+
+
+def parse_segment_file_name(name: str) -> int | None:
+    """Base offset of a `<20 digits>.log` file name; None for any other name."""
+    stem, _, ext = name.partition(".")
+    if ext != LOG_SUFFIX[1:] or len(stem) != 20 or not (stem.isascii() and stem.isdigit()):
+        return None
+    return int(stem)
+
+
+class Segment:
+    """A `.log` file of record batches with its in-memory sparse indexes.
+
+    Not thread-safe by itself: the owning PartitionLog calls everything from its writer
+    thread, except `fsync` and `sync_index_files`, which a flusher thread may call
+    concurrently with `append` (fsync and pwrite on one descriptor are safe together).
+    """
+
+    __slots__ = (
+        "directory",
+        "base_offset",
+        "next_offset",
+        "size_bytes",
+        "max_timestamp_ms",
+        "offset_of_max_timestamp",
+        "created_ms",
+        "last_modified_ms",
+        "deleted",
+        "torn",
+        "_fd",
+        "_index_interval_bytes",
+        "_bytes_since_index",
+        "_index_rel",
+        "_index_pos",
+        "_time_ts",
+        "_time_rel",
+    )
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        fd: int,
+        index_interval_bytes: int,
+        created_ms: int,
+        last_modified_ms: int,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        # Offset after the last batch's last offset (== base_offset while empty).
+        self.next_offset = base_offset
+        self.size_bytes = 0
+        # Largest batch max timestamp, and the base offset of the first batch having it.
+        self.max_timestamp_ms = NO_TIMESTAMP
+        self.offset_of_max_timestamp = -1
+        self.created_ms = created_ms
+        self.last_modified_ms = last_modified_ms
+        # Set once the segment left its log; a flush still fsyncing it then closes it.
+        self.deleted = False
+        # A failed write could not be rolled back: the file may end in a partial batch.
+        self.torn = False
+        self._fd = fd
+        self._index_interval_bytes = index_interval_bytes
+        self._bytes_since_index = 0
+        self._index_rel = array("I")
+        self._index_pos = array("I")
+        self._time_ts = array("q")
+        self._time_rel = array("I")
+
+    # -- construction -------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls, directory: Path, base_offset: int, index_interval_bytes: int, now_ms: int
+    ) -> Segment:
+        """A new, empty segment (an existing file of that name is truncated)."""
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            # Leftover index files of an earlier segment with this base would be taken
+            # for this one's at the next start-up.
+            _unlink_quietly(directory / segment_file_name(base_offset, suffix))
+        fd = os.open(
+            directory / segment_file_name(base_offset, LOG_SUFFIX),
+            os.O_RDWR | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC,
+            0o644,
+        )
+        return cls(directory, base_offset, fd, index_interval_bytes, now_ms, now_ms)
+
+    @classmethod
+    def open_existing(cls, directory: Path, base_offset: int, index_interval_bytes: int) -> Segment:
+        """Open a segment file; call `load_index_files` or `recover` before using it."""
+        fd = os.open(directory / segment_file_name(base_offset, LOG_SUFFIX), os.O_RDWR | _O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        mtime_ms = st.st_mtime_ns // 1_000_000
+        segment = cls(directory, base_offset, fd, index_interval_bytes, mtime_ms, mtime_ms)
+        segment.size_bytes = st.st_size
+        return segment
+
+    def path(self, suffix: str = LOG_SUFFIX) -> Path:
+        return self.directory / segment_file_name(self.base_offset, suffix)
+
+    # -- appending ----------------------------------------------------------------------
+
+    def append(self, buf: bytearray, headers: Sequence[BatchHeader], now_ms: int) -> int:
+        """Stamp offsets into the batches of `buf`, write it with one syscall, index it.
+
+        Returns the first batch's base offset. The buffer is mutated in place (base
+        offsets sit outside the CRC). On a write error the file is cut back to its old
+        size and nothing changes here; if even that fails, `torn` is set.
+        """
+        first_offset = self.next_offset
+        offset = first_offset
+        pos = 0
+        for header in headers:
+            size = header.batch_length + LOG_OVERHEAD
+            # Cheap guard against a caller passing headers of another buffer: a mismatch
+            # here would corrupt the log for good.
+            if batch_size_at(buf, pos) != size:
+                raise ValueError(f"batch at byte {pos} does not match its header")
+            set_base_offset(buf, pos, offset)
+            offset += header.last_offset_delta + 1
+            pos += size
+        if pos != len(buf):
+            raise ValueError(f"headers cover {pos} bytes of a {len(buf)} byte payload")
+        if offset - 1 - self.base_offset > RELATIVE_OFFSET_MAX:
+            raise ValueError("append would overflow the segment's relative offsets")
+        self._write_all(buf)
+
+        position = self.size_bytes
+        offset = first_offset
+        for header in headers:
+            size = header.batch_length + LOG_OVERHEAD
+            self._note_batch(position, offset, header.last_offset_delta, header.max_timestamp, size)
+            offset += header.last_offset_delta + 1
+            position += size
+        self.size_bytes = position
+        self.last_modified_ms = now_ms
+        return first_offset
+
+    def _write_all(self, buf: bytearray) -> None:
+        position = self.size_bytes
+        total = len(buf)
+        written = 0
+        with memoryview(buf) as view:
+            try:
+                # One pwrite in practice; the loop only covers a short write.
+                while written < total:
+                    n = os.pwrite(self._fd, view[written:], position + written)
+                    if n <= 0:
+                        raise OSError(errno.EIO, "short write to segment")
+                    written += n
+            except OSError:
+                try:
+                    os.ftruncate(self._fd, position)
+                except OSError:
+                    self.torn = True
+                raise
+
+    def _note_batch(
+        self, position: int, base_offset: int, last_offset_delta: int, max_ts: int, size: int
+    ) -> None:
+        """Account one batch: bookkeeping and sparse index entries (same rule everywhere,
+        so indexes rebuilt by a scan equal the ones built while appending)."""
+        if max_ts > self.max_timestamp_ms:
+            self.max_timestamp_ms = max_ts
+            self.offset_of_max_timestamp = base_offset
+        if self._bytes_since_index > self._index_interval_bytes:
+            self._index_rel.append(base_offset - self.base_offset)
+            self._index_pos.append(position)
+            time_ts = self._time_ts
+            if self.max_timestamp_ms > (time_ts[-1] if time_ts else NO_TIMESTAMP):
+                time_ts.append(self.max_timestamp_ms)
+                self._time_rel.append(self.offset_of_max_timestamp - self.base_offset)
+            self._bytes_since_index = 0
+        self._bytes_since_index += size
+        self.next_offset = base_offset + last_offset_delta + 1
+
+    def _reset_state(self) -> None:
+        self.next_offset = self.base_offset
+        self.max_timestamp_ms = NO_TIMESTAMP
+        self.offset_of_max_timestamp = -1
+        self._bytes_since_index = 0
+
+    # -- loading and recovery -------------------------------------------------------------
+
+    def load_index_files(self) -> bool:
+        """Adopt the index files if consistent with the log; False means: scan instead.
+
+        Checks entry sizes and ordering, then walks the batch headers after the last
+        entry to the end of the file (a few KiB), which also yields the next offset and
+        the max timestamp without reading the whole segment.
+        """
+        try:
+            index_data = self.path(INDEX_SUFFIX).read_bytes()
+            time_data = self.path(TIME_INDEX_SUFFIX).read_bytes()
+        except OSError:
+            return False
+        if len(index_data) % INDEX_ENTRY_BYTES or len(time_data) % TIME_INDEX_ENTRY_BYTES:
+            return False
+        rel, pos = _decode_offset_index(index_data)
+        ts, time_rel = _decode_time_index(time_data)
+        consistent = (
+            _strictly_increasing(rel)
+            and _strictly_increasing(pos)
+            and (not pos or pos[-1] < self.size_bytes)
+            and len(ts) <= len(rel)
+            and _strictly_increasing(ts)
+            and all(map(le, time_rel, islice(time_rel, 1, None)))
+            and (not time_rel or time_rel[-1] <= rel[-1])
+        )
+        if not consistent:
+            return False
+        self._index_rel, self._index_pos, self._time_ts, self._time_rel = rel, pos, ts, time_rel
+        # A complete index gains no entry while walking the batches after its last one;
+        # one that does was cut short: scan the segment instead.
+        entries = len(rel)
+        if self._resume_from_indexes() and len(self._index_rel) == entries:
+            return True
+        self._clear_indexes()
+        return False
+
+    def recover(self) -> int:
+        """Validate every batch from the start, rebuilding the indexes as it goes.
+
+        Stops at the first batch that is cut short, is not v2, fails its CRC or goes
+        backwards in offsets, and truncates the file there. Returns the bytes cut off.
+        """
+        self._clear_indexes()
+        self._reset_state()
+        fd = self._fd
+        file_size = os.fstat(fd).st_size
+        pos = 0
+        buf = b""
+        buf_start = 0
+        while pos < file_size:
+            rel = pos - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf = os.pread(fd, min(_RECOVERY_CHUNK_BYTES, file_size - pos), pos)
+                buf_start, rel = pos, 0
+            try:
+                header = parse_header(buf, rel)
+            except InvalidBatch:
+                break
+            size = header.size_bytes
+            if (
+                pos + size > file_size
+                or header.base_offset < self.next_offset
+                or header.last_offset - self.base_offset > RELATIVE_OFFSET_MAX
+            ):
+                break
+            if rel + size > len(buf):
+                buf = os.pread(fd, max(size, min(_RECOVERY_CHUNK_BYTES, file_size - pos)), pos)
+                buf_start, rel = pos, 0
+                if len(buf) < size:
+                    break
+            if not crc_ok(buf, rel, header):
+                break
+            self._note_batch(
+                pos, header.base_offset, header.last_offset_delta, header.max_timestamp, size
+            )
+            pos += size
+        self.size_bytes = pos
+        if pos < file_size:
+            os.ftruncate(fd, pos)
+        return file_size - pos
+
+    def _resume_from_indexes(self) -> bool:
+        """Recompute the state after the in-memory indexes by walking the batch headers
+        from the last index entry to the end of the file; False if they do not fit."""
+        self._reset_state()
+        start = 0
+        expected_first = None
+        if self._time_ts:
+            # Index entries are taken after accounting their batch, so the last time
+            # entry is the max timestamp up to the last offset index entry.
+            self.max_timestamp_ms = self._time_ts[-1]
+            self.offset_of_max_timestamp = self.base_offset + self._time_rel[-1]
+        if self._index_pos:
+            start = self._index_pos[-1]
+            expected_first = self.base_offset + self._index_rel[-1]
+        # Zero bytes since the last entry: the first batch walked is not indexed again.
+        self._bytes_since_index = 0
+        try:
+            for pos, header in self.iter_headers(start):
+                if pos == start and expected_first is not None:
+                    if header.base_offset != expected_first:
+                        return False
+                elif header.base_offset < self.next_offset:
+                    return False
+                size = header.size_bytes
+                if (
+                    pos + size > self.size_bytes
+                    or header.last_offset - self.base_offset > RELATIVE_OFFSET_MAX
+                ):
+                    return False
+                self._note_batch(
+                    pos, header.base_offset, header.last_offset_delta, header.max_timestamp, size
+                )
+        except InvalidBatch:
+            return False
+        return True
+
+    def _clear_indexes(self) -> None:
+        self._index_rel = array("I")
+        self._index_pos = array("I")
+        self._time_ts = array("q")
+        self._time_rel = array("I")
+
+    # -- lookups ------------------------------------------------------------------------
+
+    def lookup_position(self, offset: int) -> int:
+        """File position of a batch at or before the batch containing `offset`."""
+        i = bisect_right(self._index_rel, offset - self.base_offset) - 1
+        return self._index_pos[i] if i >= 0 else 0
+
+    def iter_headers(self, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from `start` (a batch boundary) to the end of
+        the segment as it is now, reading headers only (bodies are skipped)."""
+        end = self.size_bytes
+        fd = self._fd
+        pos = start
+        buf = b""
+        buf_start = pos
+        while pos < end:
+            rel = pos - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf = os.pread(fd, min(_SCAN_CHUNK_BYTES, end - pos), pos)
+                buf_start, rel = pos, 0
+            header = parse_header(buf, rel)
+            yield pos, header
+            pos += header.size_bytes
+
+    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= `offset`."""
+        for pos, header in self.iter_headers(self.lookup_position(offset)):
+            if header.base_offset + header.last_offset_delta >= offset:
+                return pos, header
+        return None
+
+    def timestamp_scan_position(self, timestamp_ms: int, min_offset: int) -> int:
+        """Where a search for the first record with timestamp >= `timestamp_ms` (and
+        offset >= `min_offset`) may start: every batch before it has a smaller max."""
+        i = bisect_right(self._time_ts, timestamp_ms) - 1
+        offset = self.base_offset + self._time_rel[i] if i >= 0 else self.base_offset
+        return self.lookup_position(max(offset, min_offset))
+
+    def pread(self, position: int, size: int) -> bytes:
+        return os.pread(self._fd, size, position)
+
+    def read(self, position: int, max_bytes: int, at_least_one: bool) -> bytes:
+        """Whole batches from `position` (a batch boundary), at most `max_bytes` of them,
+        except that with `at_least_one` the first batch is returned whatever its size.
+
+        The end is found before reading (index, then a short header walk), so the data
+        is read with one exact pread and never copied to trim a partial batch.
+        """
+        available = self.size_bytes - position
+        if available <= 0:
+            return b""
+        if max_bytes >= available:
+            # The segment ends on a batch boundary.
+            return os.pread(self._fd, available, position)
+        end = self._last_boundary(position, position + max(max_bytes, 0))
+        if end > position:
+            return os.pread(self._fd, end - position, position)
+        if not at_least_one:
+            return b""
+        head = os.pread(self._fd, LOG_OVERHEAD, position)
+        return os.pread(self._fd, batch_size_at(head, 0), position)
+
+    def _last_boundary(self, position: int, limit: int) -> int:
+        """The last batch boundary in [position, limit]: starts from the last index entry
+        below `limit`, so only the batches of one index interval are walked."""
+        i = bisect_right(self._index_pos, limit) - 1
+        pos = max(self._index_pos[i], position) if i >= 0 else position
+        buf = b""
+        buf_start = pos
+        while pos + LOG_OVERHEAD <= limit:
+            rel = pos - buf_start
+            if rel + LOG_OVERHEAD > len(buf):
+                buf = os.pread(self._fd, min(_SCAN_CHUNK_BYTES, limit - pos), pos)
+                buf_start, rel = pos, 0
+            size = batch_size_at(buf, rel)
+            if size < LOG_OVERHEAD or pos + size > limit:
+                break
+            pos += size
+        return pos
+
+    # -- truncation ---------------------------------------------------------------------
+
+    def truncate_at(self, position: int) -> int:
+        """Cut the file at `position` (a batch boundary); returns the bytes removed."""
+        if position >= self.size_bytes:
+            return 0
+        os.ftruncate(self._fd, position)
+        removed = self.size_bytes - position
+        self.size_bytes = position
+        k = bisect_left(self._index_pos, position)
+        del self._index_rel[k:]
+        del self._index_pos[k:]
+        # A time entry is added at the first index point at or after its batch, so the
+        # entries added at the surviving points are exactly those up to the last one's
+        # offset: the indexes stay what a rebuild from scratch would produce.
+        last_rel = self._index_rel[-1] if self._index_rel else -1
+        k = bisect_right(self._time_rel, last_rel)
+        del self._time_ts[k:]
+        del self._time_rel[k:]
+        if not self._resume_from_indexes():
+            raise InvalidBatch(f"segment {self.path()} is inconsistent after truncation")
+        return removed
+
+    # -- durability and files -----------------------------------------------------------
+
+    def fsync(self) -> None:
+        os.fsync(self._fd)
+
+    def write_index_files(self) -> None:
+        """Write both index files whole (not fsynced: see `sync_index_files`)."""
+        _write_file(self.path(INDEX_SUFFIX), _encode_offset_index(self._index_rel, self._index_pos))
+        _write_file(self.path(TIME_INDEX_SUFFIX), _encode_time_index(self._time_ts, self._time_rel))
+
+    def sync_index_files(self) -> None:
+        """fsync the index files written at roll; opened by name, read-only, so a segment
+        deleted meanwhile is skipped instead of having its files recreated."""
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            try:
+                fd = os.open(self.path(suffix), os.O_RDONLY | _O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+    def delete_files(self) -> None:
+        delete_segment_files(self.directory, self.base_offset)
+
+    @property
+    def index_entry_count(self) -> int:
+        return len(self._index_rel)
+
+    @property
+    def time_index_entry_count(self) -> int:
+        return len(self._time_ts)
+
+    def __repr__(self) -> str:
+        return (
+            f"Segment(base_offset={self.base_offset}, next_offset={self.next_offset}, "
+            f"size_bytes={self.size_bytes})"
+        )
+
+
+def delete_segment_files(directory: Path, base_offset: int) -> None:
+    """Remove a segment's .log, .index and .timeindex files (whichever exist)."""
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        _unlink_quietly(directory / segment_file_name(base_offset, suffix))
+
+
+def _strictly_increasing(values: array[int]) -> bool:
+    return all(map(lt, values, islice(values, 1, None)))
+
+
+def _decode_offset_index(data: bytes) -> tuple[array[int], array[int]]:
+    both = array("I")
+    both.frombytes(data)
+    if _LITTLE_ENDIAN_HOST:
+        both.byteswap()
+    return both[0::2], both[1::2]
+
+
+def _encode_offset_index(rel: array[int], pos: array[int]) -> bytes:
+    both = array("I", bytes(INDEX_ENTRY_BYTES * len(rel)))
+    both[0::2] = rel
+    both[1::2] = pos
+    if _LITTLE_ENDIAN_HOST:
+        both.byteswap()
+    return both.tobytes()
+
+
+def _decode_time_index(data: bytes) -> tuple[array[int], array[int]]:
+    # De-interleave the 12-byte entries with extended slices (C loops, no per-entry
+    # Python work): byte j of every timestamp, then byte j of every offset.
+    n = len(data) // TIME_INDEX_ENTRY_BYTES
+    ts_bytes = bytearray(8 * n)
+    rel_bytes = bytearray(4 * n)
+    for j in range(8):
+        ts_bytes[j::8] = data[j::TIME_INDEX_ENTRY_BYTES]
+    for j in range(4):
+        rel_bytes[j::4] = data[8 + j :: TIME_INDEX_ENTRY_BYTES]
+    ts = array("q")
+    ts.frombytes(ts_bytes)
+    rel = array("I")
+    rel.frombytes(rel_bytes)
+    if _LITTLE_ENDIAN_HOST:
+        ts.byteswap()
+        rel.byteswap()
+    return ts, rel
+
+
+def _encode_time_index(ts: array[int], rel: array[int]) -> bytes:
+    ts_be = array("q", ts)
+    rel_be = array("I", rel)
+    if _LITTLE_ENDIAN_HOST:
+        ts_be.byteswap()
+        rel_be.byteswap()
+    ts_bytes = ts_be.tobytes()
+    rel_bytes = rel_be.tobytes()
+    out = bytearray(TIME_INDEX_ENTRY_BYTES * len(ts))
+    for j in range(8):
+        out[j::TIME_INDEX_ENTRY_BYTES] = ts_bytes[j::8]
+    for j in range(4):
+        out[8 + j :: TIME_INDEX_ENTRY_BYTES] = rel_bytes[j::4]
+    return bytes(out)
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC, 0o644)
+    try:
+        with memoryview(data) as view:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, view[written:])
+    finally:
+        os.close(fd)
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

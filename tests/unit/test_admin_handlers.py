@@ -1,0 +1,777 @@
+"""Metadata, DescribeCluster, DescribeTopicPartitions, CreateTopics, DeleteTopics,
+CreatePartitions and DescribeConfigs handlers, called directly on a real Server (no sockets).
+
+Each request is encoded and decoded through the real codec first, and each response is
+encoded and decoded again, so both directions are proven to serialise at the version under
+test."""
+
+from __future__ import annotations
+
+import datetime
+import sys
+import types
+import uuid
+from typing import Any
+
+import pytest
+from kio.serial import entity_reader
+
+from coordinator.config import load_config
+from coordinator.server.app import Server
+from coordinator.topics.admin import (
+    handle_create_partitions,
+    handle_create_topics,
+    handle_delete_topics,
+    handle_describe_configs,
+)
+from coordinator.topics.configs import TOPIC_CONFIGS
+from coordinator.topics.metadata import (
+    handle_describe_cluster,
+    handle_describe_topic_partitions,
+    handle_metadata,
+)
+from protocol.api import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    ZERO_UUID,
+    ApiKey,
+    decode_request,
+    encode_response,
+    request_schema,
+    response_schema,
+)
+from protocol.errors import ErrorCode
+from tests.rawclient import encode_request
+
+INT32_MIN = -(2**31)
+TIMEOUT = datetime.timedelta(seconds=1)
+
+
+@pytest.fixture
+def server(tmp_path: Any) -> Any:
+    config = load_config(overrides={"data_dir": str(tmp_path), "metrics_listen": ""}, environ={})
+    srv = Server(config)
+    srv.topics.load()
+    srv.cluster_id = "test-cluster-id"
+    yield srv
+    srv.topics.close()
+
+
+def schema(api_key: int, version: int) -> types.ModuleType:
+    """The kio request module of (api_key, version), for its nested entity classes."""
+    cls = request_schema(api_key, version)
+    assert cls is not None
+    return sys.modules[cls.__module__]
+
+
+def call(server: Any, handler: Any, api_key: int, version: int, body: Any) -> Any:
+    """Encode `body`, decode it as the server would, run `handler`, and round-trip the
+    response through the response codec."""
+    frame = encode_request(api_key, version, 42, body)
+    request = decode_request(frame[4:], server.supported_versions)
+    assert request.api_version == version
+    response = handler(types.SimpleNamespace(server=server), request)
+    assert type(response) is response_schema(api_key, version)
+    data = encode_response(api_key, version, 42, response)
+    assert int.from_bytes(data[:4], "big") == len(data) - 4
+    assert int.from_bytes(data[4:8], "big") == 42
+    header_size = 9 if type(response).__flexible__ and api_key != ApiKey.API_VERSIONS else 8
+    decoded, _ = entity_reader(type(response))(data, header_size)
+    assert type(decoded) is type(response)
+    return response
+
+
+def create(
+    server: Any,
+    name: str,
+    partitions: int = 1,
+    configs: dict[str, str] | None = None,
+    version: int = 7,
+    **extra: Any,
+) -> Any:
+    m = schema(ApiKey.CREATE_TOPICS, version)
+    topic = m.CreatableTopic(
+        name=name,
+        num_partitions=partitions,
+        replication_factor=extra.pop("rf", -1),
+        assignments=extra.pop("assignments", ()),
+        configs=tuple(m.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()),
+    )
+    body = m.CreateTopicsRequest(topics=(topic,), validate_only=extra.pop("validate_only", False))
+    return call(server, handle_create_topics, ApiKey.CREATE_TOPICS, version, body).topics[0]
+
+
+def metadata(server: Any, version: int, topics: Any, **fields: Any) -> Any:
+    m = schema(ApiKey.METADATA, version)
+    if topics is not None:
+        if version >= 10:
+            topics = tuple(
+                m.MetadataRequestTopic(name=t, topic_id=ZERO_UUID)
+                if isinstance(t, str | None)
+                else m.MetadataRequestTopic(name=None, topic_id=t)
+                for t in topics
+            )
+        else:
+            topics = tuple(m.MetadataRequestTopic(name=t) for t in topics)
+    body = m.MetadataRequest(topics=topics, **fields)
+    return call(server, handle_metadata, ApiKey.METADATA, version, body)
+
+
+# Metadata -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [0, 1, 4, 9, 12])
+def test_metadata_all_topics(server: Any, version: int) -> None:
+    server.topics.create("b-topic", 2, {})
+    server.topics.create("a-topic", 1, {})
+    extra = {"allow_auto_topic_creation": True} if version >= 4 else {}
+    if version >= 8:
+        extra["include_topic_authorized_operations"] = False
+    if 8 <= version <= 10:
+        extra["include_cluster_authorized_operations"] = False
+    response = metadata(server, version, () if version == 0 else None, **extra)
+    assert [(b.node_id, b.host, b.port) for b in response.brokers] == [
+        (server.node_id, server.host, server.port)
+    ]
+    if version >= 1:
+        assert response.controller_id == server.node_id
+    if version >= 2:
+        assert response.cluster_id == "test-cluster-id"
+    assert [t.name for t in response.topics] == ["a-topic", "b-topic"]
+    b = response.topics[1]
+    assert b.error_code == ErrorCode.NONE
+    assert [p.partition_index for p in b.partitions] == [0, 1]
+    for p in b.partitions:
+        assert p.error_code == ErrorCode.NONE
+        assert p.leader_id == server.node_id
+        assert p.replica_nodes == (server.node_id,)
+        assert p.isr_nodes == (server.node_id,)
+    if version >= 7:
+        assert b.partitions[0].leader_epoch == 0
+    if version >= 8:
+        assert b.topic_authorized_operations == INT32_MIN
+    if version >= 10:
+        assert b.topic_id == server.topics.get("b-topic").topic_id
+
+
+def test_metadata_v1_empty_list_means_no_topics(server: Any) -> None:
+    server.topics.create("t", 1, {})
+    assert metadata(server, 1, ()).topics == ()
+
+
+def test_metadata_auto_creates_unknown_topic(server: Any) -> None:
+    response = metadata(
+        server,
+        12,
+        ["fresh"],
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    )
+    (topic,) = response.topics
+    assert topic.error_code == ErrorCode.NONE
+    created = server.topics.get("fresh")
+    assert created is not None
+    assert len(created.partitions) == server.config.default_partitions
+    assert topic.topic_id == created.topic_id != ZERO_UUID
+    assert len(topic.partitions) == server.config.default_partitions
+
+
+def test_metadata_v3_always_allows_auto_creation(server: Any) -> None:
+    (topic,) = metadata(server, 3, ["fresh"]).topics
+    assert topic.error_code == ErrorCode.NONE
+    assert server.topics.get("fresh") is not None
+
+
+def test_metadata_unknown_topic_without_auto_creation(server: Any) -> None:
+    response = metadata(
+        server,
+        12,
+        ["nope"],
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    (topic,) = response.topics
+    assert topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert topic.name == "nope"
+    assert topic.topic_id == ZERO_UUID
+    assert topic.partitions == ()
+    assert server.topics.get("nope") is None
+
+
+def test_metadata_respects_server_auto_create_setting(tmp_path: Any) -> None:
+    config = load_config(
+        overrides={"data_dir": str(tmp_path), "metrics_listen": "", "auto_create_topics": False},
+        environ={},
+    )
+    srv = Server(config)
+    srv.topics.load()
+    try:
+        (topic,) = metadata(srv, 4, ["nope"], allow_auto_topic_creation=True).topics
+        assert topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert srv.topics.get("nope") is None
+    finally:
+        srv.topics.close()
+
+
+@pytest.mark.parametrize("name", ["bad name", "..", "x" * 250, "a/b"])
+def test_metadata_invalid_topic_name(server: Any, name: str) -> None:
+    for allow in (True, False):
+        (topic,) = metadata(
+            server,
+            12,
+            [name],
+            allow_auto_topic_creation=allow,
+            include_topic_authorized_operations=False,
+        ).topics
+        assert topic.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+        assert topic.name == name
+    assert server.topics.topics() == []
+
+
+def test_metadata_by_topic_id(server: Any) -> None:
+    created = server.topics.create("by-id", 3, {})
+    unknown = uuid.uuid4()
+    response = metadata(
+        server,
+        12,
+        [created.topic_id, unknown],
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=True,
+    )
+    found, missing = response.topics
+    assert found.error_code == ErrorCode.NONE
+    assert found.name == "by-id"
+    assert found.topic_id == created.topic_id
+    assert len(found.partitions) == 3
+    assert found.topic_authorized_operations not in (INT32_MIN, 0)
+    assert missing.error_code == ErrorCode.UNKNOWN_TOPIC_ID
+    assert missing.name is None
+    assert missing.topic_id == unknown
+
+
+def test_metadata_cluster_authorized_operations(server: Any) -> None:
+    response = metadata(
+        server,
+        8,
+        None,
+        allow_auto_topic_creation=True,
+        include_cluster_authorized_operations=True,
+        include_topic_authorized_operations=False,
+    )
+    assert response.cluster_authorized_operations not in (INT32_MIN, 0)
+    response = metadata(
+        server,
+        10,
+        None,
+        allow_auto_topic_creation=True,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+    assert response.cluster_authorized_operations == INT32_MIN
+
+
+# DescribeCluster ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_describe_cluster(server: Any, version: int) -> None:
+    m = schema(ApiKey.DESCRIBE_CLUSTER, version)
+    body = m.DescribeClusterRequest(include_cluster_authorized_operations=False)
+    response = call(server, handle_describe_cluster, ApiKey.DESCRIBE_CLUSTER, version, body)
+    assert response.error_code == ErrorCode.NONE
+    assert response.cluster_id == "test-cluster-id"
+    assert response.controller_id == server.node_id
+    assert [(b.broker_id, b.host, b.port, b.rack) for b in response.brokers] == [
+        (server.node_id, server.host, server.port, None)
+    ]
+    assert response.cluster_authorized_operations == AUTHORIZED_OPERATIONS_OMITTED
+    if version == 1:
+        assert response.endpoint_type == 1
+
+
+def test_describe_cluster_authorized_operations_when_asked(server: Any) -> None:
+    m = schema(ApiKey.DESCRIBE_CLUSTER, 1)
+    body = m.DescribeClusterRequest(include_cluster_authorized_operations=True, endpoint_type=1)
+    response = call(server, handle_describe_cluster, ApiKey.DESCRIBE_CLUSTER, 1, body)
+    assert response.cluster_authorized_operations not in (INT32_MIN, 0)
+
+
+@pytest.mark.parametrize(("endpoint_type", "code"), [(2, 114), (7, 115)])
+def test_describe_cluster_other_endpoint_types(server: Any, endpoint_type: int, code: int) -> None:
+    # As Kafka's AuthHelper: CONTROLLER sent to a broker -> MISMATCHED_ENDPOINT_TYPE (114);
+    # an unknown type -> UNSUPPORTED_ENDPOINT_TYPE (115).
+    m = schema(ApiKey.DESCRIBE_CLUSTER, 1)
+    body = m.DescribeClusterRequest(
+        include_cluster_authorized_operations=False, endpoint_type=endpoint_type
+    )
+    response = call(server, handle_describe_cluster, ApiKey.DESCRIBE_CLUSTER, 1, body)
+    assert response.error_code == code
+    assert response.error_message
+    assert response.brokers == ()
+
+
+# DescribeTopicPartitions --------------------------------------------------------------------
+
+
+def describe_partitions(
+    server: Any, names: list[str], limit: int = 2000, cursor: tuple[str, int] | None = None
+) -> Any:
+    m = schema(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0)
+    body = m.DescribeTopicPartitionsRequest(
+        topics=tuple(m.TopicRequest(name=n) for n in names),
+        response_partition_limit=limit,
+        cursor=None
+        if cursor is None
+        else m.Cursor(topic_name=cursor[0], partition_index=cursor[1]),
+    )
+    return call(server, handle_describe_topic_partitions, ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, body)
+
+
+def pages(server: Any, names: list[str], limit: int) -> list[list[tuple[str, list[int]]]]:
+    """Follow next_cursor to the end; each page as [(topic, [partition indexes])]."""
+    out = []
+    cursor = None
+    for _ in range(50):
+        response = describe_partitions(server, names, limit, cursor)
+        out.append([(t.name, [p.partition_index for p in t.partitions]) for t in response.topics])
+        if response.next_cursor is None:
+            return out
+        cursor = (response.next_cursor.topic_name, response.next_cursor.partition_index)
+    raise AssertionError("pagination did not end")
+
+
+def test_describe_topic_partitions_all_topics_sorted(server: Any) -> None:
+    for name, count in (("c", 2), ("a", 3), ("b", 1)):
+        server.topics.create(name, count, {})
+    response = describe_partitions(server, [])
+    assert response.next_cursor is None
+    assert [t.name for t in response.topics] == ["a", "b", "c"]
+    a = response.topics[0]
+    assert a.error_code == ErrorCode.NONE
+    assert a.topic_id == server.topics.get("a").topic_id
+    assert a.is_internal is False
+    assert a.topic_authorized_operations == INT32_MIN
+    for p in a.partitions:
+        assert p.error_code == ErrorCode.NONE
+        assert p.leader_id == server.node_id
+        assert p.leader_epoch == 0
+        assert p.replica_nodes == (server.node_id,)
+        assert p.isr_nodes == (server.node_id,)
+        # Never null: the Java Admin client cannot parse a null ELR (client-compat item 2).
+        assert p.eligible_leader_replicas == ()
+        assert p.last_known_elr == ()
+        assert p.offline_replicas == ()
+
+
+def test_describe_topic_partitions_paginates_like_kafka(server: Any) -> None:
+    for name, count in (("t1", 3), ("t2", 2), ("t3", 4)):
+        server.topics.create(name, count, {})
+    # Limit 2: t1 is split, t2 fills a page exactly (the next page starts at t3/0).
+    assert pages(server, [], 2) == [
+        [("t1", [0, 1])],
+        [("t1", [2]), ("t2", [0])],
+        [("t2", [1]), ("t3", [0])],
+        [("t3", [1, 2])],
+        [("t3", [3])],
+    ]
+    first = describe_partitions(server, [], 2)
+    assert (first.next_cursor.topic_name, first.next_cursor.partition_index) == ("t1", 2)
+    # Limit 5: the first page ends exactly at the end of t2, so the cursor is t3/0.
+    page = describe_partitions(server, [], 5)
+    assert [t.name for t in page.topics] == ["t1", "t2"]
+    assert (page.next_cursor.topic_name, page.next_cursor.partition_index) == ("t3", 0)
+    # The pages together hold every partition once.
+    flat = [(n, i) for page in pages(server, [], 3) for n, idx in page for i in idx]
+    assert flat == [
+        ("t1", 0),
+        ("t1", 1),
+        ("t1", 2),
+        ("t2", 0),
+        ("t2", 1),
+        ("t3", 0),
+        ("t3", 1),
+        ("t3", 2),
+        ("t3", 3),
+    ]
+    # Limit 9 covers everything: no cursor.
+    assert describe_partitions(server, [], 9).next_cursor is None
+
+
+def test_describe_topic_partitions_named_topics_with_cursor(server: Any) -> None:
+    for name, count in (("x", 2), ("y", 3), ("z", 1)):
+        server.topics.create(name, count, {})
+    # Requested out of order and with an unknown topic: answered in name order.
+    response = describe_partitions(server, ["z", "missing", "y"], cursor=("y", 1))
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("y", ErrorCode.NONE),
+        ("z", ErrorCode.NONE),
+    ]
+    assert [p.partition_index for p in response.topics[0].partitions] == [1, 2]
+    response = describe_partitions(server, ["y", "missing"])
+    unknown = next(t for t in response.topics if t.name == "missing")
+    assert unknown.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert unknown.topic_id == ZERO_UUID
+    assert unknown.partitions == ()
+    # A cursor topic that is not among the requested topics is an invalid request.
+    response = describe_partitions(server, ["x"], cursor=("y", 0))
+    assert [(t.name, t.error_code) for t in response.topics] == [("x", ErrorCode.INVALID_REQUEST)]
+
+
+def test_describe_topic_partitions_empty_cluster(server: Any) -> None:
+    response = describe_partitions(server, [])
+    assert response.topics == ()
+    assert response.next_cursor is None
+
+
+# CreateTopics -------------------------------------------------------------------------------
+
+
+def test_create_topics_v7_success(server: Any) -> None:
+    result = create(server, "orders", 3, {"retention.ms": "1000"})
+    assert result.error_code == ErrorCode.NONE
+    assert result.error_message is None
+    topic = server.topics.get("orders")
+    assert topic is not None and len(topic.partitions) == 3
+    assert result.topic_id == topic.topic_id != ZERO_UUID
+    assert result.num_partitions == 3
+    assert result.replication_factor == 1
+    # An array, never null, when the topic was created (client-compat item 1).
+    assert result.configs is not None
+    configs = {c.name: c for c in result.configs}
+    assert set(configs) == set(TOPIC_CONFIGS)
+    assert configs["retention.ms"].value == "1000"
+    assert configs["retention.ms"].config_source == 1
+    assert configs["segment.bytes"].value == str(server.config.log_segment_bytes)
+    assert configs["segment.bytes"].config_source == 5
+    assert not any(c.read_only or c.is_sensitive for c in result.configs)
+
+
+@pytest.mark.parametrize("version", [2, 4, 5, 6])
+def test_create_topics_older_versions(server: Any, version: int) -> None:
+    result = create(server, f"v{version}", 2, version=version)
+    assert result.error_code == ErrorCode.NONE
+    assert len(server.topics.get(f"v{version}").partitions) == 2
+    if version >= 5:
+        assert result.num_partitions == 2
+        assert result.configs is not None and len(result.configs) == len(TOPIC_CONFIGS)
+
+
+def test_create_topics_default_partitions(server: Any) -> None:
+    result = create(server, "defaults", -1)
+    assert result.error_code == ErrorCode.NONE
+    assert result.num_partitions == server.config.default_partitions
+
+
+def test_create_topics_duplicate_in_request(server: Any) -> None:
+    m = schema(ApiKey.CREATE_TOPICS, 7)
+    topic = m.CreatableTopic(
+        name="dup", num_partitions=1, replication_factor=1, assignments=(), configs=()
+    )
+    other = m.CreatableTopic(
+        name="ok", num_partitions=1, replication_factor=1, assignments=(), configs=()
+    )
+    body = m.CreateTopicsRequest(topics=(topic, other, topic))
+    results = call(server, handle_create_topics, ApiKey.CREATE_TOPICS, 7, body).topics
+    by_name = {r.name: r for r in results}
+    assert len(results) == 2
+    assert by_name["dup"].error_code == ErrorCode.INVALID_REQUEST
+    assert by_name["ok"].error_code == ErrorCode.NONE
+    assert server.topics.get("dup") is None
+
+
+def test_create_topics_already_exists(server: Any) -> None:
+    server.topics.create("here", 1, {})
+    result = create(server, "here", 1)
+    assert result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+    assert result.error_message
+    assert result.num_partitions == -1
+    assert result.replication_factor == -1
+    assert result.topic_id == ZERO_UUID
+
+
+@pytest.mark.parametrize("rf", [2, 3])
+def test_create_topics_bad_replication_factor(server: Any, rf: int) -> None:
+    result = create(server, "replicated", 1, rf=rf)
+    assert result.error_code == ErrorCode.INVALID_REPLICATION_FACTOR
+    assert result.error_message == f"Replication factor {rf} larger than available brokers 1"
+    assert server.topics.get("replicated") is None
+
+
+def test_create_topics_rf_one_ok_and_zero_rejected(server: Any) -> None:
+    assert create(server, "rf1", 1, rf=1).error_code == ErrorCode.NONE
+    assert create(server, "rf0", 1, rf=0).error_code == ErrorCode.INVALID_REPLICATION_FACTOR
+
+
+def test_create_topics_bad_config(server: Any) -> None:
+    result = create(server, "badcfg", 1, {"retention.ms": "soon"})
+    assert result.error_code == ErrorCode.INVALID_CONFIG
+    assert "retention.ms" in result.error_message
+    result = create(server, "badcfg", 1, {"no.such.config": "1"})
+    assert result.error_code == ErrorCode.INVALID_CONFIG
+    assert server.topics.get("badcfg") is None
+
+
+def test_create_topics_invalid_name_and_partitions(server: Any) -> None:
+    assert create(server, "bad name", 1).error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert create(server, "zero", 0).error_code == ErrorCode.INVALID_PARTITIONS
+
+
+def test_create_topics_validate_only(server: Any) -> None:
+    result = create(server, "dry", 4, {"retention.ms": "5"}, validate_only=True)
+    assert result.error_code == ErrorCode.NONE
+    assert result.num_partitions == 4
+    assert result.configs is not None
+    assert server.topics.get("dry") is None
+    assert not any(
+        p.name.startswith("dry-") for p in (server.config.data_path / "topics").iterdir()
+    )
+    # Errors are still reported.
+    server.topics.create("wet", 1, {})
+    result = create(server, "wet", 1, validate_only=True)
+    assert result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+def test_create_topics_manual_assignment(server: Any) -> None:
+    m = schema(ApiKey.CREATE_TOPICS, 7)
+    node = server.node_id
+    ok = tuple(
+        m.CreatableReplicaAssignment(partition_index=i, broker_ids=(node,)) for i in range(2)
+    )
+    result = create(server, "manual", -1, assignments=ok)
+    assert result.error_code == ErrorCode.NONE
+    assert result.num_partitions == 2
+    assert len(server.topics.get("manual").partitions) == 2
+    other = (m.CreatableReplicaAssignment(partition_index=0, broker_ids=(node + 1,)),)
+    result = create(server, "elsewhere", -1, assignments=other)
+    assert result.error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    two = (m.CreatableReplicaAssignment(partition_index=0, broker_ids=(node, node + 1)),)
+    assert create(server, "two", -1, assignments=two).error_code == (
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    )
+    gap = (m.CreatableReplicaAssignment(partition_index=1, broker_ids=(node,)),)
+    assert create(server, "gap", -1, assignments=gap).error_code == (
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    )
+    # Kafka: a manual assignment excludes a partition count.
+    assert create(server, "both", 2, assignments=ok).error_code == ErrorCode.INVALID_REQUEST
+
+
+# DeleteTopics -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [1, 4, 5])
+def test_delete_topics_by_name(server: Any, version: int) -> None:
+    server.topics.create("gone", 2, {})
+    m = schema(ApiKey.DELETE_TOPICS, version)
+    body = m.DeleteTopicsRequest(topic_names=("gone", "never"), timeout=TIMEOUT)
+    results = call(server, handle_delete_topics, ApiKey.DELETE_TOPICS, version, body).responses
+    by_name = {r.name: r for r in results}
+    assert by_name["gone"].error_code == ErrorCode.NONE
+    assert by_name["never"].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if version >= 5:
+        assert by_name["never"].error_message
+    assert server.topics.get("gone") is None
+    assert not (server.config.data_path / "topics" / "gone-0").exists()
+
+
+def test_delete_topics_v6_by_name_and_id(server: Any) -> None:
+    by_id = server.topics.create("by-id", 1, {})
+    server.topics.create("by-name", 1, {})
+    m = schema(ApiKey.DELETE_TOPICS, 6)
+    unknown = uuid.uuid4()
+    body = m.DeleteTopicsRequest(
+        topics=(
+            m.DeleteTopicState(name=None, topic_id=by_id.topic_id),
+            m.DeleteTopicState(name="by-name", topic_id=ZERO_UUID),
+            m.DeleteTopicState(name=None, topic_id=unknown),
+            m.DeleteTopicState(name="unknown", topic_id=ZERO_UUID),
+        ),
+        timeout=TIMEOUT,
+    )
+    results = call(server, handle_delete_topics, ApiKey.DELETE_TOPICS, 6, body).responses
+    assert [(r.name, r.topic_id, r.error_code) for r in results] == [
+        ("by-id", by_id.topic_id, ErrorCode.NONE),
+        ("by-name", results[1].topic_id, ErrorCode.NONE),
+        (None, unknown, ErrorCode.UNKNOWN_TOPIC_ID),
+        ("unknown", ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+    assert results[1].topic_id != ZERO_UUID
+    assert server.topics.topics() == []
+
+
+def test_delete_topics_duplicates_and_both_keys(server: Any) -> None:
+    topic = server.topics.create("t", 1, {})
+    m = schema(ApiKey.DELETE_TOPICS, 6)
+    body = m.DeleteTopicsRequest(
+        topics=(
+            m.DeleteTopicState(name="t", topic_id=ZERO_UUID),
+            m.DeleteTopicState(name="t", topic_id=ZERO_UUID),
+            m.DeleteTopicState(name="t", topic_id=topic.topic_id),
+        ),
+        timeout=TIMEOUT,
+    )
+    results = call(server, handle_delete_topics, ApiKey.DELETE_TOPICS, 6, body).responses
+    assert [r.error_code for r in results] == [ErrorCode.INVALID_REQUEST] * 2
+    assert server.topics.get("t") is not None
+
+
+# CreatePartitions ---------------------------------------------------------------------------
+
+
+def create_partitions(
+    server: Any, version: int, *topics: tuple[str, int, Any], validate_only: bool = False
+) -> Any:
+    m = schema(ApiKey.CREATE_PARTITIONS, version)
+    body = m.CreatePartitionsRequest(
+        topics=tuple(
+            m.CreatePartitionsTopic(
+                name=name,
+                count=count,
+                assignments=None
+                if brokers is None
+                else tuple(m.CreatePartitionsAssignment(broker_ids=b) for b in brokers),
+            )
+            for name, count, brokers in topics
+        ),
+        timeout=TIMEOUT,
+        validate_only=validate_only,
+    )
+    return call(server, handle_create_partitions, ApiKey.CREATE_PARTITIONS, version, body).results
+
+
+@pytest.mark.parametrize("version", [0, 3])
+def test_create_partitions(server: Any, version: int) -> None:
+    server.topics.create("grow", 1, {})
+    node = server.node_id
+    results = create_partitions(
+        server, version, ("grow", 3, [(node,), (node,)]), ("missing", 2, None)
+    )
+    assert [(r.name, r.error_code) for r in results] == [
+        ("grow", ErrorCode.NONE),
+        ("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+    assert len(server.topics.get("grow").partitions) == 3
+
+
+def test_create_partitions_errors_and_validate_only(server: Any) -> None:
+    server.topics.create("grow", 2, {})
+    node = server.node_id
+    (r,) = create_partitions(server, 3, ("grow", 2, None))
+    assert r.error_code == ErrorCode.INVALID_PARTITIONS
+    (r,) = create_partitions(server, 3, ("grow", 1, None))
+    assert r.error_code == ErrorCode.INVALID_PARTITIONS
+    (r,) = create_partitions(server, 3, ("grow", 3, [(node + 1,)]))
+    assert r.error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    (r,) = create_partitions(server, 3, ("grow", 4, [(node,)]))
+    assert r.error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    (r,) = create_partitions(server, 3, ("grow", 5, None), validate_only=True)
+    assert r.error_code == ErrorCode.NONE
+    assert len(server.topics.get("grow").partitions) == 2
+    results = create_partitions(server, 3, ("grow", 5, None), ("grow", 6, None))
+    assert [(r.name, r.error_code) for r in results] == [("grow", ErrorCode.INVALID_REQUEST)]
+    assert len(server.topics.get("grow").partitions) == 2
+
+
+# DescribeConfigs ----------------------------------------------------------------------------
+
+
+def describe_configs(
+    server: Any,
+    version: int,
+    *resources: tuple[int, str, Any],
+    synonyms: bool = False,
+    documentation: bool = False,
+) -> Any:
+    m = schema(ApiKey.DESCRIBE_CONFIGS, version)
+    fields: dict[str, Any] = {"include_synonyms": synonyms}
+    if version >= 3:
+        fields["include_documentation"] = documentation
+    body = m.DescribeConfigsRequest(
+        resources=tuple(
+            m.DescribeConfigsResource(resource_type=t, resource_name=n, configuration_keys=k)
+            for t, n, k in resources
+        ),
+        **fields,
+    )
+    return call(server, handle_describe_configs, ApiKey.DESCRIBE_CONFIGS, version, body).results
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
+def test_describe_configs_topic(server: Any, version: int) -> None:
+    server.topics.create("cfg", 1, {"retention.ms": "1234"})
+    (result,) = describe_configs(
+        server, version, (2, "cfg", None), synonyms=True, documentation=True
+    )
+    assert result.error_code == ErrorCode.NONE
+    assert (result.resource_type, result.resource_name) == (2, "cfg")
+    configs = {c.name: c for c in result.configs}
+    assert set(configs) == set(TOPIC_CONFIGS)
+    retention = configs["retention.ms"]
+    assert (retention.value, retention.config_source) == ("1234", 1)
+    assert retention.synonyms[0].name == "retention.ms"
+    assert retention.synonyms[0].source == 1
+    assert retention.synonyms[1].name == "log.retention.ms"
+    assert retention.synonyms[1].value == str(server.config.log_retention_ms)
+    segment = configs["segment.bytes"]
+    assert (segment.value, segment.config_source) == (str(server.config.log_segment_bytes), 5)
+    assert not segment.read_only and not segment.is_sensitive
+    if version >= 3:
+        assert retention.config_type == 5  # LONG
+        assert segment.config_type == 3  # INT
+        assert configs["cleanup.policy"].config_type == 7  # LIST
+        assert configs["message.timestamp.type"].config_type == 2  # STRING
+        assert retention.documentation
+
+
+def test_describe_configs_topic_keys_and_errors(server: Any) -> None:
+    server.topics.create("cfg", 1, {})
+    keyed, unknown, invalid = describe_configs(
+        server, 4, (2, "cfg", ("segment.ms", "no.such")), (2, "nope", None), (2, "bad name", None)
+    )
+    assert [c.name for c in keyed.configs] == ["segment.ms"]
+    assert keyed.configs[0].synonyms == ()
+    assert keyed.configs[0].documentation is None
+    assert unknown.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert unknown.configs == ()
+    assert invalid.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+@pytest.mark.parametrize("name", ["0", ""])
+def test_describe_configs_broker(server: Any, name: str) -> None:
+    (result,) = describe_configs(server, 4, (4, name, None), synonyms=True, documentation=True)
+    assert result.error_code == ErrorCode.NONE
+    configs = {c.name: c for c in result.configs}
+    assert configs["num.partitions"].value == str(server.config.default_partitions)
+    assert configs["auto.create.topics.enable"].value == "true"
+    assert configs["auto.create.topics.enable"].config_type == 1  # BOOLEAN
+    assert configs["log.retention.ms"].value == str(server.config.log_retention_ms)
+    assert configs["socket.request.max.bytes"].value == str(server.config.frame_bytes_max)
+    assert configs["offsets.topic.num.partitions"].value == str(server.config.offsets_partitions)
+    assert configs["message.max.bytes"].value == str(server.config.message_bytes_max)
+    assert configs["log.retention.ms"].config_source == 5
+    assert configs["log.dirs"].config_source == 4  # data_dir was configured
+    assert all(c.read_only for c in result.configs)
+
+
+def test_describe_configs_broker_reports_configured_settings(tmp_path: Any) -> None:
+    config = load_config(
+        overrides={"data_dir": str(tmp_path), "metrics_listen": "", "default_partitions": 6},
+        environ={},
+    )
+    srv = Server(config)
+    srv.topics.load()
+    try:
+        (result,) = describe_configs(srv, 4, (4, "0", ("num.partitions",)))
+        (entry,) = result.configs
+        assert (entry.value, entry.config_source) == ("6", 4)
+    finally:
+        srv.topics.close()
+
+
+def test_describe_configs_other_resources_are_invalid(server: Any) -> None:
+    other_broker, group, logger = describe_configs(
+        server, 4, (4, "7", None), (32, "my-group", None), (8, "0", None)
+    )
+    for result in (other_broker, group, logger):
+        assert result.error_code == ErrorCode.INVALID_REQUEST
+        assert result.error_message
+        assert result.configs == ()

@@ -1,0 +1,914 @@
+"""Unit tests of storage/: segmented partition log, recovery, lookups, retention and the
+group committer. No sockets; real files under pytest's tmp_path."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import random
+import threading
+import tracemalloc
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+from protocol.batches import BatchHeader, parse_header, split_batches
+from storage import (
+    CommitterClosed,
+    GroupCommitter,
+    LogClosed,
+    LogConfig,
+    LogFailed,
+    OffsetOutOfRange,
+    PartitionLog,
+    TooManyWaiters,
+    apply_retention,
+)
+
+BIG = 1 << 30
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def make_batch(timestamps: Sequence[int], value_size: int = 40, key: bytes | None = None) -> bytes:
+    """One uncompressed v2 batch, one record per timestamp (offset deltas 0..n-1)."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=0,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=10**7,
+    )
+    for delta, ts in enumerate(timestamps):
+        value = bytes([delta % 251]) * value_size
+        builder.append(delta, timestamp=ts, key=key, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def append(log: PartitionLog, *batches: bytes) -> int:
+    buf = bytearray(b"".join(batches))
+    return log.append(buf, split_batches(buf))
+
+
+def parse_all(data: bytes) -> list[BatchHeader]:
+    headers = []
+    pos = 0
+    while pos < len(data):
+        header = parse_header(data, pos)
+        headers.append(header)
+        pos += header.size_bytes
+    assert pos == len(data), "read returned a partial batch"
+    return headers
+
+
+def split_raw(data: bytes) -> list[bytes]:
+    out = []
+    pos = 0
+    while pos < len(data):
+        size = parse_header(data, pos).size_bytes
+        out.append(data[pos : pos + size])
+        pos += size
+    return out
+
+
+def same_batch(stored: bytes, original: bytes) -> bool:
+    """Equal apart from the base offset the log stamped in (bytes 0..8)."""
+    return stored[8:] == original[8:]
+
+
+class ManualClock:
+    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+@pytest.fixture
+def open_log(tmp_path: Path) -> Iterator[Callable[..., PartitionLog]]:
+    """Opens logs (default directory tmp_path/p0) and closes them all at teardown."""
+    opened: list[PartitionLog] = []
+
+    def _open(
+        config: LogConfig | None = None,
+        directory: Path | None = None,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> PartitionLog:
+        directory = directory or tmp_path / "p0"
+        config = config or LogConfig()
+        if clock_ms is None:
+            log = PartitionLog.open(directory, config)
+        else:
+            log = PartitionLog.open(directory, config, clock_ms=clock_ms)
+        opened.append(log)
+        return log
+
+    yield _open
+    for log in opened:
+        log.close()
+
+
+def log_files(directory: Path, suffix: str = ".log") -> list[Path]:
+    return sorted(p for p in directory.iterdir() if p.name.endswith(suffix))
+
+
+# -- append and read -------------------------------------------------------------------
+
+
+def test_append_stamps_consecutive_offsets_in_place(open_log: Callable[..., PartitionLog]) -> None:
+    log = open_log()
+    assert (log.log_start_offset, log.next_offset, log.segment_count) == (0, 0, 1)
+    first = make_batch([10, 11, 12])
+    second = make_batch([13])
+    buf = bytearray(first + second)
+    assert log.append(buf, split_batches(buf)) == 0
+    # The caller's buffer carries the assigned offsets; nothing else changed.
+    assert [h.base_offset for h in split_batches(buf)] == [0, 3]
+    assert append(log, make_batch([14, 15])) == 4
+    assert log.next_offset == 6
+    headers = parse_all(log.read(0, BIG))
+    assert [(h.base_offset, h.last_offset) for h in headers] == [(0, 2), (3, 3), (4, 5)]
+    assert same_batch(split_raw(log.read(0, BIG))[0], first)
+    assert log.size_bytes == len(log.read(0, BIG))
+
+
+def test_append_rejects_headers_not_matching_the_buffer(
+    open_log: Callable[..., PartitionLog],
+) -> None:
+    log = open_log()
+    a, b = make_batch([1, 2]), make_batch([3])
+    buf = bytearray(a + b)
+    with pytest.raises(ValueError):
+        log.append(buf, split_batches(bytearray(a)))
+    with pytest.raises(ValueError):
+        log.append(buf, [])
+    assert (log.next_offset, log.size_bytes) == (0, 0)
+    assert log.read(0, BIG) == b""
+
+
+def test_segments_roll_by_size_and_reads_cross_them(
+    open_log: Callable[..., PartitionLog], tmp_path: Path
+) -> None:
+    log = open_log(LogConfig(segment_bytes_max=1000, index_interval_bytes=100))
+    originals = [make_batch([i * 10 + j for j in range(i % 4 + 1)]) for i in range(40)]
+    for batch in originals:
+        append(log, batch)
+    assert log.segment_count > 5
+    names = [p.name for p in log_files(tmp_path / "p0")]
+    assert names[0] == "00000000000000000000.log"
+    assert all(len(name) == len("00000000000000000000.log") for name in names)
+    for path in log_files(tmp_path / "p0"):
+        assert path.stat().st_size <= 1000
+    stored = split_raw(log.read(0, BIG))
+    assert len(stored) == len(originals)
+    assert all(same_batch(s, o) for s, o in zip(stored, originals, strict=True))
+    # Reads from every offset, bounded at various sizes, stay whole and consecutive.
+    headers = parse_all(log.read(0, BIG))
+    for offset in range(log.next_offset):
+        for max_bytes in (1, 150, 700, 2500):
+            got = parse_all(log.read(offset, max_bytes))
+            assert got[0].base_offset <= offset <= got[0].last_offset
+            start = next(i for i, h in enumerate(headers) if h.last_offset >= offset)
+            assert got == headers[start : start + len(got)]
+            assert len(got) == 1 or sum(h.size_bytes for h in got) <= max_bytes
+            # Greedy: the next batch would not have fitted.
+            if start + len(got) < len(headers) and len(got) > 0:
+                used = sum(h.size_bytes for h in got)
+                assert used + headers[start + len(got)].size_bytes > max_bytes or max_bytes < used
+
+
+def test_read_mid_batch_offsets_use_the_sparse_index(
+    open_log: Callable[..., PartitionLog],
+) -> None:
+    log = open_log(LogConfig(index_interval_bytes=256))
+    for i in range(60):
+        append(log, make_batch([i] * 5, value_size=30))
+    segment = log._segments[-1]
+    assert segment.index_entry_count > 10
+    for offset in range(0, log.next_offset):
+        header = parse_all(log.read(offset, 1))[0]
+        assert header.base_offset == offset - offset % 5
+        assert header.last_offset == header.base_offset + 4
+        # The index starts the scan at or before the batch, and close to it.
+        position = segment.lookup_position(offset)
+        found = segment.find_batch(offset)
+        assert found is not None and position <= found[0] < position + 256 + 400
+
+
+def test_read_max_bytes_returns_whole_batches_and_at_least_one(
+    open_log: Callable[..., PartitionLog],
+) -> None:
+    log = open_log()
+    batches = [make_batch([1, 2, 3], value_size=100) for _ in range(4)]
+    for batch in batches:
+        append(log, batch)
+    size = len(batches[0])
+    assert len(parse_all(log.read(0, size))) == 1
+    assert len(parse_all(log.read(0, size * 2 + size // 2))) == 2
+    assert len(parse_all(log.read(0, size * 4))) == 4
+    # KIP-74: the first batch comes whole even when larger than max_bytes.
+    for max_bytes in (0, 1, 11, 12, 61, size - 1):
+        data = log.read(3, max_bytes)
+        assert len(data) == size and parse_all(data)[0].base_offset == 3
+
+
+def test_read_bounds(open_log: Callable[..., PartitionLog]) -> None:
+    log = open_log()
+    assert log.read(0, 100) == b""
+    append(log, make_batch([1, 2]))
+    assert log.read(2, 100) == b""
+    with pytest.raises(OffsetOutOfRange) as info:
+        log.read(3, 100)
+    assert (info.value.log_start_offset, info.value.next_offset) == (0, 2)
+    with pytest.raises(OffsetOutOfRange):
+        log.read(-1, 100)
+    append(log, make_batch([3, 4]))
+    log.advance_log_start_offset(3)
+    with pytest.raises(OffsetOutOfRange):
+        log.read(2, 100)
+    # The batch containing the log start is returned whole, as Kafka does.
+    assert parse_all(log.read(3, 100))[0].base_offset == 2
+
+
+def test_batch_headers(open_log: Callable[..., PartitionLog]) -> None:
+    log = open_log(LogConfig(segment_bytes_max=600, index_interval_bytes=100))
+    for i in range(20):
+        append(log, make_batch([i, i + 1], value_size=60))
+    expected = parse_all(log.read(0, BIG))
+    assert log.segment_count > 3
+    assert list(log.batch_headers()) == expected
+    assert list(log.batch_headers(15)) == expected[7:]
+    assert list(log.batch_headers(log.next_offset)) == []
+    with pytest.raises(OffsetOutOfRange):
+        log.batch_headers(log.next_offset + 1)
+
+
+# -- recovery --------------------------------------------------------------------------
+
+
+def test_reopen_intact_log(open_log: Callable[..., PartitionLog], tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes_max=700, index_interval_bytes=128)
+    log = open_log(config)
+    for i in range(30):
+        append(log, make_batch([i, i], value_size=50))
+    content = log.read(0, BIG)
+    log.flush()
+    log.close()
+    reopened = open_log(config)
+    assert reopened.recovered_truncated_bytes == 0
+    assert reopened.next_offset == 60 == reopened.durable_offset
+    assert reopened.read(0, BIG) == content
+    assert reopened.segment_count == log.segment_count
+    assert append(reopened, make_batch([99])) == 60
+    assert parse_all(reopened.read(60, 1))[0].base_offset == 60
+
+
+def test_older_segments_with_intact_indexes_are_not_scanned(
+    open_log: Callable[..., PartitionLog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from storage.segment import Segment
+
+    config = LogConfig(segment_bytes_max=700, index_interval_bytes=128)
+    log = open_log(config)
+    for i in range(30):
+        append(log, make_batch([i], value_size=80))
+    log.flush()  # seals the rolled segments and moves the recovery point
+    content = log.read(0, BIG)
+    log._close_all()  # a crash: no close(), the active segment's index is never written
+    scans: list[int] = []
+    original = Segment.recover
+
+    def counting(segment: Segment) -> int:
+        scans.append(segment.base_offset)
+        return original(segment)
+
+    monkeypatch.setattr(Segment, "recover", counting)
+    reopened = open_log(config)
+    assert reopened.segment_count > 3
+    assert scans == [reopened._segments[-1].base_offset]
+    assert reopened.read(0, BIG) == content
+
+
+def test_unflushed_rolled_segments_are_scanned_after_a_crash(
+    open_log: Callable[..., PartitionLog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from storage.segment import Segment
+
+    config = LogConfig(segment_bytes_max=700, index_interval_bytes=128)
+    log = open_log(config)
+    for i in range(10):
+        append(log, make_batch([i], value_size=80))
+    log.flush()
+    sealed_segments = log.segment_count
+    for i in range(10):
+        append(log, make_batch([i], value_size=80))
+    log._close_all()  # crash before the segments rolled since the flush were fsynced
+    scans: list[int] = []
+    original = Segment.recover
+
+    def counting(segment: Segment) -> int:
+        scans.append(segment.base_offset)
+        return original(segment)
+
+    monkeypatch.setattr(Segment, "recover", counting)
+    reopened = open_log(config)
+    assert len(scans) == reopened.segment_count - sealed_segments + 1
+    assert reopened.next_offset == 20
+
+
+def test_torn_tail_is_truncated_to_last_whole_batch(
+    open_log: Callable[..., PartitionLog], tmp_path: Path
+) -> None:
+    log = open_log()
+    batches = [make_batch([i, i + 1, i + 2], value_size=70) for i in range(5)]
+    for batch in batches:
+        append(log, batch)
+    log.flush()
+    log.close()
+    path = log_files(tmp_path / "p0")[-1]
+    full = path.read_bytes()
+    keep = sum(len(b) for b in batches[:3])
+    cut = keep + len(batches[3]) // 2  # mid-way through the fourth batch
+    path.write_bytes(full[:cut] + b"\xde\xad\xbe\xef" * 9)
+    reopened = open_log()
+    assert reopened.recovered_truncated_bytes == cut + 36 - keep
+    assert reopened.next_offset == 9  # last whole batch ends at offset 8
+    assert path.stat().st_size == keep
+    assert [h.last_offset for h in parse_all(reopened.read(0, BIG))] == [2, 5, 8]
+    assert append(reopened, make_batch([7])) == 9
+    assert [h.base_offset for h in reopened.batch_headers()] == [0, 3, 6, 9]
+    reopened.close()
+    assert open_log().next_offset == 10
+
+
+def test_torn_batch_header_only(open_log: Callable[..., PartitionLog], tmp_path: Path) -> None:
+    log = open_log()
+    append(log, make_batch([1]))
+    log.close()
+    path = log_files(tmp_path / "p0")[-1]
+    with path.open("ab") as f:
+        f.write(make_batch([2])[:30])  # not even a whole header
+    reopened = open_log()
+    assert reopened.next_offset == 1 and reopened.recovered_truncated_bytes == 30
+
+
+def test_corrupt_crc_in_the_middle_of_the_last_segment(
+    open_log: Callable[..., PartitionLog], tmp_path: Path
+) -> None:
+    log = open_log(LogConfig(index_interval_bytes=100))
+    batches = [make_batch([i, i], value_size=50) for i in range(8)]
+    for batch in batches:
+        append(log, batch)
+    log.close()
+    path = log_files(tmp_path / "p0")[-1]
+    data = bytearray(path.read_bytes())
+    bad = sum(len(b) for b in batches[:4])
+    data[bad + 70] ^= 0xFF  # inside the records of the fifth batch, covered by the CRC
+    path.write_bytes(bytes(data))
+    reopened = open_log(LogConfig(index_interval_bytes=100))
+    assert reopened.next_offset == 8
+    assert reopened.recovered_truncated_bytes == len(data) - bad
+    assert len(parse_all(reopened.read(0, BIG))) == 4
+    assert append(reopened, make_batch([5])) == 8
+
+
+def test_corrupt_older_segment_without_index_drops_later_segments(
+    open_log: Callable[..., PartitionLog], tmp_path: Path
+) -> None:
+    config = LogConfig(segment_bytes_max=600, index_interval_bytes=100)
+    log = open_log(config)
+    for i in range(20):
+        append(log, make_batch([i], value_size=100))
+    log.flush()
+    log.close()
+    directory = tmp_path / "p0"
+    second = log_files(directory)[1]
+    second.with_suffix(".index").unlink()
+    data = bytearray(second.read_bytes())
+    data[-5] ^= 0xFF  # its last batch is corrupt
+    second.write_bytes(bytes(data))
+    segment_count = log.segment_count
+    reopened = open_log(config)
+    assert reopened.segment_count == 2 < segment_count
+    assert len(log_files(directory)) == 2
+    last = parse_all(reopened.read(0, BIG))[-1]
+    assert reopened.next_offset == last.last_offset + 1
+    assert reopened.recovered_truncated_bytes > 0
+
+
+def test_missing_index_files_are_rebuilt_identically(
+    open_log: Callable[..., PartitionLog], tmp_path: Path
+) -> None:
+    config = LogConfig(segment_bytes_max=2000, index_interval_bytes=150)
+    log = open_log(config)
+    for i in range(40):
+        append(log, make_batch([1000 + (i * 37) % 100, 1000 + i], value_size=40))
+    log.flush()
+    log.close()
+    directory = tmp_path / "p0"
+    originals = {p.name: p.read_bytes() for p in directory.iterdir() if "index" in p.name}
+    assert any(len(v) > 0 for v in originals.values())
+    for name in originals:
+        (directory / name).unlink()
+    reopened = open_log(config)
+    for offset in range(0, reopened.next_offset, 3):
+        assert parse_all(reopened.read(offset, 1))[0].last_offset >= offset
+    reopened.close()
+    rebuilt = {p.name: p.read_bytes() for p in directory.iterdir() if "index" in p.name}
+    assert rebuilt == originals
+
+
+def test_garbage_index_file_is_rejected(
+    open_log: Callable[..., PartitionLog], tmp_path: Path
+) -> None:
+    config = LogConfig(segment_bytes_max=2000, index_interval_bytes=150)
+    log = open_log(config)
+    for i in range(40):
+        append(log, make_batch([i], value_size=40))
+    content = log.read(0, BIG)
+    log.flush()
+    log.close()
+    first_index = log_files(tmp_path / "p0", ".index")[0]
+    first_index.write_bytes(bytes(range(16)) * 3)
+    reopened = open_log(config)
+    assert reopened.read(0, BIG) == content
+    for offset in range(reopened.next_offset):
+        assert parse_all(reopened.read(offset, 1))[0].base_offset == offset
+
+
+# -- timestamps ------------------------------------------------------------------------
+
+
+def test_offset_for_timestamp_with_out_of_order_records(
+    open_log: Callable[..., PartitionLog],
+) -> None:
+    log = open_log()
+    assert log.offset_for_timestamp(0) is None
+    append(log, make_batch([100, 300, 200]))  # offsets 0-2
+    append(log, make_batch([150, 250]))  # offsets 3-4
+    append(log, make_batch([500, 400]))  # offsets 5-6
+    assert log.offset_for_timestamp(0) == (0, 100)
+    assert log.offset_for_timestamp(100) == (0, 100)
+    assert log.offset_for_timestamp(101) == (1, 300)
+    assert log.offset_for_timestamp(250) == (1, 300)
+    assert log.offset_for_timestamp(301) == (5, 500)
+    assert log.offset_for_timestamp(450) == (5, 500)
+    assert log.offset_for_timestamp(500) == (5, 500)
+    assert log.offset_for_timestamp(501) is None
+
+
+def test_offset_for_timestamp_matches_brute_force(
+    open_log: Callable[..., PartitionLog],
+) -> None:
+    rng = random.Random(7)
+    log = open_log(LogConfig(segment_bytes_max=1500, index_interval_bytes=200))
+    records: list[int] = []  # timestamp by offset
+    base_ts = 10_000
+    for _ in range(120):
+        # Mostly increasing with jitter, sometimes far back in time.
+        count = rng.randint(1, 4)
+        timestamps = [base_ts + rng.randint(-300, 300) for _ in range(count)]
+        if rng.random() < 0.1:
+            timestamps[0] -= 5_000
+        base_ts += rng.randint(0, 100)
+        append(log, make_batch(timestamps, value_size=rng.randint(0, 60)))
+        records.extend(timestamps)
+    assert log.segment_count > 5
+    for target in list(range(4_000, base_ts + 600, 37)) + [max(records), max(records) + 1]:
+        expected = next(((o, t) for o, t in enumerate(records) if t >= target), None)
+        assert log.offset_for_timestamp(target) == expected, target
+    best = max(records)
+    assert log.max_timestamp() == (records.index(best), best)
+
+
+def test_offset_for_timestamp_respects_log_start(open_log: Callable[..., PartitionLog]) -> None:
+    log = open_log()
+    append(log, make_batch([100, 200, 300]))
+    append(log, make_batch([150]))
+    log.advance_log_start_offset(2)
+    assert log.offset_for_timestamp(0) == (2, 300)
+    assert log.offset_for_timestamp(301) is None
+
+
+def test_max_timestamp(open_log: Callable[..., PartitionLog]) -> None:
+    log = open_log(LogConfig(segment_bytes_max=150))  # one batch per segment
+    assert log.max_timestamp() is None
+    append(log, make_batch([1, 5, 3]))  # 0-2
+    append(log, make_batch([5, 2]))  # 3-4: ties, later batch
+    append(log, make_batch([4]))  # 5
+    assert log.segment_count == 3
+    assert log.max_timestamp() == (1, 5)
+    append(log, make_batch([2, 9, 9]))  # 6-8
+    assert log.max_timestamp() == (7, 9)
+
+
+# -- retention and log start -----------------------------------------------------------
+
+
+def test_retention_by_time_moves_log_start_and_survives_reopen(
+    open_log: Callable[..., PartitionLog],
+) -> None:
+    day = 24 * 3600 * 1000
+    now = 1_700_000_000_000
+    config = LogConfig(segment_bytes_max=500, retention_ms=day)
+    log = open_log(config)
+    for i in range(12):
+        # Six old batches (ten days ago), then six recent ones.
+        ts = now - 10 * day if i < 6 else now - 1000
+        append(log, make_batch([ts], value_size=200))
+    segments = log.segment_count
+    assert segments == 12
+    assert log.apply_retention(now) == 6
+    assert log.log_start_offset == 6
+    assert log.segment_count == segments - 6
+    with pytest.raises(OffsetOutOfRange):
+        log.read(5, 100)
+    assert parse_all(log.read(6, 1))[0].base_offset == 6
+    assert log.apply_retention(now) == 0
+    log.close()
+    reopened = open_log(config)
+    assert (reopened.log_start_offset, reopened.next_offset) == (6, 12)
+    # Time retention never deletes the active segment, even when it is expired.
+    assert reopened.apply_retention(now + 100 * day) == 5
+    assert reopened.segment_count == 1 and reopened.log_start_offset == 11
+
+
+def test_retention_by_bytes_keeps_at_least_retention_bytes(
+    open_log: Callable[..., PartitionLog],
+) -> None:
+    batch = make_batch([1], value_size=200)
+    config = LogConfig(
+        segment_bytes_max=len(batch), retention_ms=-1, retention_bytes=3 * len(batch)
+    )
+    log = open_log(config)
+    for _ in range(10):
+        append(log, batch)
+    assert log.segment_count == 10
+    assert log.apply_retention(0) == 7
+    assert log.size_bytes == 3 * len(batch)
+    assert log.log_start_offset == 7
+    assert log.apply_retention(0) == 0
+
+
+def test_retention_helper_over_many_logs(
+    open_log: Callable[..., PartitionLog], tmp_path: Path
+) -> None:
+    config = LogConfig(segment_bytes_max=300, retention_ms=1000)
+    logs = [open_log(config, tmp_path / f"p{i}") for i in range(3)]
+    for log in logs:
+        for _ in range(4):
+            append(log, make_batch([5], value_size=200))
+    logs[0].close()  # closed logs are skipped
+    assert apply_retention(logs, now_ms=10_000) == 6
+    assert all(log.log_start_offset == 3 for log in logs[1:])
+
+
+def test_advance_log_start_offset(open_log: Callable[..., PartitionLog]) -> None:
+    config = LogConfig(segment_bytes_max=300)
+    log = open_log(config)
+    for i in range(6):
+        append(log, make_batch([i, i], value_size=100))
+    assert log.segment_count == 6
+    assert log.advance_log_start_offset(5) == 2  # segments [0,2) and [2,4) go
+    assert log.log_start_offset == 5
+    assert log.advance_log_start_offset(3) == 0  # never backwards
+    with pytest.raises(OffsetOutOfRange):
+        log.advance_log_start_offset(13)
+    log.close()
+    reopened = open_log(config)
+    assert reopened.log_start_offset == 5
+    assert parse_all(reopened.read(5, 1))[0].base_offset == 4
+    assert reopened.offset_for_timestamp(0) == (5, 2)
+    assert reopened.max_timestamp() == (10, 5)
+
+
+def test_segment_ms_rolls_old_active_segment(open_log: Callable[..., PartitionLog]) -> None:
+    clock = ManualClock()
+    log = open_log(LogConfig(segment_ms=1000), clock_ms=clock)
+    append(log, make_batch([clock.now_ms]))
+    clock.now_ms += 500
+    append(log, make_batch([clock.now_ms]))
+    assert log.segment_count == 1
+    clock.now_ms += 501
+    append(log, make_batch([clock.now_ms]))
+    assert log.segment_count == 2 and log._segments[-1].base_offset == 2
+
+
+# -- truncation ------------------------------------------------------------------------
+
+
+def test_truncate_to_drops_the_batch_containing_the_offset(
+    open_log: Callable[..., PartitionLog],
+) -> None:
+    config = LogConfig(segment_bytes_max=400, index_interval_bytes=50)
+    log = open_log(config)
+    for i in range(10):
+        append(log, make_batch([i * 10, i * 10 + 1, i * 10 + 2], value_size=50))
+    segments = log.segment_count
+    log.truncate_to(14)  # offsets 12-14 are one batch: it goes whole
+    assert log.next_offset == 12
+    assert log.segment_count < segments
+    assert [h.base_offset for h in log.batch_headers()] == [0, 3, 6, 9]
+    assert log.durable_offset <= 12
+    assert log.max_timestamp() == (11, 32)
+    assert append(log, make_batch([7])) == 12
+    log.truncate_to(100)  # beyond the end: nothing
+    assert log.next_offset == 13
+    log.close()
+    reopened = open_log(config)
+    assert [h.base_offset for h in reopened.batch_headers()] == [0, 3, 6, 9, 12]
+    reopened.truncate_to(0)
+    assert (reopened.next_offset, reopened.size_bytes, reopened.segment_count) == (0, 0, 1)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_truncate_index_state_matches_a_rebuild(
+    open_log: Callable[..., PartitionLog], tmp_path: Path, seed: int
+) -> None:
+    rng = random.Random(seed)
+    config = LogConfig(index_interval_bytes=rng.choice([0, 60, 120, 250]))
+    log = open_log(config)
+    ts = 1000
+    for _ in range(40):
+        # Rising timestamps with occasional jumps, so time index entries often point
+        # at batches before the index point that added them.
+        ts += rng.choice([0, 1, 5, 300])
+        count = rng.randint(1, 3)
+        append(log, make_batch([ts - rng.randint(0, 50) for _ in range(count)], value_size=30))
+    log.truncate_to(rng.randrange(log.next_offset))
+    for i in range(rng.randint(0, 5)):
+        append(log, make_batch([i], value_size=30))
+    log.close()
+    directory = tmp_path / "p0"
+    written = {p.name: p.read_bytes() for p in directory.iterdir() if "index" in p.name}
+    for name in written:
+        (directory / name).unlink()
+    reopened = open_log(config)
+    reopened.close()
+    rebuilt = {p.name: p.read_bytes() for p in directory.iterdir() if "index" in p.name}
+    assert rebuilt == written
+
+
+# -- durability ------------------------------------------------------------------------
+
+
+def test_flush_advances_durable_offset(open_log: Callable[..., PartitionLog]) -> None:
+    log = open_log(LogConfig(segment_bytes_max=300))
+    assert log.flush() == 0
+    for i in range(5):
+        append(log, make_batch([i], value_size=150))
+    assert log.durable_offset == 0
+    assert log.flush() == 5 == log.durable_offset
+    assert log.flush() == 5
+
+
+def test_flush_fsyncs_segments_rolled_since_the_last_flush(
+    open_log: Callable[..., PartitionLog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = open_log(LogConfig(segment_bytes_max=300))
+    append(log, make_batch([0], value_size=150))
+    log.flush()
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    for i in range(4):
+        append(log, make_batch([i], value_size=150))
+    assert log.segment_count == 5
+    log.flush()
+    assert {segment._fd for segment in log._segments} <= set(synced)
+
+
+def test_flush_from_another_thread_while_appending(
+    open_log: Callable[..., PartitionLog],
+) -> None:
+    log = open_log(LogConfig(segment_bytes_max=2000))
+    stop = threading.Event()
+    seen: list[int] = []
+
+    def flusher() -> None:
+        while not stop.is_set():
+            seen.append(log.flush())
+
+    thread = threading.Thread(target=flusher)
+    thread.start()
+    try:
+        for i in range(300):
+            append(log, make_batch([i], value_size=100))
+    finally:
+        stop.set()
+        thread.join()
+    assert seen == sorted(seen)
+    assert log.flush() == 300 == log.durable_offset
+    assert len(parse_all(log.read(0, BIG))) == 300
+
+
+def test_fsync_failure_is_sticky_until_reopen(
+    open_log: Callable[..., PartitionLog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = open_log()
+    append(log, make_batch([1]))
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(errno.EIO, "injected")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(OSError):
+        log.flush()
+    monkeypatch.undo()
+    # A retried fsync could succeed without the lost pages: the log stays failed.
+    with pytest.raises(LogFailed):
+        log.flush()
+    with pytest.raises(LogFailed):
+        append(log, make_batch([2]))
+    assert log.durable_offset == 0
+    log.close()
+    assert open_log().next_offset == 1
+
+
+def test_closed_log_rejects_use(open_log: Callable[..., PartitionLog]) -> None:
+    log = open_log()
+    append(log, make_batch([1]))
+    log.close()
+    log.close()
+    with pytest.raises(LogClosed):
+        log.read(0, 10)
+    with pytest.raises(LogClosed):
+        append(log, make_batch([2]))
+
+
+def test_empty_log_is_small_in_memory(tmp_path: Path) -> None:
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        logs = [PartitionLog.open(tmp_path / f"p{i}", LogConfig()) for i in range(20)]
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    per_log = sum(s.size_diff for s in after.compare_to(before, "filename")) / len(logs)
+    for log in logs:
+        log.close()
+    assert per_log < 4096, per_log
+
+
+# -- group commit ----------------------------------------------------------------------
+
+
+async def test_group_commit_resolves_many_waiters_with_few_flush_rounds(
+    open_log: Callable[..., PartitionLog], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    logs = [open_log(directory=tmp_path / f"g{i}") for i in range(3)]
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        fsyncs.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    committer = GroupCommitter()
+    waits = []
+    for i in range(600):
+        log = logs[i % 3]
+        append(log, make_batch([i]))
+        waits.append(committer.wait_durable(log, log.next_offset - 1))
+    await asyncio.gather(*waits)
+    assert all(log.durable_offset == 200 for log in logs)
+    assert committer.rounds == 1
+    assert len(fsyncs) <= 6  # one per log (+ directory), not one per waiter
+    assert committer.parked == 0
+    await committer.close()
+
+
+async def test_group_commit_batches_appends_made_during_a_slow_fsync(
+    open_log: Callable[..., PartitionLog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = open_log()
+    real_fsync = os.fsync
+    flushes: list[int] = []
+
+    def slow_fsync(fd: int) -> None:
+        flushes.append(fd)
+        threading.Event().wait(0.02)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    committer = GroupCommitter()
+
+    async def producer(n: int) -> None:
+        for i in range(5):
+            offset = append(log, make_batch([n * 10 + i]))
+            await committer.wait_durable(log, offset)
+            assert log.durable_offset > offset
+            await asyncio.sleep(0)
+
+    await asyncio.gather(*(producer(n) for n in range(40)))
+    assert log.durable_offset == 200
+    # 200 acknowledged writes, yet each round covered everything queued meanwhile.
+    assert committer.rounds <= 20
+    await committer.close()
+
+
+async def test_group_commit_fails_waiters_when_flush_fails(
+    open_log: Callable[..., PartitionLog], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    good, bad = open_log(), open_log(directory=tmp_path / "bad")
+    append(good, make_batch([1]))
+    append(bad, make_batch([1]))
+    bad_fds = {segment._fd for segment in bad._segments}
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if fd in bad_fds:
+            raise OSError(errno.EIO, "injected")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    committer = GroupCommitter()
+    results = await asyncio.gather(
+        committer.wait_durable(good, 0),
+        committer.wait_durable(bad, 0),
+        committer.wait_durable(bad, 0),
+        return_exceptions=True,
+    )
+    assert results[0] is None
+    assert all(isinstance(r, OSError) for r in results[1:])
+    assert committer.parked == 0
+    # The log stays failed: later waiters fail too, without hanging.
+    with pytest.raises(LogFailed):
+        await committer.wait_durable(bad, 0)
+    with pytest.raises(LogFailed):
+        await committer.close()
+
+
+async def test_group_commit_bounds_parked_waiters(open_log: Callable[..., PartitionLog]) -> None:
+    log = open_log()
+    for i in range(3):
+        append(log, make_batch([i]))
+    committer = GroupCommitter(waiters_max=2)
+    parked = [asyncio.create_task(committer.wait_durable(log, i)) for i in range(2)]
+    await asyncio.sleep(0)
+    assert committer.parked == 2
+    with pytest.raises(TooManyWaiters):
+        await committer.wait_durable(log, 2)
+    await asyncio.gather(*parked)
+    await committer.wait_durable(log, 2)
+    await committer.close()
+
+
+async def test_group_commit_edges_and_close(open_log: Callable[..., PartitionLog]) -> None:
+    log = open_log()
+    committer = GroupCommitter()
+    with pytest.raises(ValueError):
+        await committer.wait_durable(log, 0)  # nothing appended yet
+    append(log, make_batch([1]))
+    committer.track(log)
+    await committer.flush_all_now()
+    assert log.durable_offset == 1
+    await committer.wait_durable(log, 0)  # already durable: no round needed
+    assert committer.rounds == 0
+    append(log, make_batch([2]))
+    waiter = asyncio.create_task(committer.wait_durable(log, 1))
+    await asyncio.sleep(0)
+    await committer.close()
+    await waiter
+    assert log.durable_offset == 2
+    append(log, make_batch([3]))
+    with pytest.raises(CommitterClosed):
+        await committer.wait_durable(log, 2)
+
+
+async def test_group_commit_never_strands_waiters(
+    open_log: Callable[..., PartitionLog], tmp_path: Path
+) -> None:
+    truncated, closed = open_log(), open_log(directory=tmp_path / "closed")
+    for log in (truncated, closed):
+        for i in range(3):
+            append(log, make_batch([i]))
+    committer = GroupCommitter()
+    await committer.wait_durable(truncated, 0)
+    append(truncated, make_batch([9]))
+    stranded = asyncio.create_task(committer.wait_durable(truncated, 3))
+    on_closed = asyncio.create_task(committer.wait_durable(closed, 2))
+    await asyncio.sleep(0)  # both park (and the flusher may start a round)
+    assert committer.parked == 2
+    closed.close()
+    truncated.truncate_to(1)
+    with pytest.raises(LogClosed):
+        await on_closed
+    # Offset 3 is gone; the owner fails what waited on it, or close() does.
+    await asyncio.sleep(0.01)
+    assert not stranded.done()
+    await asyncio.wait_for(committer.close(), timeout=5)
+    with pytest.raises(CommitterClosed):
+        await stranded
