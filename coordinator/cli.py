@@ -17,7 +17,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser = argparse.ArgumentParser(
         prog="groupcoord",
-        description="A Kafka-protocol server: group coordinator and durable single-node data plane.",
+        description="Kafka-protocol server: group coordinator and durable single-node data plane.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(
             "Every setting can come from a TOML file (--config), from an environment variable\n"
