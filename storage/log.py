@@ -364,7 +364,7 @@ class PartitionLog:
         # Relative offsets are u32. A batch spans at most 2**31 offsets, so the exact
         # span is only worth computing when that bound could overflow.
         used = active.next_offset - active.base_offset
-        if used + len(headers) * (1 << 31) <= RELATIVE_OFFSET_MAX * 10:
+        if used + len(headers) * (1 << 31) <= RELATIVE_OFFSET_MAX:
             return False
         span = sum(header.last_offset_delta + 1 for header in headers)
         return used + span - 1 > RELATIVE_OFFSET_MAX

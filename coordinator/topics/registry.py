@@ -178,12 +178,6 @@ class TopicRegistry:
             topic.partitions.append(self._open_partition(topic, index))
         self._save()
 
-    def alter_configs(self, topic: Topic, configs: dict[str, str]) -> None:
-        topic.configs = configs
-        for partition in topic.partitions:
-            partition.log.config = self._log_config(topic)
-        self._save()
-
     # internals ---------------------------------------------------------------------------
 
     def _checked_configs(self, configs: dict[str, str | None]) -> dict[str, str]:

@@ -218,6 +218,44 @@ def test_read_max_bytes_returns_whole_batches_and_at_least_one(
         assert len(data) == size and parse_all(data)[0].base_offset == 3
 
 
+def test_read_max_bytes_exact_boundaries_across_segments(
+    open_log: Callable[..., PartitionLog],
+) -> None:
+    log = open_log(LogConfig(segment_bytes_max=900, index_interval_bytes=200))
+    rng = random.Random(3)
+    for i in range(30):
+        append(log, make_batch([i] * rng.randint(1, 3), value_size=rng.randint(20, 120)))
+    assert log.segment_count > 3
+    sizes = [h.size_bytes for h in parse_all(log.read(0, BIG))]
+    ends = [sum(sizes[: k + 1]) for k in range(len(sizes))]
+    for k, end in enumerate(ends):
+        # Exactly k+1 batches fit; one byte less drops the last; one more adds nothing.
+        assert len(parse_all(log.read(0, end))) == k + 1
+        assert len(parse_all(log.read(0, end - 1))) == max(k, 1)
+        if k + 1 < len(sizes):
+            assert len(parse_all(log.read(0, end + sizes[k + 1] - 1))) == k + 1
+
+
+def test_rolls_before_relative_offsets_overflow_u32(
+    open_log: Callable[..., PartitionLog],
+) -> None:
+    from aiokafka.record.util import calc_crc32c
+
+    # A batch claiming 2**31 offsets (as after compaction: fewer records than offsets).
+    raw = bytearray(make_batch([1]))
+    raw[23:27] = (2**31 - 1).to_bytes(4, "big")
+    raw[17:21] = calc_crc32c(bytes(raw[21:])).to_bytes(4, "big")
+    log = open_log()
+    for expected_base in (0, 2**31, 2**32):
+        buf = bytearray(raw)
+        assert log.append(buf, [parse_header(buf)]) == expected_base
+    assert log.segment_count == 2  # the third batch would overflow: a new segment
+    assert log.next_offset == 3 * 2**31
+    log.close()
+    reopened = open_log()
+    assert reopened.next_offset == 3 * 2**31 and reopened.recovered_truncated_bytes == 0
+
+
 def test_read_bounds(open_log: Callable[..., PartitionLog]) -> None:
     log = open_log()
     assert log.read(0, 100) == b""

@@ -1,0 +1,262 @@
+"""Server behaviour: pipelining, idempotent producer rules, metrics, health, graceful stop."""
+
+from __future__ import annotations
+
+import datetime
+import signal
+import socket
+import struct
+import sys
+import time
+from typing import Any
+
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.integration.test_clients import create_topic
+from tests.rawclient import RawClient, encode_request, request_class
+from tests.support import ServerProcess
+
+
+def _m(api_key: int, version: int) -> Any:
+    return sys.modules[request_class(api_key, version).__module__]
+
+
+def _batch(count: int, producer_id: int = -1, epoch: int = -1, seq: int = -1) -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=0,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        batch_size=10**6,
+    )
+    for i in range(count):
+        builder.append(i, timestamp=1000 + i, key=None, value=b"x%d" % i, headers=[])
+    return bytes(builder.build())
+
+
+def _produce(client: RawClient, topic: str, records: bytes, acks: int = -1) -> Any:
+    m = _m(0, 11)
+    resp = client.request(
+        0,
+        11,
+        m.ProduceRequest(
+            transactional_id=None,
+            acks=acks,
+            timeout=datetime.timedelta(seconds=5),
+            topic_data=(
+                m.TopicProduceData(
+                    name=topic, partition_data=(m.PartitionProduceData(index=0, records=records),)
+                ),
+            ),
+        ),
+    )
+    return resp.responses[0].partition_responses[0]
+
+
+def _fetch_request(topic: str, offset: int, max_wait_ms: int, correlation_id: int) -> bytes:
+    m = _m(1, 12)
+    return encode_request(
+        1,
+        12,
+        correlation_id,
+        m.FetchRequest(
+            cluster_id=None,
+            replica_id=-1,
+            max_wait=datetime.timedelta(milliseconds=max_wait_ms),
+            min_bytes=1,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=(
+                m.FetchTopic(
+                    topic=topic,
+                    partitions=(
+                        m.FetchPartition(
+                            partition=0,
+                            current_leader_epoch=-1,
+                            fetch_offset=offset,
+                            last_fetched_epoch=-1,
+                            log_start_offset=-1,
+                            partition_max_bytes=1 << 20,
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        ),
+    )
+
+
+def _read_correlation_ids(sock: socket.socket, count: int) -> list[int]:
+    ids = []
+    buf = b""
+    while len(ids) < count:
+        chunk = sock.recv(1 << 20)
+        assert chunk, "server closed the connection"
+        buf += chunk
+        while len(buf) >= 8:
+            (size,) = struct.unpack_from(">i", buf, 0)
+            if len(buf) < 4 + size:
+                break
+            ids.append(struct.unpack_from(">i", buf, 4)[0])
+            buf = buf[4 + size :]
+    return ids
+
+
+def test_pipelined_requests_are_answered_in_order(server: ServerProcess) -> None:
+    create_topic(server.bootstrap, "pipe", 1)
+    m = _m(3, 12)
+    metadata = lambda cid: encode_request(
+        3,
+        12,
+        cid,
+        m.MetadataRequest(  # noqa: E731
+            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+        ),
+    )
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        # A long poll (nothing to read at offset 0 yet) first, then quick requests behind it:
+        # the quick ones must wait for it, so responses come back in request order.
+        frames = [_fetch_request("pipe", 0, 400, 1)] + [metadata(i) for i in range(2, 302)]
+        started = time.monotonic()
+        sock.sendall(b"".join(frames))
+        ids = _read_correlation_ids(sock, 301)
+        assert ids == list(range(1, 302))
+        assert time.monotonic() - started >= 0.35  # the fetch really parked
+
+
+def test_long_poll_is_woken_by_produce(server: ServerProcess) -> None:
+    create_topic(server.bootstrap, "wake", 1)
+    with (
+        socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock,
+        RawClient(server.bootstrap) as producer,
+    ):
+        started = time.monotonic()
+        sock.sendall(_fetch_request("wake", 0, 10_000, 7))
+        time.sleep(0.2)
+        assert _produce(producer, "wake", _batch(1)).error_code == 0
+        assert _read_correlation_ids(sock, 1) == [7]
+        assert time.monotonic() - started < 5
+
+
+def test_idempotent_producer_dedupes_and_rejects_gaps(server: ServerProcess) -> None:
+    create_topic(server.bootstrap, "idem", 1)
+    with RawClient(server.bootstrap) as client:
+        m = _m(22, 5)
+        pid = client.request(
+            22,
+            5,
+            m.InitProducerIdRequest(
+                transactional_id=None,
+                transaction_timeout=datetime.timedelta(milliseconds=-1),
+                producer_id=-1,
+                producer_epoch=-1,
+            ),
+        )
+        producer_id, epoch = pid.producer_id, pid.producer_epoch
+        first = _produce(client, "idem", _batch(3, producer_id, epoch, 0))
+        assert (first.error_code, first.base_offset) == (0, 0)
+        # A retry of the same batch: no second copy, the original offset comes back.
+        retry = _produce(client, "idem", _batch(3, producer_id, epoch, 0))
+        assert (retry.error_code, retry.base_offset) == (0, 0)
+        gap = _produce(client, "idem", _batch(1, producer_id, epoch, 7))
+        assert gap.error_code == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+        nxt = _produce(client, "idem", _batch(2, producer_id, epoch, 3))
+        assert (nxt.error_code, nxt.base_offset) == (0, 3)
+        # KIP-360 epoch bump: the old epoch is fenced, the new one starts at 0.
+        bumped = client.request(
+            22,
+            5,
+            m.InitProducerIdRequest(
+                transactional_id=None,
+                transaction_timeout=datetime.timedelta(milliseconds=-1),
+                producer_id=producer_id,
+                producer_epoch=epoch,
+            ),
+        )
+        assert bumped.producer_epoch == epoch + 1
+        assert _produce(client, "idem", _batch(1, producer_id, epoch + 1, 0)).error_code == 0
+        assert _produce(client, "idem", _batch(1, producer_id, epoch, 5)).error_code == 47
+    # The dedupe state survives a crash: it is rebuilt from the log.
+    server.restart()
+    with RawClient(server.bootstrap) as client:
+        again = _produce(client, "idem", _batch(1, producer_id, epoch + 1, 0))
+        assert (again.error_code, again.base_offset) == (0, 5)
+
+
+def test_watermarks_and_offsets_for_times_with_confluent(server: ServerProcess) -> None:
+    topic = "watermarks"
+    create_topic(server.bootstrap, topic, 1)
+    base = 1_800_000_000_000
+    ts = base
+    for size in (5, 1, 1, 3):  # one batch per flush: batches of different sizes
+        producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 1000})
+        for _ in range(size):
+            producer.produce(topic, value=b"v", partition=0, timestamp=ts)
+            ts += 10
+        assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "wm"})
+    assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 10)
+    found = consumer.offsets_for_times([TopicPartition(topic, 0, base + 55)], timeout=10)
+    assert found[0].offset == 6  # first record with timestamp >= base + 55 is base + 60
+    past = consumer.offsets_for_times([TopicPartition(topic, 0, base + 10_000)], timeout=10)
+    assert past[0].offset == -1  # librdkafka's "end": no such record
+    consumer.close()
+
+
+def test_metrics_and_health_endpoints(server: ServerProcess) -> None:
+    create_topic(server.bootstrap, "observed", 2)
+    producer = Producer({"bootstrap.servers": server.bootstrap})
+    for i in range(50):
+        producer.produce("observed", value=b"x" * 100, partition=i % 2)
+    assert producer.flush(10) == 0
+    with RawClient(server.bootstrap) as client:
+        m = _m(3, 13)  # unsupported version: counted with its error
+        client.request(
+            3,
+            13,
+            m.MetadataRequest(
+                topics=None,
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            ),
+        )
+    text = server.metrics_text()
+    assert 'groupcoord_requests_total{api="PRODUCE"' in text
+    assert 'groupcoord_requests_total{api="METADATA",error="35",version="13"} 1.0' in text
+    assert 'groupcoord_request_latency_seconds_bucket{api="PRODUCE"' in text
+    assert (
+        "groupcoord_network_in_bytes_total" in text and "groupcoord_network_out_bytes_total" in text
+    )
+    assert "groupcoord_connections " in text
+    sizes = [
+        line
+        for line in text.splitlines()
+        if line.startswith('groupcoord_log_size_bytes{topic="observed"}')
+    ]
+    assert sizes and float(sizes[0].split()[-1]) > 5000
+    assert server.healthy()
+
+
+def test_sigterm_finishes_in_flight_requests_and_exits_zero(server: ServerProcess) -> None:
+    create_topic(server.bootstrap, "graceful", 1)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(_fetch_request("graceful", 0, 20_000, 11))
+        time.sleep(0.2)
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGTERM)
+        # The parked fetch is answered (empty) rather than dropped.
+        assert _read_correlation_ids(sock, 1) == [11]
+    assert server.proc.wait(20) == 0
+    # No longer accepting.
+    try:
+        socket.create_connection(("127.0.0.1", server.port), timeout=1).close()
+        refused = False
+    except OSError:
+        refused = True
+    assert refused
