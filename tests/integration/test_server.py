@@ -111,14 +111,19 @@ def _read_correlation_ids(sock: socket.socket, count: int) -> list[int]:
 def test_pipelined_requests_are_answered_in_order(server: ServerProcess) -> None:
     create_topic(server.bootstrap, "pipe", 1)
     m = _m(3, 12)
-    metadata = lambda cid: encode_request(
-        3,
-        12,
-        cid,
-        m.MetadataRequest(  # noqa: E731
-            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
-        ),
-    )
+
+    def metadata(correlation_id: int) -> bytes:
+        return encode_request(
+            3,
+            12,
+            correlation_id,
+            m.MetadataRequest(
+                topics=None,
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            ),
+        )
+
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         # A long poll (nothing to read at offset 0 yet) first, then quick requests behind it:
         # the quick ones must wait for it, so responses come back in request order.
