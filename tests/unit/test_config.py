@@ -1,0 +1,79 @@
+"""Configuration precedence and validation, and the README's reference staying complete."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coordinator.cli import main
+from coordinator.config import ConfigError, describe_settings, load_config
+from coordinator.server.dispatch import DATA_PLANE
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_precedence_defaults_file_environment_overrides(tmp_path: Path) -> None:
+    toml = tmp_path / "gc.toml"
+    toml.write_text(
+        'listen = "127.0.0.1:1000"\ndefault_partitions = 3\nauto_create_topics = false\n'
+    )
+    assert load_config(environ={}).listen == "127.0.0.1:9092"
+    config = load_config(str(toml), environ={})
+    assert (config.listen, config.default_partitions, config.auto_create_topics) == (
+        "127.0.0.1:1000",
+        3,
+        False,
+    )
+    env = {"GROUPCOORD_LISTEN": "127.0.0.1:2000", "GROUPCOORD_AUTO_CREATE_TOPICS": "true"}
+    config = load_config(str(toml), environ=env)
+    assert (config.listen, config.auto_create_topics) == ("127.0.0.1:2000", True)
+    config = load_config(str(toml), {"listen": "127.0.0.1:3000"}, environ=env)
+    assert config.listen == "127.0.0.1:3000"
+    assert load_config(environ={"GROUPCOORD_CONFIG": str(toml)}).default_partitions == 3
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"GROUPCOORD_LISTEN": "nope"}, "HOST:PORT"),
+        ({"GROUPCOORD_DEFAULT_PARTITIONS": "x"}, "integer"),
+        ({"GROUPCOORD_DEFAULT_PARTITIONS": "0"}, "positive"),
+        ({"GROUPCOORD_AUTO_CREATE_TOPICS": "maybe"}, "boolean"),
+        ({"GROUPCOORD_LOG_LEVEL": "loud"}, "log_level"),
+    ],
+)
+def test_bad_values_are_refused_with_a_clear_message(environ: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(environ=environ)
+
+
+def test_unknown_key_in_file_is_refused(tmp_path: Path) -> None:
+    toml = tmp_path / "gc.toml"
+    toml.write_text("no_such_setting = 1\n")
+    with pytest.raises(ConfigError, match="unknown setting"):
+        load_config(str(toml), environ={})
+
+
+def test_help_documents_every_setting(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    out = capsys.readouterr().out
+    for name, _, _ in describe_settings():
+        assert name in out and f"GROUPCOORD_{name.upper()}" in out
+    for flag in ("--listen", "--advertised-listener", "--data-dir", "--metrics-listen", "--config"):
+        assert flag in out
+
+
+def test_cli_rejects_bad_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--listen", "bad"]) == 2
+    assert "HOST:PORT" in capsys.readouterr().err
+
+
+def test_readme_documents_every_setting_and_api() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for name, default, _ in describe_settings():
+        assert f"| `{name}` | `GROUPCOORD_{name.upper()}` | `{default}` |" in readme, name
+    for key, (_, low, high) in DATA_PLANE.items():
+        versions = f"{low}-{high}" if low != high else f"{low}"
+        assert f"| {int(key)} | {versions} |" in readme, key
