@@ -23,6 +23,7 @@ from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from .errors import ErrorCode
+from .guard import MalformedBody, check_body
 from .header import MalformedHeader, RequestHeader, parse_header, peek_fixed, response_header
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -139,8 +140,9 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Reque
         raise UnknownApi(f"unknown api key {api_key} version {version}", correlation_id)
     try:
         header, pos = parse_header(frame, flexible=cls.__header_schema__.__version__ >= 2)
+        check_body(cls, frame, pos)
         body, _size = _reader(cls)(frame, pos)
-    except MalformedHeader as e:
+    except (MalformedHeader, MalformedBody) as e:
         raise RequestError(str(e), correlation_id) from None
     except Exception as e:  # the native reader raises assorted errors on garbage
         raise RequestError(f"malformed {cls.__name__}: {e}", correlation_id) from None

@@ -247,9 +247,13 @@ def bench_produce(peer, n: int, value: bytes) -> dict:
 def bench_fetch(peer, n: int, timeout: float) -> dict:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+    stats: list[dict] = []
     c = Consumer(
         {
             "bootstrap.servers": peer,
+            # librdkafka's own counters, to tell the size of the Fetch responses.
+            "statistics.interval.ms": 500,
+            "stats_cb": lambda js: stats.append(json.loads(js)),
             "group.id": "bench-fetch",  # assign() only: no group join, no commits
             "enable.auto.commit": False,
             "enable.partition.eof": False,
@@ -284,8 +288,18 @@ def bench_fetch(peer, n: int, timeout: float) -> dict:
                 break
         secs = time.perf_counter() - t0
         srv, cli = group_cpu_seconds(peer.pid) - srv0, client_cpu_seconds() - cli0
+        n_stats = len(stats)
+        t_end = time.monotonic() + 3
+        while len(stats) <= n_stats and time.monotonic() < t_end:
+            c.poll(0.1)  # one more statistics event, covering the whole run
     finally:
         c.close()
+    fetch_requests = fetch_rx_bytes = None
+    if stats:
+        for b in stats[-1].get("brokers", {}).values():
+            if b.get("nodeid", -1) >= 0:  # not the bootstrap placeholder
+                fetch_requests = (fetch_requests or 0) + b.get("req", {}).get("Fetch", 0)
+                fetch_rx_bytes = (fetch_rx_bytes or 0) + b.get("rxbytes", 0)
     if got < n:
         raise RuntimeError(
             f"fetch: read {got} of {n} in {secs:.0f}s ({errors} errors, first {first_error})"
@@ -298,6 +312,10 @@ def bench_fetch(peer, n: int, timeout: float) -> dict:
         "msgs_per_s": got / secs,
         "mib_per_s": nbytes / MiB / secs,
         "error_events": errors,
+        "fetch_requests": fetch_requests,
+        "avg_fetch_response_mib": (
+            fetch_rx_bytes / fetch_requests / MiB if fetch_requests else None
+        ),
         "server_cpu_s": srv,
         "client_cpu_s": cli,
     }
@@ -508,6 +526,8 @@ ROWS = [
     ("  client CPU during produce", "s", ("produce", "client_cpu_s"), None),
     ("fetch", "msg/s", ("fetch", "msgs_per_s"), "higher"),
     ("fetch", "MiB/s", ("fetch", "mib_per_s"), "higher"),
+    ("  Fetch requests", "", ("fetch", "fetch_requests"), None),
+    ("  mean Fetch response", "MiB", ("fetch", "avg_fetch_response_mib"), None),
     ("  server CPU during fetch", "s", ("fetch", "server_cpu_s"), "lower"),
     ("  client CPU during fetch", "s", ("fetch", "client_cpu_s"), None),
     ("latency acks=all @ half peak: rate", "msg/s", ("latency", "achieved_msgs_per_s"), None),

@@ -5,6 +5,7 @@ connection, and other connections keep being served."""
 from __future__ import annotations
 
 import datetime
+import os
 import socket
 import struct
 import sys
@@ -12,14 +13,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests.rawclient import RawClient, encode_request, request_class
 from tests.support import ServerProcess
 
 FUZZ_SETTINGS = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 
@@ -183,6 +186,7 @@ def test_bad_record_batches_get_corrupt_message(
     builder.append(0, timestamp=1, key=b"k", value=b"v", headers=[])
     good = bytes(builder.build())
     records = good[:keep] + garbage  # a real header cut anywhere, then junk
+    assume(records != good)  # a cut-and-patched batch can come out whole by chance
     m = sys.modules[request_class(0, 9).__module__]
     with RawClient(fuzz_server.bootstrap, timeout_s=5) as client:
         resp = client.request(
@@ -202,4 +206,49 @@ def test_bad_record_batches_get_corrupt_message(
         )
         error = resp.responses[0].partition_responses[0].error_code
         assert error in (2, 87), error  # CORRUPT_MESSAGE (or INVALID_RECORD)
+    _after(fuzz_server, witness)
+
+
+def _known_requests() -> list[tuple[int, int]]:
+    from kio.schema.index import api_key_map, schema_name_map
+
+    from protocol.api import request_schema
+
+    return sorted(
+        (key, version)
+        for key, name in api_key_map.items()
+        for version in schema_name_map[name]
+        if request_schema(key, version) is not None
+    )
+
+
+@FUZZ_SETTINGS
+@given(st.sampled_from(_known_requests()), st.binary(max_size=200))
+def test_random_bodies_behind_valid_headers(
+    fuzz_server: ServerProcess, witness: RawClient, api: tuple[int, int], body: bytes
+) -> None:
+    from protocol.api import request_schema
+
+    api_key, version = api
+    cls = request_schema(api_key, version)
+    header = struct.pack(">hhi", api_key, version, 42) + struct.pack(">h", 1) + b"x"
+    if cls.__header_schema__.__version__ >= 2:
+        header += b"\x00"
+    reply = _exchange(
+        fuzz_server, struct.pack(">i", len(header + body)) + header + body, wait_s=0.2
+    )
+    if reply:
+        (size, correlation_id) = struct.unpack_from(">ii", reply, 0)
+        assert size == len(reply) - 4 and correlation_id == 42
+    _after(fuzz_server, witness)
+
+
+def test_huge_declared_array_is_refused_not_allocated(
+    fuzz_server: ServerProcess, witness: RawClient
+) -> None:
+    # Metadata v12 whose topic array claims 2**32 - 2 entries in a frame of a few bytes:
+    # the codec would try to reserve memory for all of them and abort the process.
+    header = struct.pack(">hhi", 3, 12, 1) + struct.pack(">h", 1) + b"x" + b"\x00"
+    body = b"\xff\xff\xff\xff\x0f" + b"\x00" * 4
+    assert _exchange(fuzz_server, struct.pack(">i", len(header + body)) + header + body) == b""
     _after(fuzz_server, witness)
