@@ -83,6 +83,10 @@ class Config:
     offsets_partitions: int = field(
         default=50, metadata={"help": "coordinator shards (offsets.topic.num.partitions)"}
     )
+    thread_switch_interval_us: int = field(
+        default=500,
+        metadata={"help": "Python thread switch interval; short so fsync results return fast"},
+    )
     shutdown_timeout_ms: int = field(
         default=10_000, metadata={"help": "time to finish in-flight requests on SIGTERM"}
     )
@@ -172,6 +176,7 @@ def validate(config: Config) -> None:
         "message_bytes_max",
         "log_segment_bytes",
         "offsets_partitions",
+        "thread_switch_interval_us",
     )
     for name in positive:
         if getattr(config, name) <= 0:

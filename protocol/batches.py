@@ -111,7 +111,8 @@ def crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -
     end = pos + header.size_bytes
     if end > len(buf):
         return False
-    return int(calc_crc32c(bytes(buf[pos + 21 : end]))) == header.crc
+    # A memoryview slice: the CRC is computed in place, without copying the batch.
+    return int(calc_crc32c(memoryview(buf)[pos + 21 : end])) == header.crc
 
 
 def split_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:

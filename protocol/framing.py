@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from collections import deque
 
 _SIZE = struct.Struct(">i")
 
@@ -15,51 +16,78 @@ class FrameDecoder:
     """Accumulates bytes from a socket and yields whole frames.
 
     Feed whatever arrived; `next_frame()` returns the next complete frame (without its size
-    prefix) or None. A size above `frame_bytes_max` raises FrameTooLarge before any of the
-    body is buffered, so a hostile size cannot make us allocate.
+    prefix) or None. Received chunks are kept as they are and joined only once a frame is
+    complete, so a large produce request is copied once, not once per chunk. A size above
+    `frame_bytes_max` raises FrameTooLarge before any of the body is buffered, so a
+    hostile size cannot make us allocate.
     """
 
-    __slots__ = ("_buf", "_pos", "frame_bytes_max")
+    __slots__ = ("_chunks", "_offset", "_size", "_need", "frame_bytes_max")
 
     def __init__(self, frame_bytes_max: int) -> None:
-        self._buf = bytearray()
-        self._pos = 0
+        self._chunks: deque[bytes] = deque()
+        self._offset = 0  # bytes of _chunks[0] already consumed
+        self._size = 0  # bytes buffered and not consumed
+        self._need = -1  # size of the frame being assembled, once its prefix is read
         self.frame_bytes_max = frame_bytes_max
 
     def feed(self, data: bytes) -> None:
-        if self._pos and self._pos == len(self._buf):
-            self._buf.clear()
-            self._pos = 0
-        self._buf += data
+        if data:
+            self._chunks.append(data)
+            self._size += len(data)
 
     @property
     def buffered_bytes(self) -> int:
-        return len(self._buf) - self._pos
+        return self._size
 
     def next_frame(self) -> bytes | None:
-        buf = self._buf
-        pos = self._pos
-        if len(buf) - pos < 4:
+        if self._need < 0:
+            if self._size < 4:
+                return None
+            (size,) = _SIZE.unpack(self._take(4))
+            if size < 0 or size > self.frame_bytes_max:
+                raise FrameTooLarge(
+                    f"frame of {size} bytes exceeds the limit of {self.frame_bytes_max}"
+                )
+            self._need = size
+        if self._size < self._need:
             return None
-        (size,) = _SIZE.unpack_from(buf, pos)
-        if size < 0 or size > self.frame_bytes_max:
-            raise FrameTooLarge(
-                f"frame of {size} bytes exceeds the limit of {self.frame_bytes_max}"
-            )
-        end = pos + 4 + size
-        if len(buf) < end:
-            return None
-        frame = bytes(buf[pos + 4 : end])
-        if end == len(buf):
-            buf.clear()
-            self._pos = 0
-        elif end > 1 << 20:
-            # Drop consumed bytes now and then, so a long pipelined stream stays small.
-            del buf[:end]
-            self._pos = 0
-        else:
-            self._pos = end
+        frame = self._take(self._need)
+        self._need = -1
         return frame
+
+    def _take(self, n: int) -> bytes:
+        """Remove and return the first n buffered bytes (n <= buffered)."""
+        chunks = self._chunks
+        if n == 0:
+            return b""
+        first = chunks[0]
+        offset = self._offset
+        self._size -= n
+        if offset + n <= len(first):
+            end = offset + n
+            if end == len(first):
+                chunks.popleft()
+                self._offset = 0
+            else:
+                self._offset = end
+            # A whole chunk comes back without a copy (bytes[0:len] is the same object).
+            return first[offset:end]
+        parts = [first[offset:]]
+        chunks.popleft()
+        left = n - (len(first) - offset)
+        self._offset = 0
+        while left:
+            chunk = chunks[0]
+            if len(chunk) <= left:
+                parts.append(chunk)
+                chunks.popleft()
+                left -= len(chunk)
+            else:
+                parts.append(chunk[:left])
+                self._offset = left
+                left = 0
+        return b"".join(parts)
 
 
 def frame(payload: bytes) -> bytes:

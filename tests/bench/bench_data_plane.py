@@ -209,7 +209,22 @@ def measure_client_ceiling(n: int, value: bytes) -> dict:
     }
 
 
-def bench_produce(peer, n: int, value: bytes) -> dict:
+def latency_producer_config(bootstrap: str) -> dict:
+    """Idempotent acks=all producer, as Spark's sink and librdkafka users run it."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,  # implies acks=all
+        "acks": "all",
+        "compression.type": "none",
+        "linger.ms": 1,
+        "queue.buffering.max.messages": 10_000_000,
+        "queue.buffering.max.kbytes": 4 << 20,
+        "log_level": 0,
+        "error_cb": _quiet,
+    }
+
+
+def bench_produce(peer, n: int, value: bytes, conf: dict | None = None) -> dict:
     from confluent_kafka import Producer
 
     errors = []
@@ -217,7 +232,7 @@ def bench_produce(peer, n: int, value: bytes) -> dict:
     def on_error(err, msg):
         errors.append(str(err))
 
-    conf = throughput_producer_config(peer, n)
+    conf = dict(conf or throughput_producer_config(peer, n))
     conf["delivery.report.only.error"] = True
     conf["on_delivery"] = on_error
     p = Producer(conf)
@@ -331,19 +346,7 @@ def percentile(sorted_values: list[float], q: float) -> float:
 def bench_latency(peer, rate: float, duration: float, warmup: float, value: bytes) -> dict:
     from confluent_kafka import Producer
 
-    p = Producer(
-        {
-            "bootstrap.servers": peer,
-            "enable.idempotence": True,  # implies acks=all
-            "acks": "all",
-            "compression.type": "none",
-            "linger.ms": 1,
-            "queue.buffering.max.messages": 10_000_000,
-            "queue.buffering.max.kbytes": 4 << 20,
-            "log_level": 0,
-            "error_cb": _quiet,
-        }
-    )
+    p = Producer(latency_producer_config(peer))
     p.list_topics(LATENCY_TOPIC, timeout=10)
     # Let the idempotent producer get its producer id before the clock starts.
     p.produce(LATENCY_TOPIC, value)
@@ -485,9 +488,18 @@ def run_server(name: str, runner, work: Path, args, value: bytes, peak_override)
             )
             phase("produce", lambda: bench_produce(peer, args.messages, value))
             phase("fetch", lambda: bench_fetch(peer, args.messages, args.fetch_timeout))
+            # The latency run's peak is that of the same producer (idempotent, acks=all,
+            # linger 1 ms), measured unthrottled; the acks=1 1 MB-batch peak is not
+            # reachable with that configuration on 2 cores.
+            phase(
+                "produce_acks_all",
+                lambda: bench_produce(
+                    peer, max(args.messages // 4, 10_000), value, latency_producer_config(peer)
+                ),
+            )
             rate = peak_override
-            if rate is None and "produce" in res:
-                rate = res["produce"]["msgs_per_s"] / 2
+            if rate is None and "produce_acks_all" in res:
+                rate = res["produce_acks_all"]["msgs_per_s"] / 2
             if rate:
                 phase(
                     "latency",
@@ -530,7 +542,8 @@ ROWS = [
     ("  mean Fetch response", "MiB", ("fetch", "avg_fetch_response_mib"), None),
     ("  server CPU during fetch", "s", ("fetch", "server_cpu_s"), "lower"),
     ("  client CPU during fetch", "s", ("fetch", "client_cpu_s"), None),
-    ("latency acks=all @ half peak: rate", "msg/s", ("latency", "achieved_msgs_per_s"), None),
+    ("produce acks=all idempotent peak", "msg/s", ("produce_acks_all", "msgs_per_s"), "higher"),
+    ("latency acks=all @ half that peak: rate", "msg/s", ("latency", "achieved_msgs_per_s"), None),
     ("  p50", "ms", ("latency", "p50_ms"), "lower"),
     ("  p99", "ms", ("latency", "p99_ms"), "lower"),
     ("  p99.9", "ms", ("latency", "p999_ms"), "lower"),

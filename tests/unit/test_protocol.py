@@ -6,6 +6,8 @@ import struct
 
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from hypothesis import given
+from hypothesis import strategies as st
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
@@ -137,3 +139,17 @@ def test_batch_corruption_is_detected() -> None:
     bad_magic[16] = 1
     with pytest.raises(batches.InvalidBatch):
         batches.split_batches(bad_magic)
+
+
+@given(st.lists(st.binary(max_size=300), max_size=20), st.data())
+def test_frame_decoder_reassembles_any_chunking(payloads: list[bytes], data: st.DataObject) -> None:
+    stream = b"".join(frame(p) for p in payloads)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=30)))
+    decoder = FrameDecoder(1000)
+    got = []
+    for start, end in zip([0, *cuts], [*cuts, len(stream)], strict=True):
+        decoder.feed(stream[start:end])
+        while (f := decoder.next_frame()) is not None:
+            got.append(f)
+    assert got == payloads
+    assert decoder.buffered_bytes == 0
