@@ -10,7 +10,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -104,9 +104,8 @@ def test_record_types_match_the_schemas() -> None:
             RecordType(schema["apiKey"]).name
             == r._snake(name[:-5] if name.endswith("Value") else name[:-3]).upper()
         )
-    assert {cls.RECORD_TYPE for cls in r._VALUE_ENCODERS} == set(RecordType) - {
-        RecordType.LEGACY_OFFSET_COMMIT
-    }
+    value_types = {cast(Any, cls).RECORD_TYPE for cls in r._VALUE_ENCODERS}
+    assert value_types == set(RecordType) - {RecordType.LEGACY_OFFSET_COMMIT}
 
 
 def test_schema_copies_are_unmodified() -> None:
@@ -131,14 +130,35 @@ def test_unknown_key_type() -> None:
 def test_decoded_keys_are_memoised_and_frozen() -> None:
     raw = encode_key(OffsetCommitKey("memo", "t", 3))
     first = decode_key(raw)
+    assert isinstance(first, OffsetCommitKey)
     assert decode_key(bytes(bytearray(raw))) is first
     with pytest.raises(dataclasses.FrozenInstanceError):
         first.partition = 4  # type: ignore[misc]
     assert hash(first) == hash(OffsetCommitKey("memo", "t", 3))
     # Different key types with equal fields stay unequal (dataclass eq checks the class).
-    assert ConsumerGroupMemberMetadataKey("g", "m") != ConsumerGroupTargetAssignmentMemberKey(
-        "g", "m"
-    )
+    member_key: object = ConsumerGroupMemberMetadataKey("g", "m")
+    assert member_key != ConsumerGroupTargetAssignmentMemberKey("g", "m")
+
+
+def test_key_memo_pauses_while_keys_do_not_repeat(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(r, "_KEY_MEMO_SIZE", 4)
+    monkeypatch.setattr(r, "_KEY_MEMO_PAUSE", 8)
+    r._key_memo_reset()
+    try:
+        raws = [encode_key(OffsetCommitKey("g", "t", i)) for i in range(20)]
+        decoded = [decode_key(raw) for raw in raws[:5]]  # 4 stored, no hits: pause
+        assert r._key_memo_paused == 8 and not r._key_memo
+        decoded += [decode_key(raw) for raw in raws[5:14]]
+        assert r._key_memo_paused == 0 and len(r._key_memo) == 1
+        for _ in range(3):  # repeating keys: they hit, and the memo stays on
+            decoded_again = [decode_key(raw) for raw in raws[13:17]]
+        assert r._key_memo_paused == 0 and len(r._key_memo) == 4
+        assert r._key_memo_hits == 9
+        expected = [OffsetCommitKey("g", "t", i) for i in [*range(14), *range(13, 17)]]
+        assert decoded + decoded_again == expected
+        assert decode_record(raws[19], None) == (OffsetCommitKey("g", "t", 19), None)
+    finally:
+        r._key_memo_reset()
 
 
 def test_fast_constructor_builds_ordinary_frozen_instances() -> None:

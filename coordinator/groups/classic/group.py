@@ -1,0 +1,310 @@
+"""The classic group data model (Kafka's ClassicGroup / ClassicGroupMember), without the
+request handling, which lives in manager.py.
+
+State held only in memory (awaiting join/sync replies, pending members, the new-member
+flag) is what Kafka also keeps only in memory; what survives a restart is the
+GroupMetadata record: generation, protocol, leader, members with their subscription and
+assignment. `to_record()` writes it, `from_record()` rebuilds a group from it (Stable with
+members, Empty without).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import Enum
+
+from protocol.errors import ErrorCode
+from protocol.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
+
+from ..result import Reply
+
+
+class GroupState(Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+# target state -> states it may be entered from (Kafka's ClassicGroupState.validPreviousStates)
+VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
+    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.PREPARING_REBALANCE: frozenset(
+        {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}
+    ),
+    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
+    GroupState.DEAD: frozenset(GroupState),
+}
+
+Protocol = tuple[str, bytes]  # (name, metadata)
+
+
+@dataclass(eq=False)
+class ClassicMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: list[Protocol]
+    assignment: bytes = b""
+    # A JoinGroup/SyncGroup of this member parked until the phase completes.
+    awaiting_join: Reply | None = None
+    awaiting_sync: Reply | None = None
+    # The JoinGroup version that is parked, for the shape of its eventual answer.
+    join_version: int = 0
+    is_new: bool = False
+
+    @property
+    def is_static(self) -> bool:
+        return self.group_instance_id is not None
+
+    def metadata(self, protocol_name: str | None) -> bytes:
+        for name, metadata in self.protocols:
+            if name == protocol_name:
+                return metadata
+        raise KeyError(protocol_name)
+
+    def protocol_names(self) -> list[str]:
+        return [name for name, _ in self.protocols]
+
+    def vote(self, candidates: set[str]) -> str:
+        """The member's first preferred protocol among the candidates."""
+        for name, _ in self.protocols:
+            if name in candidates:
+                return name
+        raise ValueError("member supports none of the candidate protocols")
+
+    def has_satisfied_heartbeat(self) -> bool:
+        """Kafka: a parked member counts as alive, unless it is brand new (bounded by the
+        new-member join timeout instead)."""
+        if self.is_new:
+            return False
+        return self.awaiting_join is not None or self.awaiting_sync is not None
+
+
+@dataclass(eq=False)
+class ClassicGroup:
+    group_id: str
+    state: GroupState = GroupState.EMPTY
+    previous_state: GroupState | None = None
+    state_timestamp_ms: int = -1
+    generation_id: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    members: dict[str, ClassicMember] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    pending_members: set[str] = field(default_factory=set)  # ids handed out by MEMBER_ID_REQUIRED
+    pending_sync_members: set[str] = field(default_factory=set)
+    new_member_added: bool = False
+    # Protocol name -> how many members support it.
+    supported_protocols: Counter[str] = field(default_factory=Counter)
+
+    # -- state -----------------------------------------------------------------------------
+
+    def transition(self, target: GroupState, now_ms: int) -> None:
+        if self.state not in VALID_PREVIOUS[target]:
+            raise AssertionError(f"group {self.group_id}: illegal {self.state} -> {target}")
+        self.previous_state = self.state
+        self.state = target
+        self.state_timestamp_ms = now_ms
+
+    def is_in(self, *states: GroupState) -> bool:
+        return self.state in states
+
+    def can_rebalance(self) -> bool:
+        return self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY)
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+    def awaiting_join_count(self) -> int:
+        return sum(1 for m in self.members.values() if m.awaiting_join is not None)
+
+    def all_members_joined(self) -> bool:
+        return not self.pending_members and all(
+            m.awaiting_join is not None for m in self.members.values()
+        )
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    # -- members ---------------------------------------------------------------------------
+
+    def add(self, member: ClassicMember) -> None:
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+        self.members[member.member_id] = member
+        self.supported_protocols.update(member.protocol_names())
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
+        self.pending_members.discard(member.member_id)
+
+    def remove(self, member_id: str) -> ClassicMember | None:
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return None
+        self.supported_protocols.subtract(member.protocol_names())
+        self.supported_protocols += Counter()  # drop zero counts
+        if member.group_instance_id is not None:
+            if self.static_members.get(member.group_instance_id) == member_id:
+                del self.static_members[member.group_instance_id]
+        self.pending_sync_members.discard(member_id)
+        if self.leader_id == member_id:
+            self.leader_id = next(iter(self.members), None)
+        return member
+
+    def update_protocols(self, member: ClassicMember, protocols: list[Protocol]) -> None:
+        self.supported_protocols.subtract(member.protocol_names())
+        member.protocols = protocols
+        self.supported_protocols.update(member.protocol_names())
+        self.supported_protocols += Counter()
+
+    def static_member_id(self, instance_id: str | None) -> str | None:
+        return None if instance_id is None else self.static_members.get(instance_id)
+
+    def validate_member(self, member_id: str, instance_id: str | None) -> ErrorCode:
+        """Kafka's validateMember: UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID, else NONE."""
+        if instance_id is not None:
+            existing = self.static_members.get(instance_id)
+            if existing is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if existing != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if member_id not in self.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE
+
+    # -- protocols -------------------------------------------------------------------------
+
+    def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
+        if self.is_empty():
+            return bool(protocol_type) and bool(names)
+        return protocol_type == self.protocol_type and any(
+            self.supported_protocols[n] == len(self.members) for n in names
+        )
+
+    def candidate_protocols(self) -> set[str]:
+        count = len(self.members)
+        return {name for name, n in self.supported_protocols.items() if n == count}
+
+    def select_protocol(self) -> str:
+        """Each member votes for its first supported candidate; most votes wins. Ties go to
+        the lexicographically smallest name (Kafka leaves ties to HashMap order)."""
+        candidates = self.candidate_protocols()
+        if not candidates:
+            raise ValueError("no protocol is supported by every member")
+        votes = Counter(m.vote(candidates) for m in self.members.values())
+        best = max(votes.values())
+        return min(name for name, n in votes.items() if n == best)
+
+    def subscribed_topics(self) -> set[str] | None:
+        """Topics the members subscribe to, from consumer-protocol subscriptions; None when
+        unknown (not the consumer protocol, or metadata that cannot be parsed)."""
+        if self.protocol_type != "consumer" or self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        for member in self.members.values():
+            try:
+                topics.update(parse_subscription_topics(member.metadata(self.protocol_name)))
+            except (KeyError, ValueError):
+                return None
+        return topics
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def to_record(self, assignments: dict[str, bytes] | None = None) -> tuple[object, object]:
+        """The GroupMetadata record of the group as it stands (assignments override the
+        members' current ones, for the leader's SyncGroup)."""
+        members = tuple(
+            MemberMetadata(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout=m.rebalance_timeout_ms,
+                session_timeout=m.session_timeout_ms,
+                subscription=m.metadata(self.protocol_name) if self.protocol_name else b"",
+                assignment=(assignments or {}).get(m.member_id, m.assignment)
+                if assignments is not None
+                else m.assignment,
+            )
+            for m in self.members.values()
+        )
+        value = GroupMetadataValue(
+            protocol_type=self.protocol_type or "",
+            generation=self.generation_id,
+            protocol=self.protocol_name,
+            leader=self.leader_id if self.members else None,
+            current_state_timestamp=self.state_timestamp_ms,
+            members=members,
+        )
+        return GroupMetadataKey(self.group_id), value
+
+    @classmethod
+    def from_record(cls, group_id: str, value: GroupMetadataValue, now_ms: int) -> ClassicGroup:
+        group = cls(group_id)
+        group.generation_id = value.generation
+        group.protocol_type = value.protocol_type or None
+        group.protocol_name = value.protocol
+        group.state_timestamp_ms = (
+            value.current_state_timestamp if value.current_state_timestamp >= 0 else now_ms
+        )
+        for m in value.members:
+            member = ClassicMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout_ms=m.rebalance_timeout
+                if m.rebalance_timeout >= 0
+                else m.session_timeout,
+                session_timeout_ms=m.session_timeout,
+                protocol_type=value.protocol_type,
+                protocols=[(value.protocol or "", m.subscription)],
+                assignment=m.assignment,
+            )
+            group.add(member)
+        group.leader_id = value.leader if value.members else None
+        group.protocol_type = value.protocol_type or None
+        group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+        return group
+
+
+def parse_subscription_topics(metadata: bytes) -> list[str]:
+    """Topics of a ConsumerProtocolSubscription (any version): int16 version, then an
+    array of int16-length topic names. Raises ValueError on anything else."""
+    import struct
+
+    if len(metadata) < 6:
+        raise ValueError("subscription too short")
+    (version,) = struct.unpack_from(">h", metadata, 0)
+    if version < 0:
+        raise ValueError("bad subscription version")
+    (count,) = struct.unpack_from(">i", metadata, 2)
+    pos = 6
+    if count < 0 or count > len(metadata):
+        raise ValueError("bad topic count")
+    topics = []
+    for _ in range(count):
+        if pos + 2 > len(metadata):
+            raise ValueError("truncated")
+        (size,) = struct.unpack_from(">h", metadata, pos)
+        pos += 2
+        if size < 0 or pos + size > len(metadata):
+            raise ValueError("truncated")
+        topics.append(metadata[pos : pos + size].decode())
+        pos += size
+    return topics

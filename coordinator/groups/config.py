@@ -1,0 +1,18 @@
+"""The group coordinator's settings as the pure shard logic sees them (Kafka's names and
+defaults in comments)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    min_session_timeout_ms: int = 6_000  # group.min.session.timeout.ms
+    max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    initial_rebalance_delay_ms: int = 3_000  # group.initial.rebalance.delay.ms
+    max_size: int = 2_147_483_647  # group.max.size
+    new_member_join_timeout_ms: int = 300_000  # hard-coded in Kafka
+    offset_metadata_max_bytes: int = 4_096  # offset.metadata.max.bytes
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes = 10080
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms

@@ -1,0 +1,55 @@
+"""What a shard handler hands back to the runtime, and the services injected into shards.
+
+Theory of operation: a handler runs synchronously against the shard's state and returns a
+Result: the records to append to the shard's log and the replies to deliver. The runtime
+replays `records` into the shard (offsets and consumer groups change state only that way),
+appends them and `applied_records` (records whose change the handler already made in
+memory: classic-group handlers update their rebalance state directly, as Kafka does, and
+their GroupMetadata records only persist it; they are replayed only when loading), and
+delivers every reply once all of them are durable. A parked request (JoinGroup, SyncGroup) keeps its `reply` callback in
+the group and is answered from a later Result, typically one returned by a timer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+# A record is (key, value); value None is a tombstone. Key/value are protocol.records types.
+Record = tuple[Any, Any]
+Reply = Callable[[Any], None]
+
+
+@dataclass
+class Result:
+    records: list[Record] = field(default_factory=list)
+    applied_records: list[Record] = field(default_factory=list)
+    replies: list[tuple[Reply, Any]] = field(default_factory=list)
+
+    def reply(self, callback: Reply, response: Any) -> None:
+        self.replies.append((callback, response))
+
+    def extend(self, other: Result) -> None:
+        """Fold another result in (e.g. a rebalance completed as part of a request)."""
+        self.records.extend(other.records)
+        self.applied_records.extend(other.applied_records)
+        self.replies.extend(other.replies)
+
+
+TimerCallback = Callable[[int], Result]
+
+
+class Timer(Protocol):
+    """Keyed, replaceable timers. The callback runs as an event of the shard, gets now_ms,
+    and its Result goes through the same append-then-reply pipeline as a request's."""
+
+    def schedule(self, key: str, delay_ms: int, callback: TimerCallback) -> None: ...
+
+    def cancel(self, key: str) -> None: ...
+
+    def is_scheduled(self, key: str) -> bool: ...
+
+
+class IdSource(Protocol):
+    def new_uuid(self) -> str: ...
