@@ -6,8 +6,9 @@ replays `records` into the shard (offsets and consumer groups change state only 
 appends them and `applied_records` (records whose change the handler already made in
 memory: classic-group handlers update their rebalance state directly, as Kafka does, and
 their GroupMetadata records only persist it; they are replayed only when loading), and
-delivers every reply once all of them are durable. A parked request (JoinGroup, SyncGroup) keeps its `reply` callback in
-the group and is answered from a later Result, typically one returned by a timer.
+delivers every reply once all of them are durable. A parked request (JoinGroup,
+SyncGroup) keeps its `reply` callback in the group and is answered from a later Result,
+typically one returned by a timer.
 """
 
 from __future__ import annotations

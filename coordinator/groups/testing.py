@@ -11,7 +11,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import uuid
-
 from collections.abc import Callable
 
 from .result import Result, TimerCallback

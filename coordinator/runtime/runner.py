@@ -30,8 +30,7 @@ from protocol.batches import parse_header
 from protocol.records import (
     RecordError,
     UnknownRecordType,
-    decode_key,
-    decode_value,
+    decode_record,
     encode_key,
     encode_value,
 )
