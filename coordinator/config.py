@@ -83,6 +83,41 @@ class Config:
     offsets_partitions: int = field(
         default=50, metadata={"help": "coordinator shards (offsets.topic.num.partitions)"}
     )
+    offsets_segment_bytes: int = field(
+        default=100 * MiB,
+        metadata={"help": "coordinator log segment size (offsets.topic.segment.bytes)"},
+    )
+    offsets_retention_ms: int = field(
+        default=7 * DAY_MS, metadata={"help": "offset retention (offsets.retention.minutes, in ms)"}
+    )
+    offsets_retention_check_interval_ms: int = field(
+        default=600_000, metadata={"help": "how often expired offsets are removed"}
+    )
+    offset_metadata_bytes_max: int = field(
+        default=4096, metadata={"help": "largest commit metadata (offset.metadata.max.bytes)"}
+    )
+    offsets_compaction_interval_ms: int = field(
+        default=300_000, metadata={"help": "how often coordinator logs are compacted"}
+    )
+    offsets_tombstone_retention_ms: int = field(
+        default=DAY_MS, metadata={"help": "how long compaction keeps tombstones"}
+    )
+    group_min_session_timeout_ms: int = field(
+        default=6_000, metadata={"help": "smallest session timeout (group.min.session.timeout.ms)"}
+    )
+    group_max_session_timeout_ms: int = field(
+        default=1_800_000,
+        metadata={"help": "largest session timeout (group.max.session.timeout.ms)"},
+    )
+    group_initial_rebalance_delay_ms: int = field(
+        default=3_000,
+        metadata={
+            "help": "wait for more members of a new group (group.initial.rebalance.delay.ms)"
+        },
+    )
+    group_max_size: int = field(
+        default=2_147_483_647, metadata={"help": "members per classic group (group.max.size)"}
+    )
     thread_switch_interval_us: int = field(
         default=500,
         metadata={"help": "Python thread switch interval; short so fsync results return fast"},
@@ -190,3 +225,18 @@ def describe_settings() -> list[tuple[str, str, str]]:
     return [
         (f.name, repr(f.default), f.metadata.get("help", "")) for f in dataclasses.fields(Config)
     ]
+
+
+def markdown_table() -> str:
+    """The README's configuration reference (`python -m coordinator.config`)."""
+    rows = [
+        "| setting (TOML key) | environment variable | default | meaning |",
+        "|---|---|---|---|",
+    ]
+    for name, default, text in describe_settings():
+        rows.append(f"| `{name}` | `{ENV_PREFIX}{name.upper()}` | `{default}` | {text} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

@@ -16,7 +16,7 @@ from .classic.group import ClassicGroup, GroupState
 from .classic.manager import ClassicGroupManager
 from .config import GroupConfig
 from .offsets import OffsetManager
-from .result import IdSource, Timer
+from .result import IdSource, Result, Timer
 
 
 class GroupShard:
@@ -59,7 +59,9 @@ class GroupShard:
             self.classic.replay(key, value, now_ms)
         # Consumer-group records (issue 4) are ignored until that protocol is served.
 
-    def on_loaded(self, now_ms: int) -> None:
-        """After loading: re-arm member session timers and the offset-expiration timer."""
-        self.classic.on_loaded(now_ms)
+    def on_loaded(self, now_ms: int) -> Result:
+        """After loading: re-arm member session timers and the offset-expiration timer; the
+        Result holds what that starts (e.g. rebalances of groups over the size limit)."""
+        result = self.classic.on_loaded(now_ms)
         self.offsets.on_loaded(now_ms)
+        return result

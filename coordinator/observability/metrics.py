@@ -59,6 +59,24 @@ class ServerMetrics:
         self.produced_records = Counter(
             "groupcoord_produced_records", "Records appended by Produce", ["topic"], registry=r
         )
+        self.event_processing = Histogram(
+            "groupcoord_coordinator_event_processing_seconds",
+            "Time a coordinator event (request or timer) ran on its shard",
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.event_purgatory = Histogram(
+            "groupcoord_coordinator_event_purgatory_seconds",
+            "Time coordinator replies waited for their records to be durable",
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.partition_load = Histogram(
+            "groupcoord_coordinator_partition_load_seconds",
+            "Time to load a coordinator shard from its log",
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
         self.flush_latency = Histogram(
             "groupcoord_log_flush_seconds",
             "Time a Produce waited for its group-commit fsync",

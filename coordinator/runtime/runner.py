@@ -40,6 +40,7 @@ from ..groups.config import GroupConfig
 from ..groups.result import Reply, Result, TimerCallback
 from ..groups.shard import GroupShard
 from ..observability.logging import get_logger
+from ..observability.metrics import ServerMetrics
 from .timers import LoopTimer
 
 log = get_logger("groupcoord.shard")
@@ -93,8 +94,10 @@ class ShardRunner:
         log_config: LogConfig,
         committer: GroupCommitter,
         clock_ms: Callable[[], int] | None = None,
+        metrics: ServerMetrics | None = None,
     ) -> None:
         self.shard_id = shard_id
+        self.metrics = metrics
         self.directory = directory
         self.group_config = group_config
         self.log_config = log_config
@@ -158,9 +161,12 @@ class ShardRunner:
                 pos += size
             await asyncio.sleep(0)
         self.loaded_records = count
-        self.shard.on_loaded(self.clock_ms())
         self.state = ShardState.ACTIVE
+        now_ms = self.clock_ms()
+        self._apply(self.shard.on_loaded(now_ms), now_ms)
         self.load_time_s = time.monotonic() - started
+        if self.metrics is not None:
+            self.metrics.partition_load.observe(self.load_time_s)
 
     async def close(self) -> None:
         self.state = ShardState.CLOSED
@@ -178,7 +184,12 @@ class ShardRunner:
         if self.state is not ShardState.ACTIVE:
             raise NotActive(self.state)
         now_ms = self.clock_ms()
+        if self.metrics is None:
+            self._apply(event(now_ms), now_ms)
+            return
+        started = time.perf_counter()
         self._apply(event(now_ms), now_ms)
+        self.metrics.event_processing.observe(time.perf_counter() - started)
 
     def fire_timer(self, callback: TimerCallback) -> None:
         if self.state is ShardState.ACTIVE:
@@ -246,6 +257,7 @@ class ShardRunner:
 
     async def _deliver_when_durable(self, batch: _Batch, last_offset: int) -> None:
         assert self.log is not None
+        started = time.perf_counter()
         try:
             await self.committer.wait_durable(self.log, last_offset)
         except Exception as e:  # fsync failed, log closed, committer closed
@@ -253,6 +265,8 @@ class ShardRunner:
             self._fail(batch, e)
             return
         self._inflight -= 1
+        if self.metrics is not None:
+            self.metrics.event_purgatory.observe(time.perf_counter() - started)
         for reply, response in batch.replies:
             reply(response)
 

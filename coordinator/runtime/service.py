@@ -13,6 +13,7 @@ from storage import GroupCommitter, LogConfig
 from ..groups.config import GroupConfig
 from ..groups.result import Result
 from ..observability.logging import get_logger
+from ..observability.metrics import ServerMetrics
 from .partitioning import shard_for
 from .runner import NotActive, ShardRunner, ShardState
 
@@ -29,10 +30,18 @@ class CoordinatorService:
         group_config: GroupConfig,
         log_config: LogConfig,
         committer: GroupCommitter,
+        metrics: ServerMetrics | None = None,
     ) -> None:
         self.shard_count = shard_count
         self.runners = [
-            ShardRunner(i, data_dir / f"{OFFSETS_TOPIC}-{i}", group_config, log_config, committer)
+            ShardRunner(
+                i,
+                data_dir / f"{OFFSETS_TOPIC}-{i}",
+                group_config,
+                log_config,
+                committer,
+                metrics=metrics,
+            )
             for i in range(shard_count)
         ]
         self.loaded = asyncio.Event()

@@ -17,13 +17,17 @@ from typing import Any
 
 from protocol.api import ApiKey, build, response_types
 from protocol.errors import ErrorCode
-from storage import GroupCommitter
+from storage import GroupCommitter, LogConfig
 from storage.retention import apply_retention
 
 from ..config import Config
+from ..groups.config import GroupConfig
+from ..groups.shard import GroupShard
+from ..observability.coordinator_metrics import CoordinatorCollector
 from ..observability.http import HttpEndpoint
 from ..observability.logging import get_logger, setup_logging
 from ..observability.metrics import ServerMetrics
+from ..runtime.service import CoordinatorService
 from ..topics.registry import Partition, TopicRegistry, atomic_write
 from .connection import Connection
 from .dispatch import build_dispatch
@@ -37,6 +41,19 @@ class Server:
         self.metrics = ServerMetrics()
         self.topics = TopicRegistry(config)
         self.committer = GroupCommitter(waiters_max=config.durable_waiters_max)
+        self.coordinator = CoordinatorService(
+            config.data_path,
+            config.offsets_partitions,
+            group_config(config),
+            LogConfig(
+                segment_bytes_max=config.offsets_segment_bytes,
+                retention_ms=-1,
+                retention_bytes=-1,
+            ),
+            self.committer,
+            self.metrics,
+        )
+        self.metrics.registry.register(CoordinatorCollector(self.coordinator))
         self.connections: set[Connection] = set()
         self.handlers, self.supported_versions = build_dispatch()
         self.node_id = config.node_id
@@ -60,6 +77,9 @@ class Server:
         self.cluster_id = _load_cluster_id(data)
         self._producer_ids = ProducerIdAllocator(data / "producer-ids.json")
         self.topics.load()
+        # Shards load in the background: until a shard is active its groups' requests get
+        # COORDINATOR_LOAD_IN_PROGRESS, and the data plane is served meanwhile.
+        self._coordinator_load = asyncio.ensure_future(self.coordinator.load())
         host, port = self.config.listen_address
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(
@@ -104,6 +124,7 @@ class Server:
                 log.warning("in-flight requests did not finish before the shutdown timeout")
         if self._retention_task is not None:
             self._retention_task.cancel()
+        await self.coordinator.close()
         await self.committer.close()
         for connection in list(self.connections):
             connection.close()
@@ -142,6 +163,9 @@ class Server:
                 if not waiter.done():  # type: ignore[attr-defined]
                     waiter.set_result(None)  # type: ignore[attr-defined]
             waiters.clear()
+
+    def shard_for(self, group_id: str) -> GroupShard:
+        return self.coordinator.runner_for(group_id).shard
 
     def allocate_producer_id(self) -> int:
         assert self._producer_ids is not None
@@ -185,6 +209,18 @@ class Server:
                 continue
             if deleted:
                 log.info("retention deleted segments", segments=deleted)
+
+
+def group_config(config: Config) -> GroupConfig:
+    return GroupConfig(
+        min_session_timeout_ms=config.group_min_session_timeout_ms,
+        max_session_timeout_ms=config.group_max_session_timeout_ms,
+        initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+        max_size=config.group_max_size,
+        offset_metadata_max_bytes=config.offset_metadata_bytes_max,
+        offsets_retention_ms=config.offsets_retention_ms,
+        offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+    )
 
 
 class ProducerIdAllocator:

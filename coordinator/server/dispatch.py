@@ -23,9 +23,21 @@ from ..topics.metadata import (
 )
 from ..topics.produce import handle_produce
 from .cluster import handle_api_versions, handle_find_coordinator, handle_init_producer_id
+from .group_api import (
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_list_groups,
+    handle_offset_commit,
+    handle_offset_delete,
+    handle_offset_fetch,
+    handle_sync_group,
+)
 
 # (handler, lowest version, highest version)
-DATA_PLANE: dict[int, tuple[Any, int, int]] = {
+APIS: dict[int, tuple[Any, int, int]] = {
     ApiKey.PRODUCE: (handle_produce, 3, 11),
     ApiKey.FETCH: (handle_fetch, 4, 17),
     ApiKey.LIST_OFFSETS: (handle_list_offsets, 1, 9),
@@ -39,10 +51,35 @@ DATA_PLANE: dict[int, tuple[Any, int, int]] = {
     ApiKey.CREATE_PARTITIONS: (handle_create_partitions, 0, 3),
     ApiKey.DESCRIBE_CLUSTER: (handle_describe_cluster, 0, 1),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (handle_describe_topic_partitions, 0, 0),
+    # Group coordinator
+    ApiKey.OFFSET_COMMIT: (handle_offset_commit, 2, 9),
+    ApiKey.OFFSET_FETCH: (handle_offset_fetch, 1, 9),
+    ApiKey.OFFSET_DELETE: (handle_offset_delete, 0, 0),
+    ApiKey.DELETE_GROUPS: (handle_delete_groups, 0, 2),
+    ApiKey.JOIN_GROUP: (handle_join_group, 0, 9),
+    ApiKey.SYNC_GROUP: (handle_sync_group, 0, 5),
+    ApiKey.HEARTBEAT: (handle_heartbeat, 0, 4),
+    ApiKey.LEAVE_GROUP: (handle_leave_group, 0, 5),
+    ApiKey.DESCRIBE_GROUPS: (handle_describe_groups, 0, 6),
+    ApiKey.LIST_GROUPS: (handle_list_groups, 0, 5),
 }
 
 
 def build_dispatch() -> tuple[dict[int, Any], dict[int, tuple[int, int]]]:
-    handlers = {key: entry[0] for key, entry in DATA_PLANE.items()}
-    versions = {key: (entry[1], entry[2]) for key, entry in DATA_PLANE.items()}
+    handlers = {key: entry[0] for key, entry in APIS.items()}
+    versions = {key: (entry[1], entry[2]) for key, entry in APIS.items()}
     return handlers, versions
+
+
+def markdown_table() -> str:
+    """The README's API table (`python -m coordinator.server.dispatch`)."""
+    rows = ["| API | key | versions |", "|---|---|---|"]
+    for key, (_, low, high) in sorted(APIS.items()):
+        name = "".join(word.capitalize() for word in ApiKey(key).name.split("_"))
+        versions = f"{low}-{high}" if low != high else f"{low}"
+        rows.append(f"| {name} | {int(key)} | {versions} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from coordinator.server.dispatch import DATA_PLANE
+from coordinator.server.dispatch import APIS
 from protocol.api import build
 from tests.rawclient import RawClient, request_class
 from tests.support import ServerProcess
@@ -80,7 +80,7 @@ def _topic_id(client: RawClient) -> uuid.UUID:
     return resp.topics[0].topic_id
 
 
-@pytest.mark.parametrize("version", range(DATA_PLANE[0][1], DATA_PLANE[0][2] + 1))
+@pytest.mark.parametrize("version", range(APIS[0][1], APIS[0][2] + 1))
 def test_produce_every_version(versions_server: ServerProcess, version: int) -> None:
     m = _m(0, version)
     with RawClient(versions_server.bootstrap) as client:
@@ -105,7 +105,7 @@ def test_produce_every_version(versions_server: ServerProcess, version: int) -> 
         assert part.error_code == 0 and part.base_offset >= 0
 
 
-@pytest.mark.parametrize("version", range(DATA_PLANE[1][1], DATA_PLANE[1][2] + 1))
+@pytest.mark.parametrize("version", range(APIS[1][1], APIS[1][2] + 1))
 def test_fetch_every_version(versions_server: ServerProcess, version: int) -> None:
     m = _m(1, version)
     with RawClient(versions_server.bootstrap) as client:
@@ -163,7 +163,7 @@ def test_fetch_every_version(versions_server: ServerProcess, version: int) -> No
         assert part.high_watermark >= 2 and len(part.records) > 0
 
 
-@pytest.mark.parametrize("version", range(DATA_PLANE[2][1], DATA_PLANE[2][2] + 1))
+@pytest.mark.parametrize("version", range(APIS[2][1], APIS[2][2] + 1))
 def test_list_offsets_every_version(versions_server: ServerProcess, version: int) -> None:
     m = _m(2, version)
     with RawClient(versions_server.bootstrap) as client:
@@ -210,7 +210,7 @@ def test_list_offsets_every_version(versions_server: ServerProcess, version: int
         assert earliest == 0 and latest >= 0 and first_at_1000 == 0
 
 
-@pytest.mark.parametrize("version", range(DATA_PLANE[3][1], DATA_PLANE[3][2] + 1))
+@pytest.mark.parametrize("version", range(APIS[3][1], APIS[3][2] + 1))
 def test_metadata_every_version(versions_server: ServerProcess, version: int) -> None:
     m = _m(3, version)
     with RawClient(versions_server.bootstrap) as client:
@@ -241,7 +241,7 @@ def test_api_versions_every_version(versions_server: ServerProcess, version: int
         )
         assert resp.error_code == 0
         served = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-        assert served == {int(k): (low, high) for k, (_, low, high) in DATA_PLANE.items()}
+        assert served == {int(k): (low, high) for k, (_, low, high) in APIS.items()}
 
 
 @pytest.mark.parametrize("version", range(0, 7))

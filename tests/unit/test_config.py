@@ -8,7 +8,7 @@ import pytest
 
 from coordinator.cli import main
 from coordinator.config import ConfigError, describe_settings, load_config
-from coordinator.server.dispatch import DATA_PLANE
+from coordinator.server.dispatch import APIS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,6 +74,6 @@ def test_readme_documents_every_setting_and_api() -> None:
     readme = (ROOT / "README.md").read_text()
     for name, default, _ in describe_settings():
         assert f"| `{name}` | `GROUPCOORD_{name.upper()}` | `{default}` |" in readme, name
-    for key, (_, low, high) in DATA_PLANE.items():
+    for key, (_, low, high) in APIS.items():
         versions = f"{low}-{high}" if low != high else f"{low}"
         assert f"| {int(key)} | {versions} |" in readme, key

@@ -80,6 +80,11 @@ class ClassicMember:
                 return name
         raise ValueError("member supports none of the candidate protocols")
 
+    def matches(self, protocols: list[Protocol]) -> bool:
+        """Same protocols, metadata and order (Kafka's JoinGroupRequestProtocolCollection
+        equality): a rejoin with unchanged metadata need not rebalance."""
+        return self.protocols == list(protocols)
+
     def has_satisfied_heartbeat(self) -> bool:
         """Kafka: a parked member counts as alive, unless it is brand new (bounded by the
         new-member join timeout instead)."""
@@ -187,6 +192,59 @@ class ClassicGroup:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return ErrorCode.NONE
 
+    def replace_static_member(
+        self, instance_id: str, old_member_id: str, new_member_id: str
+    ) -> tuple[ClassicMember, ClassicMember]:
+        """KIP-345: give a static member a new member id, keeping everything else (client,
+        timeouts, protocols, assignment, leadership, its place in the member order).
+        Returns (old, new); the caller answers the old one's parked requests (fencing)."""
+        old = self.members[old_member_id]
+        new = ClassicMember(
+            member_id=new_member_id,
+            group_instance_id=old.group_instance_id,
+            client_id=old.client_id,
+            client_host=old.client_host,
+            rebalance_timeout_ms=old.rebalance_timeout_ms,
+            session_timeout_ms=old.session_timeout_ms,
+            protocol_type=old.protocol_type,
+            protocols=list(old.protocols),
+            assignment=old.assignment,
+        )
+        self.members = {
+            (new_member_id if mid == old_member_id else mid): (new if mid == old_member_id else m)
+            for mid, m in self.members.items()
+        }
+        if self.leader_id == old_member_id:
+            self.leader_id = new_member_id
+        self.static_members[instance_id] = new_member_id
+        return old, new
+
+    def maybe_elect_new_joined_leader(self) -> bool:
+        """Kafka's maybeElectNewJoinedLeader: keep the leader if it rejoined, else hand
+        leadership to the first member that did. False if nobody rejoined (or no leader)."""
+        if self.leader_id is None:
+            return False
+        leader = self.members.get(self.leader_id)
+        if leader is not None and leader.awaiting_join is not None:
+            return True
+        for member in self.members.values():
+            if member.awaiting_join is not None:
+                self.leader_id = member.member_id
+                return True
+        return False
+
+    def init_next_generation(self, now_ms: int) -> None:
+        """Bump the generation: CompletingRebalance with the selected protocol when members
+        remain, else Empty without protocol."""
+        self.generation_id += 1
+        if self.members:
+            self.protocol_name = self.select_protocol()
+            self.transition(GroupState.COMPLETING_REBALANCE, now_ms)
+        else:
+            self.protocol_name = None
+            self.transition(GroupState.EMPTY, now_ms)
+        self.pending_sync_members.clear()
+
     # -- protocols -------------------------------------------------------------------------
 
     def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
@@ -250,6 +308,19 @@ class ClassicGroup:
             leader=self.leader_id if self.members else None,
             current_state_timestamp=self.state_timestamp_ms,
             members=members,
+        )
+        return GroupMetadataKey(self.group_id), value
+
+    def empty_record(self) -> tuple[GroupMetadataKey, GroupMetadataValue]:
+        """The record Kafka writes when a JoinGroup creates the group (newEmptyGroupMetadataRecord):
+        no protocol type, generation 0, whatever the join did to the live group."""
+        value = GroupMetadataValue(
+            protocol_type="",
+            generation=0,
+            protocol=None,
+            leader=None,
+            current_state_timestamp=self.state_timestamp_ms,
+            members=(),
         )
         return GroupMetadataKey(self.group_id), value
 

@@ -1,0 +1,681 @@
+"""Group and offset APIs: kio requests of every served version -> the pure shard's
+messages, run on the group's shard, and the shard's answers -> kio responses of the
+request's version.
+
+Every adapter returns the response at once when the shard answered synchronously (nothing
+to wait for), else a future completed when the shard's records are durable. While a shard
+loads, requests get COORDINATOR_LOAD_IN_PROGRESS; a failed shard answers NOT_COORDINATOR
+(clients look the coordinator up again)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from protocol.api import ApiKey, Request, build, response_types
+from protocol.errors import ErrorCode
+
+from ..groups import offsets as om
+from ..groups.classic import messages as cm
+from ..groups.result import Reply, Result
+from ..runtime.runner import NotActive, ShardState, StorageFailure
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+
+def not_active_error(e: NotActive) -> ErrorCode:
+    if e.state is ShardState.LOADING:
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    return ErrorCode.NOT_COORDINATOR
+
+
+def run_on_shard(
+    conn: Connection,
+    group_id: str,
+    event: Callable[[Reply, int], Result],
+    convert: Callable[[Any], Any],
+    on_error: Callable[[ErrorCode], Any],
+) -> Any:
+    """Run `event(reply, now_ms)` on the group's shard; the reply is converted to the
+    response. Returns the response, or a future of it."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def reply(answer: Any) -> None:
+        if future.done():
+            return
+        if isinstance(answer, StorageFailure):
+            future.set_result(on_error(ErrorCode.NOT_COORDINATOR))
+        else:
+            future.set_result(convert(answer))
+
+    try:
+        conn.server.coordinator.run(group_id, lambda now_ms: event(reply, now_ms))
+    except NotActive as e:
+        return on_error(not_active_error(e))
+    return future.result() if future.done() else future
+
+
+async def gather_responses(parts: list[Any]) -> list[Any]:
+    """Await the futures among shard answers (some may be plain responses already)."""
+    return [await p if isinstance(p, asyncio.Future) else p for p in parts]
+
+
+def _cls(module: Any, *names: str) -> Any:
+    for name in names:
+        cls = getattr(module, name, None)
+        if cls is not None:
+            return cls
+    raise AttributeError(names)
+
+
+# -- OffsetCommit ----------------------------------------------------------------------------
+
+
+def handle_offset_commit(conn: Connection, request: Request) -> Any:
+    """OffsetCommit v2-v9. Emits OffsetCommit records for accepted partitions. Errors:
+    UNKNOWN_TOPIC_OR_PARTITION (topic or partition does not exist, checked here as Kafka's
+    KafkaApis does), INVALID_GROUP_ID (null group id), and the shard's errors (offsets.py)."""
+    body = request.body
+    version = request.api_version
+    m = response_types(ApiKey.OFFSET_COMMIT, version)
+    registry = conn.server.topics
+    invalid: dict[str, list[int]] = {}
+    topics: list[om.OffsetCommitTopic] = []
+    for t in body.topics:
+        topic = registry.get(t.name)
+        valid = []
+        for p in t.partitions:
+            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                invalid.setdefault(t.name, []).append(p.partition_index)
+                continue
+            valid.append(
+                om.OffsetCommitPartition(
+                    index=p.partition_index,
+                    offset=p.committed_offset,
+                    leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                    metadata=p.committed_metadata,
+                )
+            )
+        if valid:
+            topics.append(
+                om.OffsetCommitTopic(t.name, valid, topic.topic_id if topic is not None else None)
+            )
+
+    def respond(results: list[tuple[str, list[tuple[int, ErrorCode]]]]) -> Any:
+        merged: dict[str, list[tuple[int, ErrorCode]]] = {}
+        for name, parts in results:
+            merged.setdefault(name, []).extend(parts)
+        for name, indexes in invalid.items():
+            merged.setdefault(name, []).extend(
+                (i, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for i in indexes
+            )
+        return build(
+            m.OffsetCommitResponse,
+            topics=tuple(
+                build(
+                    m.OffsetCommitResponseTopic,
+                    name=name,
+                    partitions=tuple(
+                        build(m.OffsetCommitResponsePartition, partition_index=i, error_code=e)
+                        for i, e in parts
+                    ),
+                )
+                for name, parts in merged.items()
+            ),
+        )
+
+    def all_failed(error: ErrorCode) -> Any:
+        return respond([(t.name, [(p.index, error) for p in t.partitions]) for t in topics])
+
+    if body.group_id is None:
+        return all_failed(ErrorCode.INVALID_GROUP_ID)
+    if not topics:
+        return respond([])
+    commit = om.OffsetCommitRequest(
+        group_id=body.group_id,
+        generation_id_or_member_epoch=body.generation_id_or_member_epoch,
+        member_id=body.member_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        retention_time_ms=getattr(body, "retention_time_ms", -1),
+        version=version,
+        topics=topics,
+    )
+    return run_on_shard(
+        conn,
+        body.group_id,
+        lambda reply, now_ms: conn.server.shard_for(body.group_id).offsets.commit_offsets(
+            commit, reply, now_ms
+        ),
+        lambda r: respond([(t.name, [(p.index, p.error) for p in t.partitions]) for t in r.topics]),
+        all_failed,
+    )
+
+
+# -- OffsetFetch -----------------------------------------------------------------------------
+
+
+def _fetch_one(
+    conn: Connection,
+    group_id: str,
+    topics: Any,
+    require_stable: bool,
+    member_id: str | None,
+    member_epoch: int,
+) -> Any:
+    """Returns om.OffsetFetchResponse, or a future of it."""
+    wanted = (
+        None
+        if topics is None
+        else [om.OffsetFetchTopic(t.name, list(t.partition_indexes)) for t in topics]
+    )
+    fetch = om.OffsetFetchRequest(
+        group_id=group_id,
+        topics=wanted,
+        require_stable=require_stable,
+        member_id=member_id,
+        member_epoch=member_epoch,
+    )
+    return run_on_shard(
+        conn,
+        group_id,
+        lambda reply, now_ms: conn.server.shard_for(group_id).offsets.fetch_offsets(
+            fetch, reply, now_ms
+        ),
+        lambda r: r,
+        lambda error: om.OffsetFetchResponse(group_id, [], error),
+    )
+
+
+def handle_offset_fetch(conn: Connection, request: Request) -> Any:
+    """OffsetFetch v1-v9 (v8+: several groups). Writes nothing. A missing group answers
+    offset -1 for each requested partition, no error (client-compat 13). Errors:
+    COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR per group, INVALID_GROUP_ID."""
+    body = request.body
+    version = request.api_version
+    m = response_types(ApiKey.OFFSET_FETCH, version)
+    if version >= 8:
+        parts = [
+            _fetch_one(
+                conn,
+                g.group_id,
+                g.topics,
+                body.require_stable,
+                getattr(g, "member_id", None),
+                getattr(g, "member_epoch", -1),
+            )
+            for g in body.groups
+        ]
+    else:
+        parts = [
+            _fetch_one(
+                conn, body.group_id, body.topics, getattr(body, "require_stable", False), None, -1
+            )
+        ]
+
+    def respond(answers: list[om.OffsetFetchResponse]) -> Any:
+        partition_cls = _cls(m, "OffsetFetchResponsePartitions", "OffsetFetchResponsePartition")
+        topic_cls = _cls(m, "OffsetFetchResponseTopics", "OffsetFetchResponseTopic")
+
+        def topics_of(answer: om.OffsetFetchResponse) -> tuple[Any, ...]:
+            return tuple(
+                build(
+                    topic_cls,
+                    name=t.name,
+                    partitions=tuple(
+                        build(
+                            partition_cls,
+                            partition_index=p.index,
+                            committed_offset=p.offset,
+                            committed_leader_epoch=p.leader_epoch,
+                            metadata=p.metadata,
+                            error_code=p.error,
+                        )
+                        for p in t.partitions
+                    ),
+                )
+                for t in answer.topics
+            )
+
+        if version >= 8:
+            return build(
+                m.OffsetFetchResponse,
+                groups=tuple(
+                    build(
+                        m.OffsetFetchResponseGroup,
+                        group_id=a.group_id,
+                        topics=topics_of(a),
+                        error_code=a.error,
+                    )
+                    for a in answers
+                ),
+            )
+        answer = answers[0]
+        if version < 2 and answer.error != ErrorCode.NONE:
+            # v0-v1 have no top-level error: it goes on every partition.
+            answer = om.OffsetFetchResponse(
+                answer.group_id,
+                [
+                    om.OffsetFetchTopicResult(
+                        t.name,
+                        t.topic_id,
+                        [
+                            om.OffsetFetchPartition(p.index, error=answer.error)
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in answer.topics
+                ],
+                answer.error,
+            )
+        return build(m.OffsetFetchResponse, topics=topics_of(answer), error_code=answer.error)
+
+    if all(not isinstance(p, asyncio.Future) for p in parts):
+        return respond(parts)
+
+    async def wait() -> Any:
+        return respond(await gather_responses(parts))
+
+    return wait()
+
+
+# -- OffsetDelete ----------------------------------------------------------------------------
+
+
+def handle_offset_delete(conn: Connection, request: Request) -> Any:
+    """OffsetDelete v0. Emits tombstones for the deleted offsets. Errors: top-level
+    GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, INVALID_GROUP_ID; per partition
+    GROUP_SUBSCRIBED_TO_TOPIC, UNKNOWN_TOPIC_OR_PARTITION (no such topic or partition)."""
+    body = request.body
+    m = response_types(ApiKey.OFFSET_DELETE, request.api_version)
+    registry = conn.server.topics
+    wanted: dict[str, list[int]] = {}
+    invalid: dict[str, list[int]] = {}
+    for t in body.topics:
+        topic = registry.get(t.name)
+        for p in t.partitions:
+            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                invalid.setdefault(t.name, []).append(p.partition_index)
+            else:
+                wanted.setdefault(t.name, []).append(p.partition_index)
+
+    def respond(answer: om.OffsetDeleteResponse) -> Any:
+        merged: dict[str, list[tuple[int, ErrorCode]]] = {}
+        for t in answer.topics:
+            merged.setdefault(t.name, []).extend((p.index, p.error) for p in t.partitions)
+        if answer.error == ErrorCode.NONE:
+            for name, indexes in invalid.items():
+                merged.setdefault(name, []).extend(
+                    (i, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for i in indexes
+                )
+        return build(
+            m.OffsetDeleteResponse,
+            error_code=answer.error,
+            topics=tuple(
+                build(
+                    m.OffsetDeleteResponseTopic,
+                    name=name,
+                    partitions=tuple(
+                        build(m.OffsetDeleteResponsePartition, partition_index=i, error_code=e)
+                        for i, e in parts
+                    ),
+                )
+                for name, parts in merged.items()
+            ),
+        )
+
+    if not body.group_id:
+        return respond(om.OffsetDeleteResponse(ErrorCode.INVALID_GROUP_ID, []))
+    return run_on_shard(
+        conn,
+        body.group_id,
+        lambda reply, now_ms: conn.server.shard_for(body.group_id).offsets.delete_offsets(
+            body.group_id, wanted, reply, now_ms
+        ),
+        respond,
+        lambda error: respond(om.OffsetDeleteResponse(error, [])),
+    )
+
+
+# -- DeleteGroups ----------------------------------------------------------------------------
+
+
+def handle_delete_groups(conn: Connection, request: Request) -> Any:
+    """DeleteGroups v0-v2. Emits offset tombstones and a group tombstone per deleted group.
+    Per group: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, COORDINATOR_LOAD_IN_PROGRESS,
+    NOT_COORDINATOR, INVALID_GROUP_ID (null id)."""
+    m = response_types(ApiKey.DELETE_GROUPS, request.api_version)
+    by_shard: dict[int, list[str]] = {}
+    order: list[str] = []
+    for group_id in request.body.groups_names:
+        order.append(group_id)
+        by_shard.setdefault(conn.server.coordinator.runner_for(group_id).shard_id, []).append(
+            group_id
+        )
+    parts = []
+    for shard_id, group_ids in by_shard.items():
+        shard = conn.server.coordinator.runners[shard_id].shard
+        parts.append(
+            run_on_shard(
+                conn,
+                group_ids[0],
+                lambda reply, now_ms, ids=group_ids, shard=shard: shard.offsets.delete_groups(
+                    ids, reply, now_ms
+                ),
+                lambda r: {x.group_id: x.error for x in r.results},
+                lambda error, ids=group_ids: dict.fromkeys(ids, error),
+            )
+        )
+
+    def respond(answers: list[dict[str, ErrorCode]]) -> Any:
+        errors: dict[str, ErrorCode] = {}
+        for answer in answers:
+            errors.update(answer)
+        return build(
+            m.DeleteGroupsResponse,
+            results=tuple(
+                build(m.DeletableGroupResult, group_id=g, error_code=errors[g])
+                for g in dict.fromkeys(order)
+            ),
+        )
+
+    if all(not isinstance(p, asyncio.Future) for p in parts):
+        return respond(parts)
+
+    async def wait() -> Any:
+        return respond(await gather_responses(parts))
+
+    return wait()
+
+
+# -- Classic group protocol ------------------------------------------------------------------
+
+
+def _ms(value: Any) -> int:
+    return int(value.total_seconds() * 1000)
+
+
+def _client_host(conn: Connection) -> str:
+    # Kafka prints the InetAddress: "/127.0.0.1".
+    return "/" + conn.peer.rsplit(":", 1)[0]
+
+
+def handle_join_group(conn: Connection, request: Request) -> Any:
+    """JoinGroup v0-v9: parks until the join phase completes (or answers at once: member id
+    required, static rejoin, unchanged follower). Emits GroupMetadata records where Kafka
+    writes them. Errors: INVALID_GROUP_ID, INVALID_SESSION_TIMEOUT, UNKNOWN_MEMBER_ID,
+    MEMBER_ID_REQUIRED, FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL,
+    GROUP_MAX_SIZE_REACHED, REBALANCE_IN_PROGRESS, COORDINATOR_LOAD_IN_PROGRESS,
+    NOT_COORDINATOR (classic/manager.py has the decision order)."""
+    body = request.body
+    version = request.api_version
+    m = response_types(ApiKey.JOIN_GROUP, version)
+    session_timeout_ms = _ms(body.session_timeout)
+    join = cm.JoinGroupRequest(
+        group_id=body.group_id,
+        member_id=body.member_id,
+        protocol_type=body.protocol_type,
+        protocols=[(p.name, p.metadata) for p in body.protocols],
+        session_timeout_ms=session_timeout_ms,
+        rebalance_timeout_ms=_ms(body.rebalance_timeout) if version >= 1 else -1,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        reason=getattr(body, "reason", None),
+        client_id=request.header.client_id or "",
+        client_host=_client_host(conn),
+        api_version=version,
+    )
+
+    def respond(r: cm.JoinGroupResponse) -> Any:
+        protocol_name = r.protocol_name if version >= 7 else (r.protocol_name or "")
+        return build(
+            m.JoinGroupResponse,
+            error_code=r.error_code,
+            generation_id=r.generation_id,
+            protocol_type=r.protocol_type,
+            protocol_name=protocol_name,
+            leader=r.leader,
+            skip_assignment=r.skip_assignment,
+            member_id=r.member_id,
+            members=tuple(
+                build(
+                    m.JoinGroupResponseMember,
+                    member_id=x.member_id,
+                    group_instance_id=x.group_instance_id,
+                    metadata=x.metadata,
+                )
+                for x in r.members
+            ),
+        )
+
+    def failed(error: ErrorCode) -> Any:
+        return respond(cm.JoinGroupResponse(error_code=error, member_id=body.member_id))
+
+    if not body.group_id:
+        return failed(ErrorCode.INVALID_GROUP_ID)
+    return run_on_shard(
+        conn,
+        body.group_id,
+        lambda reply, now_ms: conn.server.shard_for(body.group_id).classic.join_group(
+            join, reply, now_ms
+        ),
+        respond,
+        failed,
+    )
+
+
+def handle_sync_group(conn: Connection, request: Request) -> Any:
+    """SyncGroup v0-v5: the leader's assignment is persisted (GroupMetadata) and every
+    parked member answered once it is durable. Errors: INVALID_GROUP_ID, UNKNOWN_MEMBER_ID,
+    FENCED_INSTANCE_ID, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL,
+    REBALANCE_IN_PROGRESS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR."""
+    body = request.body
+    version = request.api_version
+    m = response_types(ApiKey.SYNC_GROUP, version)
+    sync = cm.SyncGroupRequest(
+        group_id=body.group_id,
+        member_id=body.member_id,
+        generation_id=body.generation_id,
+        assignments=[(a.member_id, a.assignment) for a in body.assignments],
+        group_instance_id=getattr(body, "group_instance_id", None),
+        protocol_type=getattr(body, "protocol_type", None),
+        protocol_name=getattr(body, "protocol_name", None),
+        api_version=version,
+    )
+
+    def respond(r: cm.SyncGroupResponse) -> Any:
+        return build(
+            m.SyncGroupResponse,
+            error_code=r.error_code,
+            protocol_type=r.protocol_type,
+            protocol_name=r.protocol_name,
+            assignment=r.assignment,
+        )
+
+    def failed(error: ErrorCode) -> Any:
+        return respond(cm.SyncGroupResponse(error_code=error))
+
+    if not body.group_id:
+        return failed(ErrorCode.INVALID_GROUP_ID)
+    if version >= 5 and (sync.protocol_type is None or sync.protocol_name is None):
+        return failed(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+    return run_on_shard(
+        conn,
+        body.group_id,
+        lambda reply, now_ms: conn.server.shard_for(body.group_id).classic.sync_group(
+            sync, reply, now_ms
+        ),
+        respond,
+        failed,
+    )
+
+
+def handle_heartbeat(conn: Connection, request: Request) -> Any:
+    """Heartbeat v0-v4: refreshes the member's session; writes nothing. Errors:
+    INVALID_GROUP_ID, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION,
+    REBALANCE_IN_PROGRESS, NOT_COORDINATOR. While the shard loads the answer is NONE, as
+    Kafka's ("blindly respond": the member is not fenced for the coordinator's restart)."""
+    body = request.body
+    m = response_types(ApiKey.HEARTBEAT, request.api_version)
+    beat = cm.HeartbeatRequest(
+        group_id=body.group_id,
+        member_id=body.member_id,
+        generation_id=body.generation_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        api_version=request.api_version,
+    )
+
+    def failed(error: ErrorCode) -> Any:
+        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            error = ErrorCode.NONE
+        return build(m.HeartbeatResponse, error_code=error)
+
+    if not body.group_id:
+        return failed(ErrorCode.INVALID_GROUP_ID)
+    return run_on_shard(
+        conn,
+        body.group_id,
+        lambda reply, now_ms: conn.server.shard_for(body.group_id).classic.heartbeat(
+            beat, reply, now_ms
+        ),
+        lambda r: build(m.HeartbeatResponse, error_code=r.error_code),
+        failed,
+    )
+
+
+def handle_leave_group(conn: Connection, request: Request) -> Any:
+    """LeaveGroup v0-v5 (v3+: a batch, per-member errors echoing MemberId and
+    GroupInstanceId). Errors: INVALID_GROUP_ID, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+    COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR."""
+    body = request.body
+    version = request.api_version
+    m = response_types(ApiKey.LEAVE_GROUP, version)
+    if version >= 3:
+        leave = cm.LeaveGroupRequest(
+            body.group_id,
+            [
+                cm.LeaveMember(x.member_id, x.group_instance_id, getattr(x, "reason", None))
+                for x in body.members
+            ],
+            version,
+        )
+    else:
+        leave = cm.LeaveGroupRequest.single(body.group_id, body.member_id, version)
+
+    def respond(r: cm.LeaveGroupResponse) -> Any:
+        return build(
+            m.LeaveGroupResponse,
+            error_code=r.error_code,
+            members=tuple(
+                build(
+                    m.MemberResponse,
+                    member_id=x.member_id,
+                    group_instance_id=x.group_instance_id,
+                    error_code=x.error_code,
+                )
+                for x in r.members
+            ),
+        )
+
+    def failed(error: ErrorCode) -> Any:
+        return respond(cm.LeaveGroupResponse(error_code=error))
+
+    if not body.group_id:
+        return failed(ErrorCode.INVALID_GROUP_ID)
+    return run_on_shard(
+        conn,
+        body.group_id,
+        lambda reply, now_ms: conn.server.shard_for(body.group_id).classic.leave_group(
+            leave, reply, now_ms
+        ),
+        respond,
+        failed,
+    )
+
+
+def handle_describe_groups(conn: Connection, request: Request) -> Any:
+    """DescribeGroups v0-v6: reads the groups' current state; writes nothing. A missing
+    group is "Dead" (GROUP_ID_NOT_FOUND from v6). Per group: COORDINATOR_LOAD_IN_PROGRESS /
+    NOT_COORDINATOR while its shard is not active."""
+    version = request.api_version
+    m = response_types(ApiKey.DESCRIBE_GROUPS, version)
+    include_ops = getattr(request.body, "include_authorized_operations", False)
+    groups = []
+    for group_id in request.body.groups:
+        runner = conn.server.coordinator.runner_for(group_id)
+        if runner.state is not ShardState.ACTIVE:
+            groups.append(
+                build(
+                    m.DescribedGroup,
+                    group_id=group_id,
+                    error_code=not_active_error(NotActive(runner.state)),
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=(),
+                    authorized_operations=-(2**31),
+                )
+            )
+            continue
+        described = runner.shard.classic.describe_groups([group_id], version)[0]
+        groups.append(
+            build(
+                m.DescribedGroup,
+                group_id=described.group_id,
+                error_code=described.error_code,
+                error_message=described.error_message,
+                group_state=described.group_state,
+                protocol_type=described.protocol_type,
+                protocol_data=described.protocol_data,
+                members=tuple(
+                    build(
+                        m.DescribedGroupMember,
+                        member_id=x.member_id,
+                        group_instance_id=x.group_instance_id,
+                        client_id=x.client_id,
+                        client_host=x.client_host,
+                        member_metadata=x.member_metadata,
+                        member_assignment=x.member_assignment,
+                    )
+                    for x in described.members
+                ),
+                # No authorizer: everything is allowed when asked (READ, DESCRIBE, DELETE bits).
+                authorized_operations=(1 << 3 | 1 << 6 | 1 << 8)
+                if include_ops
+                else described.authorized_operations,
+            )
+        )
+    return build(m.DescribeGroupsResponse, groups=tuple(groups))
+
+
+def handle_list_groups(conn: Connection, request: Request) -> Any:
+    """ListGroups v0-v5: every group of every active shard with its real state and type;
+    states and types filters matched case-insensitively. Error: COORDINATOR_LOAD_IN_PROGRESS
+    while any shard still loads (Kafka's answer for a partial listing)."""
+    version = request.api_version
+    m = response_types(ApiKey.LIST_GROUPS, version)
+    states = list(getattr(request.body, "states_filter", ()) or ())
+    types = list(getattr(request.body, "types_filter", ()) or ())
+    error = ErrorCode.NONE
+    listed = []
+    for runner in conn.server.coordinator.runners:
+        if runner.state is not ShardState.ACTIVE:
+            if runner.state is ShardState.LOADING:
+                error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            continue
+        listed.extend(runner.shard.classic.list_groups(states, types))
+    return build(
+        m.ListGroupsResponse,
+        error_code=error,
+        groups=tuple(
+            build(
+                m.ListedGroup,
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.group_state,
+                group_type=g.group_type,
+            )
+            for g in listed
+        ),
+    )

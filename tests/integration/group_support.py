@@ -1,0 +1,177 @@
+"""Helpers for consumer-group tests: confluent-kafka members on threads that record what
+they own and consume, committing synchronously when partitions are revoked."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+
+@dataclass
+class Consumed:
+    member: str
+    partition: int
+    offset: int
+    value: bytes
+    owned: bool  # the partition was in the member's assignment when the message arrived
+
+
+@dataclass
+class GroupLog:
+    consumed: list[Consumed] = field(default_factory=list)
+    # (member, kind, partitions) with kind "assign" or "revoke"/"lost"
+    events: list[tuple[str, str, frozenset[int]]] = field(default_factory=list)
+    errors: list[tuple[str, KafkaError]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def values(self) -> list[bytes]:
+        with self.lock:
+            return [c.value for c in self.consumed]
+
+
+class Member(threading.Thread):
+    def __init__(
+        self,
+        name: str,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        log: GroupLog,
+        strategy: str = "range",
+        instance_id: str | None = None,
+        extra: dict[str, object] | None = None,
+    ) -> None:
+        super().__init__(name=name, daemon=True)
+        self.member = name
+        self.topic = topic
+        self.log = log
+        self.cooperative = strategy == "cooperative-sticky"
+        conf: dict[str, object] = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": name,
+            "partition.assignment.strategy": strategy,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 300,
+            "max.poll.interval.ms": 30000,
+            "fetch.wait.max.ms": 100,
+            "error_cb": self._on_error,
+        }
+        if instance_id is not None:
+            conf["group.instance.id"] = instance_id
+        conf.update(extra or {})
+        self.consumer = Consumer(conf)
+        self.owned: set[int] = set()
+        self.positions: dict[int, int] = {}
+        self.stop_event = threading.Event()
+        self.closed = threading.Event()
+        self.fatal: KafkaError | None = None
+        self.close_on_stop = True
+
+    def _on_error(self, err: KafkaError) -> None:
+        with self.log.lock:
+            self.log.errors.append((self.member, err))
+        if err.fatal():
+            self.fatal = err
+
+    def _commit(self, partitions: list[int]) -> None:
+        offsets = [
+            TopicPartition(self.topic, p, self.positions[p])
+            for p in partitions
+            if p in self.positions
+        ]
+        if offsets:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        got = frozenset(tp.partition for tp in partitions)
+        with self.log.lock:
+            self.log.events.append((self.member, "assign", got))
+        self.owned |= got
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        gone = frozenset(tp.partition for tp in partitions)
+        self._commit(sorted(gone))
+        with self.log.lock:
+            self.log.events.append((self.member, "revoke", gone))
+        self.owned -= gone
+        for p in gone:
+            self.positions.pop(p, None)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        gone = frozenset(tp.partition for tp in partitions)
+        with self.log.lock:
+            self.log.events.append((self.member, "lost", gone))
+        self.owned -= gone
+
+    def run(self) -> None:
+        c = self.consumer
+        c.subscribe(
+            [self.topic],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+        try:
+            while not self.stop_event.is_set() and self.fatal is None:
+                msg = c.poll(0.05)
+                if msg is None:
+                    continue
+                if msg.error():
+                    if msg.error().fatal():
+                        self.fatal = msg.error()
+                    continue
+                p = msg.partition()
+                with self.log.lock:
+                    self.log.consumed.append(
+                        Consumed(self.member, p, msg.offset(), msg.value(), p in self.owned)
+                    )
+                self.positions[p] = msg.offset() + 1
+        finally:
+            if self.close_on_stop and self.fatal is None:
+                self._commit(sorted(self.owned))
+                c.close()
+            self.closed.set()
+
+    def stop(self, timeout_s: float = 30) -> None:
+        self.stop_event.set()
+        self.join(timeout_s)
+
+
+def produce(
+    bootstrap: str, topic: str, partitions: int, per_partition: int, tag: str
+) -> list[bytes]:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    values = []
+    for p in range(partitions):
+        for i in range(per_partition):
+            value = f"{tag}-{p}-{i}".encode()
+            producer.produce(topic, value=value, partition=p)
+            values.append(value)
+    assert producer.flush(30) == 0
+    return values
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def assignment_settled(members: list[Member], partitions: int) -> bool:
+    """Every partition owned by exactly one live member."""
+    owners: dict[int, int] = defaultdict(int)
+    for m in members:
+        for p in m.owned:
+            owners[p] += 1
+    return sorted(owners) == list(range(partitions)) and all(n == 1 for n in owners.values())

@@ -1,0 +1,144 @@
+"""kafka-python and aiokafka groups (with static membership), commits across a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.integration.group_support import produce
+from tests.integration.test_clients import create_topic
+from tests.support import ServerProcess
+
+
+@pytest.fixture
+def group_server(tmp_path: Path) -> Iterator[ServerProcess]:
+    proc = ServerProcess(tmp_path / "data", ["--set", "group_initial_rebalance_delay_ms=300"])
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.kill()
+
+
+def test_kafka_python_static_group(group_server: ServerProcess) -> None:
+    from kafka import KafkaConsumer
+
+    bootstrap = group_server.bootstrap
+    create_topic(bootstrap, "kp-group", 4)
+    expected = set(produce(bootstrap, "kp-group", 4, 25, "kp"))
+    consumers = [
+        KafkaConsumer(
+            "kp-group",
+            bootstrap_servers=bootstrap,
+            group_id="kp",
+            group_instance_id=f"kp-{i}",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=10000,
+            heartbeat_interval_ms=500,
+            fetch_max_wait_ms=100,
+        )
+        for i in range(2)
+    ]
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(seen) < len(expected) and time.monotonic() < deadline:
+        for c in consumers:
+            for records in c.poll(timeout_ms=100).values():
+                seen.extend(r.value for r in records)
+    assert sorted(seen) == sorted(expected)
+    owned = [c.assignment() for c in consumers]
+    assert all(owned) and not (owned[0] & owned[1])
+    assert len(owned[0] | owned[1]) == 4
+    for c in consumers:
+        c.commit()
+        c.close()
+
+
+def test_aiokafka_static_group_and_restart(group_server: ServerProcess) -> None:
+    from aiokafka import AIOKafkaConsumer
+
+    bootstrap = group_server.bootstrap
+    create_topic(bootstrap, "aio-group", 4)
+    expected = set(produce(bootstrap, "aio-group", 4, 25, "aio"))
+
+    async def run() -> tuple[list[bytes], list[set[object]]]:
+        consumers = [
+            AIOKafkaConsumer(
+                "aio-group",
+                bootstrap_servers=bootstrap,
+                group_id="aio",
+                group_instance_id=f"aio-{i}",
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                session_timeout_ms=10000,
+                heartbeat_interval_ms=500,
+                fetch_max_wait_ms=100,
+            )
+            for i in range(2)
+        ]
+        for c in consumers:
+            await c.start()
+        seen: list[bytes] = []
+        try:
+            deadline = time.monotonic() + 60
+            while len(seen) < len(expected) and time.monotonic() < deadline:
+                for c in consumers:
+                    batch = await c.getmany(timeout_ms=100)
+                    for records in batch.values():
+                        seen.extend(r.value for r in records)
+            for c in consumers:
+                await c.commit()
+            return seen, [set(c.assignment()) for c in consumers]
+        finally:
+            for c in consumers:
+                await c.stop()
+
+    seen, owned = asyncio.run(run())
+    assert sorted(seen) == sorted(expected)
+    assert all(owned) and not (owned[0] & owned[1])
+
+
+def test_commit_then_server_crash_then_resume(group_server: ServerProcess) -> None:
+    bootstrap = group_server.bootstrap
+    create_topic(bootstrap, "resume", 1)
+    produce(bootstrap, "resume", 1, 100, "r")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "resumers",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.assign([TopicPartition("resume", 0, 0)])
+    got = 0
+    while got < 50:
+        msg = consumer.poll(5)
+        assert msg is not None and not msg.error()
+        got += 1
+    consumer.commit(offsets=[TopicPartition("resume", 0, 50)], asynchronous=False)
+    consumer.close()
+    group_server.restart()  # SIGKILL, then start on the same data directory
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "resumers",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    committed = consumer.committed([TopicPartition("resume", 0)], timeout=10)
+    assert committed[0].offset == 50
+    consumer.subscribe(["resume"])
+    msg = None
+    deadline = time.monotonic() + 30
+    while msg is None and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+    assert msg is not None and msg.offset() == 50 and msg.value() == b"r-0-50"
+    consumer.close()

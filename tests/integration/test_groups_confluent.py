@@ -1,0 +1,165 @@
+"""confluent-kafka consumer groups on the classic protocol, against the real server."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.group_support import (
+    GroupLog,
+    Member,
+    assignment_settled,
+    produce,
+    wait_until,
+)
+from tests.integration.test_clients import create_topic
+from tests.support import ServerProcess
+
+PARTITIONS = 12
+
+
+@pytest.fixture
+def group_server(tmp_path: Path) -> Iterator[ServerProcess]:
+    proc = ServerProcess(tmp_path / "data", ["--set", "group_initial_rebalance_delay_ms=300"])
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.kill()
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
+def test_group_grows_and_shrinks_every_message_once_by_its_owner(
+    group_server: ServerProcess, strategy: str
+) -> None:
+    bootstrap = group_server.bootstrap
+    topic = f"grow-{strategy}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    log = GroupLog()
+    group = f"group-{strategy}"
+    members = [Member(f"m{i}", bootstrap, group, topic, log, strategy) for i in range(3)]
+    for m in members:
+        m.start()
+    wait_until(lambda: assignment_settled(members, PARTITIONS), 30, "3 members to settle")
+    expected = produce(bootstrap, topic, PARTITIONS, 20, "a")
+    wait_until(lambda: len(log.values()) >= len(expected), 30, "batch a consumed")
+
+    # Grow to 4 members.
+    events_before = len(log.events)
+    owned_before = {m.member: set(m.owned) for m in members}
+    fourth = Member("m3", bootstrap, group, topic, log, strategy)
+    fourth.start()
+    members.append(fourth)
+    wait_until(
+        lambda: assignment_settled(members, PARTITIONS) and len(fourth.owned) > 0,
+        30,
+        "4 members to settle",
+    )
+    expected += produce(bootstrap, topic, PARTITIONS, 20, "b")
+    wait_until(lambda: len(log.values()) >= len(expected), 30, "batch b consumed")
+    if strategy == "cooperative-sticky":
+        # Incremental rebalance: a member only gives up partitions that move elsewhere.
+        with log.lock:
+            changes = log.events[events_before:]
+        revoked = {p for who, kind, ps in changes if kind == "revoke" for p in ps}
+        moved = {
+            p
+            for who, ps in owned_before.items()
+            for p in ps
+            if p not in next(m for m in members if m.member == who).owned
+        }
+        assert revoked == moved
+        assert revoked <= fourth.owned
+
+    # Shrink to 2 members.
+    for m in members[2:]:
+        m.stop()
+    live = members[:2]
+    wait_until(lambda: assignment_settled(live, PARTITIONS), 30, "2 members to settle")
+    expected += produce(bootstrap, topic, PARTITIONS, 20, "c")
+    wait_until(lambda: len(log.values()) >= len(expected), 30, "batch c consumed")
+    for m in live:
+        m.stop()
+
+    consumed = log.values()
+    counts = Counter(consumed)
+    assert sorted(counts) == sorted(expected)
+    assert [v for v, n in counts.items() if n > 1] == []  # exactly once
+    assert all(c.owned for c in log.consumed)  # always by the partition's owner
+    assert not [e for _, e in log.errors if e.fatal()]
+
+
+def test_static_rolling_restart_causes_no_rebalance(group_server: ServerProcess) -> None:
+    bootstrap = group_server.bootstrap
+    topic = "static-roll"
+    create_topic(bootstrap, topic, 6)
+    log = GroupLog()
+    extra = {"session.timeout.ms": 10000}
+    members = [
+        Member(f"s{i}", bootstrap, "static-group", topic, log, "range", f"inst-{i}", extra)
+        for i in range(3)
+    ]
+    for m in members:
+        m.start()
+    wait_until(lambda: assignment_settled(members, 6), 30, "static members to settle")
+    assignment = {m.member: set(m.owned) for m in members}
+    rebalances = _completed_rebalances(group_server)
+    events_before = len(log.events)
+    allowed: set[tuple[str, str]] = set()
+    for i in range(3):
+        old = members[i]
+        old.stop()  # a static member's close() sends no LeaveGroup
+        new = Member(
+            f"s{i}-restarted", bootstrap, "static-group", topic, log, "range", f"inst-{i}", extra
+        )
+        new.start()
+        members[i] = new
+        wait_until(
+            lambda n=new, want=assignment[old.member]: n.owned == want,
+            15,
+            f"restarted inst-{i} to get its partitions back",
+        )
+        # The closing consumer revokes its own partitions locally; the new one is assigned.
+        allowed |= {(old.member, "revoke"), (new.member, "assign")}
+    with log.lock:
+        others = [e for e in log.events[events_before:] if (e[0], e[1]) not in allowed]
+    # Nobody else saw a callback: no rebalance reached the members that stayed.
+    assert others == []
+    assert _completed_rebalances(group_server) == rebalances
+    expected = produce(bootstrap, topic, 6, 10, "after")
+    wait_until(lambda: set(expected) <= set(log.values()), 30, "consumption after the restart")
+    for m in members:
+        m.stop()
+
+
+def test_duplicate_instance_id_fences_the_older_consumer(group_server: ServerProcess) -> None:
+    bootstrap = group_server.bootstrap
+    topic = "fence"
+    create_topic(bootstrap, topic, 2)
+    log = GroupLog()
+    extra = {"session.timeout.ms": 10000}
+    first = Member("first", bootstrap, "fence-group", topic, log, "range", "same", extra)
+    first.start()
+    wait_until(lambda: len(first.owned) == 2, 30, "first member to own everything")
+    second = Member("second", bootstrap, "fence-group", topic, log, "range", "same", extra)
+    second.start()
+    wait_until(lambda: first.fatal is not None, 30, "the older consumer to be fenced")
+    assert (
+        "FENCED_INSTANCE_ID" in first.fatal.name()
+        or first.fatal.code() == 82
+        or "fenced" in first.fatal.str().lower()
+    )
+    wait_until(lambda: len(second.owned) == 2, 30, "the new instance to take over")
+    second.stop()
+    first.stop()
+
+
+def _completed_rebalances(server: ServerProcess) -> float:
+    total = 0.0
+    for line in server.metrics_text().splitlines():
+        if line.startswith("groupcoord_group_completed_rebalances_total"):
+            total += float(line.split()[-1])
+    return total
