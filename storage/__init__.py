@@ -1,5 +1,13 @@
-"""Segmented append-only partition logs with group commit (see log.py for the design)."""
+"""Segmented partition logs with group commit and compaction (see log.py and cleaner.py)."""
 
+from .cleaner import (
+    CompactionError,
+    CompactionPlan,
+    CompactionStats,
+    compact,
+    install_compaction,
+    prepare_compaction,
+)
 from .errors import (
     CommitterClosed,
     LogClosed,
@@ -14,6 +22,9 @@ from .retention import apply_retention
 
 __all__ = [
     "CommitterClosed",
+    "CompactionError",
+    "CompactionPlan",
+    "CompactionStats",
     "GroupCommitter",
     "LogClosed",
     "LogConfig",
@@ -23,4 +34,7 @@ __all__ = [
     "StorageError",
     "TooManyWaiters",
     "apply_retention",
+    "compact",
+    "install_compaction",
+    "prepare_compaction",
 ]

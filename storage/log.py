@@ -6,6 +6,8 @@ A directory holds segments (see segment.py) named by base offset; the last one i
 and takes appends. Batches are stored byte for byte as received, only their base offset
 stamped in; nothing here decodes records except timestamp lookups. The log is generic over
 batches, so the coordinator's own state logs use it as well as data partitions.
+Compaction (cleaner.py) rewrites the closed segments of a keyed log and leaves gaps in
+their offsets: a read at an offset without a record returns the next batch.
 
 Offsets. ``log_start_offset`` <= ``durable_offset`` <= ``next_offset`` (log end offset;
 the high watermark on this single node). Reads accept [log_start_offset, next_offset].
@@ -33,6 +35,7 @@ index files are consistent: start-up reads only their index files and the header
 the last index entry. Every other segment (always the last one) is scanned batch by batch
 (header, CRC, increasing offsets) and cut at the first bad batch, dropping every later
 segment. ``log-start-offset`` persists the log start offset when retention moves it.
+Before any of this, an interrupted compaction swap is completed or undone (cleaner.py).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from pathlib import Path
 from protocol.batches import BatchHeader, record_timestamps
 
 from .checkpoint import fsync_directory, read_offset_file, write_offset_file
+from .cleaner import complete_interrupted_compaction
 from .errors import LogClosed, LogFailed, OffsetOutOfRange
 from .segment import (
     INDEX_SUFFIX,
@@ -118,6 +122,7 @@ class PartitionLog:
         "_deferred_close",
         "_failure",
         "_closed",
+        "_generation",
     )
 
     def __init__(self, directory: Path, config: LogConfig, clock_ms: Callable[[], int]) -> None:
@@ -146,6 +151,10 @@ class PartitionLog:
         self._deferred_close: list[Segment] = []
         self._failure: BaseException | None = None
         self._closed = False
+        # Bumped after anything removes or rewrites stored data (truncation, retention,
+        # compaction), never by appends or rolls: a compaction plan prepared at one
+        # generation may only be installed at the same one.
+        self._generation = 0
 
     # -- opening and recovery -----------------------------------------------------------
 
@@ -174,6 +183,8 @@ class PartitionLog:
         directory = self._directory
         interval = self._config.index_interval_bytes
         now_ms = self._clock_ms()
+        # Finish (or undo) a compaction that a crash interrupted, before listing segments.
+        complete_interrupted_compaction(directory)
         bases: list[int] = []
         index_files: list[tuple[str, str]] = []
         for entry in os.scandir(directory):
@@ -560,37 +571,44 @@ class PartitionLog:
 
     def truncate_to(self, offset: int) -> None:
         """Drop everything at and after `offset`: the batch containing it goes whole, so
-        next_offset becomes that batch's base offset (or `offset` if it has none)."""
+        next_offset becomes that batch's base offset (or `offset` if it has none; in a
+        gap left by compaction, the end of the last batch kept)."""
         with self._flush_lock:
             self._check_writable()
             if offset >= self._next_offset:
                 return
-            if offset < self._log_start_offset:
-                self._reset_at(offset)
-                return
-            i = bisect_right(self._bases, offset) - 1
-            segment = self._segments[i]
-            later = self._segments[i + 1 :]
-            if later:
-                self._remove_segments(later)
-            found = segment.find_batch(offset)
-            if found is not None:
-                segment.truncate_at(found[0])
-            if segment.next_offset < self._log_start_offset:
-                # The dropped batch straddled the log start: nothing readable is left.
-                self._reset_at(self._log_start_offset)
-                return
-            with self._lock:
-                # The segment is active again: its index files are rewritten at roll.
-                self._unsealed = [s for s in self._unsealed if s is not segment]
-                self._next_offset = segment.next_offset
-                self._durable_offset = min(self._durable_offset, self._next_offset)
-            self._size_bytes = sum(s.size_bytes for s in self._segments)
-            # The cut must be durable before new appends reuse the offsets.
-            segment.fsync()
-            if later:
-                fsync_directory(self._directory)
-            self._lower_recovery_point(segment.base_offset)
+            try:
+                self._truncate_to(offset)
+            finally:
+                self._generation += 1
+
+    def _truncate_to(self, offset: int) -> None:
+        if offset < self._log_start_offset:
+            self._reset_at(offset)
+            return
+        i = bisect_right(self._bases, offset) - 1
+        segment = self._segments[i]
+        later = self._segments[i + 1 :]
+        if later:
+            self._remove_segments(later)
+        found = segment.find_batch(offset)
+        if found is not None:
+            segment.truncate_at(found[0])
+        if segment.next_offset < self._log_start_offset:
+            # The dropped batch straddled the log start: nothing readable is left.
+            self._reset_at(self._log_start_offset)
+            return
+        with self._lock:
+            # The segment is active again: its index files are rewritten at roll.
+            self._unsealed = [s for s in self._unsealed if s is not segment]
+            self._next_offset = segment.next_offset
+            self._durable_offset = min(self._durable_offset, self._next_offset)
+        self._size_bytes = sum(s.size_bytes for s in self._segments)
+        # The cut must be durable before new appends reuse the offsets.
+        segment.fsync()
+        if later:
+            fsync_directory(self._directory)
+        self._lower_recovery_point(segment.base_offset)
 
     def _reset_at(self, start: int) -> None:
         """Delete every segment and restart empty at `start` (also the new log start)."""
@@ -684,8 +702,66 @@ class PartitionLog:
         self._size_bytes -= sum(segment.size_bytes for segment in doomed)
         for segment in close_now:
             segment.close()
-        for segment in doomed:
-            segment.delete_files()
+        try:
+            for segment in doomed:
+                segment.delete_files()
+        finally:
+            self._generation += 1
+
+    # -- compaction support (storage/cleaner.py) ----------------------------------------
+
+    def segments_snapshot(self) -> tuple[int, int, tuple[Segment, ...], Segment, int]:
+        """(generation, durable offset, closed segments, active segment, active size in
+        bytes) as of now; callable from a worker thread. Closed segments are immutable
+        until the generation changes; the active one holds whole batches up to that size.
+        Raises LogClosed / LogFailed."""
+        self._check_writable()
+        durable = self._durable_offset
+        with self._lock:
+            segments = self._segments
+            active = segments[-1]
+            return self._generation, durable, tuple(segments[:-1]), active, active.size_bytes
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever stored data is removed or rewritten (see segments_snapshot)."""
+        return self._generation
+
+    def replace_segments(self, old: Sequence[Segment], new: Sequence[Segment]) -> None:
+        """Put `new` in place of `old`, a prefix of the closed segments, in memory only:
+        the cleaner has already swapped the files. The old segments are closed (by the
+        running flush, if one may be fsyncing them). Call on the writer thread."""
+        self._check_writable()
+        count = len(old)
+        segments = self._segments
+        if count >= len(segments) or any(a is not b for a, b in zip(segments, old, strict=False)):
+            raise ValueError("replace_segments needs a prefix of the closed segments")
+        old_ids = {id(segment) for segment in old}
+        with self._lock:
+            self._segments = [*new, *segments[count:]]
+            self._bases = [segment.base_offset for segment in self._segments]
+            self._unsealed = [s for s in self._unsealed if id(s) not in old_ids]
+            # The cleaner's last directory change (removing its marker) becomes durable
+            # with the next flush.
+            self._dir_dirty = True
+            for segment in old:
+                segment.deleted = True
+            if self._flushing:
+                self._deferred_close.extend(old)
+                close_now: Sequence[Segment] = ()
+            else:
+                close_now = old
+        self._size_bytes += sum(s.size_bytes for s in new) - sum(s.size_bytes for s in old)
+        self._generation += 1
+        for segment in close_now:
+            segment.close()
+
+    def mark_failed(self, exc: BaseException) -> None:
+        """Fail the log for good (until reopened): its files are in a state that only
+        recovery at open may resolve, such as an interrupted compaction swap."""
+        with self._lock:
+            if self._failure is None:
+                self._failure = exc
 
     # -- closing ------------------------------------------------------------------------
 

@@ -159,6 +159,16 @@ class Segment:
         return cls(directory, base_offset, fd, index_interval_bytes, now_ms, now_ms)
 
     @classmethod
+    def create_at(
+        cls, path: Path, directory: Path, base_offset: int, index_interval_bytes: int, now_ms: int
+    ) -> Segment:
+        """A new, empty segment written to `path` instead of its own name: the log
+        cleaner writes `<base>.log.cleaned` and renames it into place later (the open
+        descriptor follows the rename). Its `path()` names stay the final ones."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC, 0o644)
+        return cls(directory, base_offset, fd, index_interval_bytes, now_ms, now_ms)
+
+    @classmethod
     def open_existing(cls, directory: Path, base_offset: int, index_interval_bytes: int) -> Segment:
         """Open a segment file; call `load_index_files` or `recover` before using it."""
         fd = os.open(directory / segment_file_name(base_offset, LOG_SUFFIX), os.O_RDWR | _O_CLOEXEC)
@@ -213,7 +223,41 @@ class Segment:
         self.last_modified_ms = now_ms
         return first_offset
 
-    def _write_all(self, buf: bytearray) -> None:
+    def append_with_offsets(
+        self, buf: bytes | bytearray, headers: Sequence[BatchHeader], now_ms: int
+    ) -> None:
+        """Append whole batches that already carry their final offsets, with gaps
+        allowed between them (the log cleaner's output: every record keeps its original
+        offset). Offsets must increase from `next_offset` and stay within the relative
+        offset range; one write, indexed as `append` does."""
+        offset = self.next_offset
+        pos = 0
+        for header in headers:
+            size = header.batch_length + LOG_OVERHEAD
+            if batch_size_at(buf, pos) != size:
+                raise ValueError(f"batch at byte {pos} does not match its header")
+            if header.base_offset < offset:
+                raise ValueError(f"batch offset {header.base_offset} is below {offset}")
+            if header.last_offset - self.base_offset > RELATIVE_OFFSET_MAX:
+                raise ValueError("batch would overflow the segment's relative offsets")
+            offset = header.last_offset + 1
+            pos += size
+        if pos != len(buf):
+            raise ValueError(f"headers cover {pos} bytes of a {len(buf)} byte payload")
+        if not headers:
+            return
+        self._write_all(buf)
+        position = self.size_bytes
+        for header in headers:
+            size = header.batch_length + LOG_OVERHEAD
+            self._note_batch(
+                position, header.base_offset, header.last_offset_delta, header.max_timestamp, size
+            )
+            position += size
+        self.size_bytes = position
+        self.last_modified_ms = now_ms
+
+    def _write_all(self, buf: bytes | bytearray) -> None:
         position = self.size_bytes
         total = len(buf)
         written = 0
@@ -490,17 +534,25 @@ class Segment:
     def fsync(self) -> None:
         os.fsync(self._fd)
 
-    def write_index_files(self) -> None:
-        """Write both index files whole (not fsynced: see `sync_index_files`)."""
-        _write_file(self.path(INDEX_SUFFIX), _encode_offset_index(self._index_rel, self._index_pos))
-        _write_file(self.path(TIME_INDEX_SUFFIX), _encode_time_index(self._time_ts, self._time_rel))
+    def write_index_files(self, extra_suffix: str = "") -> None:
+        """Write both index files whole (not fsynced: see `sync_index_files`).
 
-    def sync_index_files(self) -> None:
+        `extra_suffix` is appended to their names (the cleaner's `.cleaned` files)."""
+        _write_file(
+            self.path(INDEX_SUFFIX + extra_suffix),
+            _encode_offset_index(self._index_rel, self._index_pos),
+        )
+        _write_file(
+            self.path(TIME_INDEX_SUFFIX + extra_suffix),
+            _encode_time_index(self._time_ts, self._time_rel),
+        )
+
+    def sync_index_files(self, extra_suffix: str = "") -> None:
         """fsync the index files written at roll; opened by name, read-only, so a segment
         deleted meanwhile is skipped instead of having its files recreated."""
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             try:
-                fd = os.open(self.path(suffix), os.O_RDONLY | _O_CLOEXEC)
+                fd = os.open(self.path(suffix + extra_suffix), os.O_RDONLY | _O_CLOEXEC)
             except FileNotFoundError:
                 continue
             try:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from storage import GroupCommitter, LogConfig
+from storage import GroupCommitter, LogConfig, install_compaction, prepare_compaction
 
 from ..groups.config import GroupConfig
 from ..groups.result import Result
@@ -71,6 +71,40 @@ class CoordinatorService:
             groups=sum(len(r.shard.groups) for r in self.runners),
             seconds=round(self.load_time_s, 3),
         )
+
+    async def compact(self, tombstone_retention_ms: int) -> int:
+        """Compact every active shard's log: the latest record per key survives, tombstones
+        for tombstone_retention_ms. The reading and rewriting runs in a worker thread; the
+        swap runs here, on the writer's thread. Returns how many records were dropped."""
+        loop = asyncio.get_running_loop()
+        dropped = 0
+        for runner in self.active_runners():
+            log_ = runner.log
+            if log_ is None or log_.segment_count < 2:
+                continue  # only closed segments are cleaned
+            now_ms = runner.clock_ms()
+            plan = await loop.run_in_executor(
+                None, prepare_compaction, log_, now_ms, tombstone_retention_ms
+            )
+            if runner.log is not log_ or runner.state is not ShardState.ACTIVE:
+                plan.discard()  # the shard reloaded meanwhile
+                continue
+            stats = install_compaction(log_, plan)
+            if stats is not None:
+                dropped += stats.records_dropped
+        return dropped
+
+    async def compaction_loop(self, interval_ms: int, tombstone_retention_ms: int) -> None:
+        await self.loaded.wait()
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                dropped = await self.compact(tombstone_retention_ms)
+            except Exception as e:  # a failed compaction leaves the old segments in place
+                log.error("coordinator log compaction failed", error=repr(e))
+                continue
+            if dropped:
+                log.info("compacted coordinator logs", records_dropped=dropped)
 
     async def close(self) -> None:
         await asyncio.gather(*(r.close() for r in self.runners), return_exceptions=True)

@@ -66,6 +66,7 @@ class Server:
         self._http: HttpEndpoint | None = None
         self._stopped = asyncio.Event()
         self._retention_task: asyncio.Task[None] | None = None
+        self._compaction_task: asyncio.Task[None] | None = None
         self._producer_ids: ProducerIdAllocator | None = None
 
     # start / stop ------------------------------------------------------------------------
@@ -80,6 +81,12 @@ class Server:
         # Shards load in the background: until a shard is active its groups' requests get
         # COORDINATOR_LOAD_IN_PROGRESS, and the data plane is served meanwhile.
         self._coordinator_load = asyncio.ensure_future(self.coordinator.load())
+        self._compaction_task = asyncio.ensure_future(
+            self.coordinator.compaction_loop(
+                self.config.offsets_compaction_interval_ms,
+                self.config.offsets_tombstone_retention_ms,
+            )
+        )
         host, port = self.config.listen_address
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(
@@ -124,6 +131,8 @@ class Server:
                 log.warning("in-flight requests did not finish before the shutdown timeout")
         if self._retention_task is not None:
             self._retention_task.cancel()
+        if self._compaction_task is not None:
+            self._compaction_task.cancel()
         await self.coordinator.close()
         await self.committer.close()
         for connection in list(self.connections):

@@ -73,7 +73,6 @@ class Member(threading.Thread):
         self.stop_event = threading.Event()
         self.closed = threading.Event()
         self.fatal: KafkaError | None = None
-        self.close_on_stop = True
 
     def _on_error(self, err: KafkaError) -> None:
         with self.log.lock:
@@ -125,7 +124,8 @@ class Member(threading.Thread):
                 if msg is None:
                     continue
                 if msg.error():
-                    if msg.error().fatal():
+                    # librdkafka reports a fatal error (e.g. fencing) as a _FATAL event.
+                    if msg.error().fatal() or msg.error().code() == KafkaError._FATAL:
                         self.fatal = msg.error()
                     continue
                 p = msg.partition()
@@ -135,14 +135,15 @@ class Member(threading.Thread):
                     )
                 self.positions[p] = msg.offset() + 1
         finally:
-            if self.close_on_stop and self.fatal is None:
+            if self.fatal is None:
                 self._commit(sorted(self.owned))
-                c.close()
+            c.close()
             self.closed.set()
 
     def stop(self, timeout_s: float = 30) -> None:
         self.stop_event.set()
         self.join(timeout_s)
+        assert not self.is_alive(), f"consumer {self.member} did not close in {timeout_s} s"
 
 
 def produce(

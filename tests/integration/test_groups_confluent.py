@@ -74,11 +74,15 @@ def test_group_grows_and_shrinks_every_message_once_by_its_owner(
         assert revoked == moved
         assert revoked <= fourth.owned
 
-    # Shrink to 2 members.
-    for m in members[2:]:
+    # Shrink to 2 members, one at a time: closing a librdkafka consumer while its group is
+    # still rebalancing can deadlock inside the client's close().
+    live = list(members)
+    for m in members[:1:-1]:
         m.stop()
-    live = members[:2]
-    wait_until(lambda: assignment_settled(live, PARTITIONS), 30, "2 members to settle")
+        live.remove(m)
+        wait_until(
+            lambda: assignment_settled(live, PARTITIONS), 30, f"{len(live)} members to settle"
+        )
     expected += produce(bootstrap, topic, PARTITIONS, 20, "c")
     wait_until(lambda: len(log.values()) >= len(expected), 30, "batch c consumed")
     for m in live:
@@ -147,11 +151,8 @@ def test_duplicate_instance_id_fences_the_older_consumer(group_server: ServerPro
     second = Member("second", bootstrap, "fence-group", topic, log, "range", "same", extra)
     second.start()
     wait_until(lambda: first.fatal is not None, 30, "the older consumer to be fenced")
-    assert (
-        "FENCED_INSTANCE_ID" in first.fatal.name()
-        or first.fatal.code() == 82
-        or "fenced" in first.fatal.str().lower()
-    )
+    # librdkafka turns FENCED_INSTANCE_ID into a fatal error carrying the broker's text.
+    assert "fenced by other consumer with same group.instance.id" in first.fatal.str()
     wait_until(lambda: len(second.owned) == 2, 30, "the new instance to take over")
     second.stop()
     first.stop()
