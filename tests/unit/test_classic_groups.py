@@ -489,14 +489,17 @@ def test_s93_initial_delay() -> None:
 
 
 def test_s94_initial_delay_extension() -> None:
+    # Kafka answers both at 2D (a whole second window because m2 joined in the first);
+    # we answer one delay after the last join, at 2D - 1: within the scenario's bounds
+    # (nothing at 1.5D + 2, both answered by 2D + 2).
     h = Harness()
     m1, r1 = h.join_dynamic(rebalance=3 * DELAY)
     h.sleep(DELAY - 1)
     m2, r2 = h.join_dynamic(rebalance=3 * DELAY)
-    h.sleep(DELAY // 2 + 2 + 1)  # 1.5 D + 2: the first window ended at D with a newcomer
-    assert h.timer.deadline(join_key(GROUP)) == 2 * DELAY
+    h.sleep(DELAY // 2 + 2 + 1)  # 1.5 D + 2
+    assert h.timer.deadline(join_key(GROUP)) == 2 * DELAY - 1
     assert not r1.answered and not r2.answered
-    h.sleep(2 * DELAY - h.now)
+    h.sleep(2 * DELAY - 1 - h.now)
     for reply in (r1, r2):
         assert reply.response.error_code is ErrorCode.NONE
         assert reply.response.generation_id == 1 and reply.response.leader == m1
@@ -505,16 +508,36 @@ def test_s94_initial_delay_extension() -> None:
 
 
 def test_s95_initial_delay_capped_by_rebalance_timeout() -> None:
+    # Members keep arriving within one delay of each other: the debounce would wait until
+    # 3D - 2, but the join never outlasts the rebalance timeout (2D), as in Kafka.
     h = Harness()
     _, r1 = h.join_dynamic(rebalance=2 * DELAY)
+    h.sleep(DELAY - 1)
     _, r2 = h.join_dynamic(rebalance=2 * DELAY)
-    h.sleep(DELAY + 1)
+    h.sleep(DELAY - 1)  # 2D - 2
     _, r3 = h.join_dynamic(rebalance=2 * DELAY)
-    h.sleep(DELAY - 2)  # 2D - 1
+    h.sleep(1)  # 2D - 1
     assert not (r1.answered or r2.answered or r3.answered)
-    h.sleep(1)  # 2D: the budget is spent although a member arrived in the second window
+    h.sleep(1)  # 2D: capped although the last member joined 2 ms ago
     assert [r.response.error_code for r in (r1, r2, r3)] == [ErrorCode.NONE] * 3
+    assert len(r1.response.members) == 3
     assert not h.timer.is_scheduled(join_key(GROUP))
+
+
+def test_initial_delay_burst_is_answered_one_delay_after_the_last_join() -> None:
+    # 20 members starting together (within 100 ms): Kafka would answer at 2D because members
+    # joined during the first window; we answer at last join + D.
+    h = Harness()
+    replies = []
+    for _ in range(20):
+        replies.append(h.join_dynamic(rebalance=10 * DELAY)[1])
+        h.sleep(5)
+    last_join = h.now - 5
+    h.sleep(last_join + DELAY - 1 - h.now)
+    assert not any(r.answered for r in replies)
+    h.sleep(1)
+    assert all(r.response.error_code is ErrorCode.NONE for r in replies)
+    assert {r.response.generation_id for r in replies} == {1}
 
 
 def test_s96_new_member_join_timeout() -> None:
@@ -940,7 +963,7 @@ def test_s118_pending_sync_timeout() -> None:
     # Nobody syncs: everyone is removed, the group goes Empty and writes that.
     h = Harness()
     (leader, _), (follower, _) = h.join_dynamic(), h.join_dynamic()
-    h.sleep(2 * DELAY)
+    h.sleep(DELAY)  # both joined at 0: the join completes one delay later
     for _ in range(4):
         h.sleep(REBALANCE // 5)
         assert h.heartbeat(leader, 1) is ErrorCode.NONE  # heartbeats do not help

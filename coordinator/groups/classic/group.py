@@ -107,7 +107,10 @@ class ClassicGroup:
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     pending_members: set[str] = field(default_factory=set)  # ids handed out by MEMBER_ID_REQUIRED
     pending_sync_members: set[str] = field(default_factory=set)
-    new_member_added: bool = False
+    # Initial rebalance (Empty -> PreparingRebalance): when it started and when the latest
+    # member joined; the join completes one initial delay after the latest join.
+    initial_join_started_ms: int = -1
+    last_join_ms: int = -1
     # Protocol name -> how many members support it.
     supported_protocols: Counter[str] = field(default_factory=Counter)
 
