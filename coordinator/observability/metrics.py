@@ -3,7 +3,11 @@ several servers in one process do not collide."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from .histogram import FastHistogram
 
 LATENCY_BUCKETS_S = (
     0.0001,
@@ -28,6 +32,9 @@ LATENCY_BUCKETS_S = (
 
 class ServerMetrics:
     def __init__(self) -> None:
+        # Labelled children cached by (api, version, error): looking labels up costs more
+        # than the increment on the hot path.
+        self._request_children: dict[tuple[int, int, int], tuple[Any, Any]] = {}
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter(
@@ -36,13 +43,13 @@ class ServerMetrics:
             ["api", "version", "error"],
             registry=r,
         )
-        self.request_latency = Histogram(
+        self.request_latency = FastHistogram(
             "groupcoord_request_latency_seconds",
             "Time from a request's arrival to its response being written, by API",
             ["api"],
-            buckets=LATENCY_BUCKETS_S,
-            registry=r,
+            LATENCY_BUCKETS_S,
         )
+        r.register(self.request_latency)
         self.bytes_in = Counter("groupcoord_network_in_bytes", "Request bytes received", registry=r)
         self.bytes_out = Counter("groupcoord_network_out_bytes", "Response bytes sent", registry=r)
         self.connections = Gauge("groupcoord_connections", "Open client connections", registry=r)
@@ -59,18 +66,22 @@ class ServerMetrics:
         self.produced_records = Counter(
             "groupcoord_produced_records", "Records appended by Produce", ["topic"], registry=r
         )
-        self.event_processing = Histogram(
+        events = FastHistogram(
             "groupcoord_coordinator_event_processing_seconds",
             "Time a coordinator event (request or timer) ran on its shard",
-            buckets=LATENCY_BUCKETS_S,
-            registry=r,
+            [],
+            LATENCY_BUCKETS_S,
         )
-        self.event_purgatory = Histogram(
+        r.register(events)
+        self.event_processing = events.labels()
+        purgatory = FastHistogram(
             "groupcoord_coordinator_event_purgatory_seconds",
             "Time coordinator replies waited for their records to be durable",
-            buckets=LATENCY_BUCKETS_S,
-            registry=r,
+            [],
+            LATENCY_BUCKETS_S,
         )
+        r.register(purgatory)
+        self.event_purgatory = purgatory.labels()
         self.partition_load = Histogram(
             "groupcoord_coordinator_partition_load_seconds",
             "Time to load a coordinator shard from its log",
@@ -83,3 +94,25 @@ class ServerMetrics:
             buckets=LATENCY_BUCKETS_S,
             registry=r,
         )
+
+    def request_children(self, api_key: int, version: int, error: int) -> tuple[Any, Any]:
+        """The (requests counter, latency histogram) children for one kind of answer."""
+        key = (api_key, version, error)
+        children = self._request_children.get(key)
+        if children is None:
+            name = api_name(api_key)
+            children = (
+                self.requests.labels(name, str(version), str(error)),
+                self.request_latency.labels(name),
+            )
+            self._request_children[key] = children
+        return children
+
+
+def api_name(api_key: int) -> str:
+    from protocol.api import ApiKey
+
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return str(api_key)

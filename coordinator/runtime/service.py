@@ -20,6 +20,7 @@ from .runner import NotActive, ShardRunner, ShardState
 log = get_logger("groupcoord.coordinator")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+SHARD_CACHE_MAX = 1_000_000
 
 
 class CoordinatorService:
@@ -44,11 +45,19 @@ class CoordinatorService:
             )
             for i in range(shard_count)
         ]
+        self._shard_of: dict[str, int] = {}
         self.loaded = asyncio.Event()
         self.load_time_s = 0.0
 
     def runner_for(self, group_id: str) -> ShardRunner:
-        return self.runners[shard_for(group_id, self.shard_count)]
+        index = self._shard_of.get(group_id)
+        if index is None:
+            # Java's String.hashCode in Python is a loop per character: remember the answer
+            # (bounded, so a client inventing group ids cannot grow it without limit).
+            if len(self._shard_of) >= SHARD_CACHE_MAX:
+                self._shard_of.clear()
+            index = self._shard_of[group_id] = shard_for(group_id, self.shard_count)
+        return self.runners[index]
 
     def run(self, group_id: str, event: Callable[[int], Result]) -> None:
         """Run an event on the group's shard; raises NotActive while it loads or failed."""

@@ -7,6 +7,7 @@ shutdown_timeout_ms), fsync every log, close connections, exit 0.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import signal
 import sys
@@ -101,6 +102,7 @@ class Server:
             await self._http.start(*split_host_port(self.config.metrics_listen))
         self._retention_task = asyncio.ensure_future(self._retention_loop())
         self.ready = True
+        gc.freeze()  # what start-up built lives as long as the server: out of the collector
         log.info(
             "started",
             listen=self.config.listen,
@@ -285,6 +287,10 @@ def run(config: Config) -> int:
     # 5 ms switch interval a busy event loop keeps it waiting, which showed up directly in
     # the acks=all p99 (19.5 ms -> 9.2 ms at 91k msg/s with 0.5 ms).
     sys.setswitchinterval(config.thread_switch_interval_us / 1_000_000)
+    # Every request allocates short-lived objects (requests, futures, closures); with the
+    # default gen-0 threshold (700) the cyclic collector ran thousands of times a second
+    # under load. Collect young objects less often, and old ones rarely.
+    gc.set_threshold(50_000, 50, 100)
     try:
         import uvloop
 
