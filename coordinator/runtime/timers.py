@@ -1,4 +1,10 @@
-"""Keyed, replaceable timers on the event loop, firing as events of their shard."""
+"""Keyed, replaceable timers on the event loop, firing as events of their shard.
+
+Heartbeats push a member's session deadline forward thousands of times a second; cancelling
+and re-creating a loop timer for each was a visible share of a heartbeat's cost. So a
+timer pushed later only records its new deadline, and when the loop timer fires early it
+re-arms itself for the rest: one loop timer per session timeout, not one per heartbeat.
+"""
 
 from __future__ import annotations
 
@@ -8,37 +14,61 @@ from collections.abc import Callable
 from ..groups.result import TimerCallback
 
 
+class _Entry:
+    __slots__ = ("handle", "fires_at", "deadline", "callback")
+
+    def __init__(self, handle: asyncio.TimerHandle, at: float, callback: TimerCallback) -> None:
+        self.handle = handle
+        self.fires_at = at  # when the loop timer goes off
+        self.deadline = at  # when the callback is due (never earlier than fires_at)
+        self.callback = callback
+
+
 class LoopTimer:
     """Implements groups.result.Timer. `fire(callback)` is the shard runner's entry point,
     so a timer's Result goes through the same append-then-reply pipeline as a request's."""
 
     def __init__(self, fire: Callable[[TimerCallback], None]) -> None:
         self._fire = fire
-        self._handles: dict[str, asyncio.TimerHandle] = {}
+        self._entries: dict[str, _Entry] = {}
 
     def schedule(self, key: str, delay_ms: int, callback: TimerCallback) -> None:
-        old = self._handles.pop(key, None)
-        if old is not None:
-            old.cancel()
         loop = asyncio.get_running_loop()
-        self._handles[key] = loop.call_later(max(0, delay_ms) / 1000, self._run, key, callback)
+        deadline = loop.time() + max(0, delay_ms) / 1000
+        entry = self._entries.get(key)
+        if entry is not None:
+            if entry.fires_at <= deadline:
+                entry.deadline = deadline  # fires early, then re-arms for the rest
+                entry.callback = callback
+                return
+            entry.handle.cancel()
+        handle = loop.call_at(deadline, self._run, key)
+        self._entries[key] = _Entry(handle, deadline, callback)
 
     def cancel(self, key: str) -> None:
-        handle = self._handles.pop(key, None)
-        if handle is not None:
-            handle.cancel()
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            entry.handle.cancel()
 
     def is_scheduled(self, key: str) -> bool:
-        return key in self._handles
+        return key in self._entries
 
     def cancel_all(self) -> None:
-        for handle in self._handles.values():
-            handle.cancel()
-        self._handles.clear()
+        for entry in self._entries.values():
+            entry.handle.cancel()
+        self._entries.clear()
 
     def __len__(self) -> int:
-        return len(self._handles)
+        return len(self._entries)
 
-    def _run(self, key: str, callback: TimerCallback) -> None:
-        self._handles.pop(key, None)
-        self._fire(callback)
+    def _run(self, key: str) -> None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < entry.deadline:
+            entry.fires_at = entry.deadline
+            entry.handle = loop.call_at(entry.deadline, self._run, key)
+            return
+        del self._entries[key]
+        self._fire(entry.callback)

@@ -39,23 +39,40 @@ def run_on_shard(
     on_error: Callable[[ErrorCode], Any],
 ) -> Any:
     """Run `event(reply, now_ms)` on the group's shard; the reply is converted to the
-    response. Returns the response, or a future of it."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
+    response. Returns the response when the shard answered at once (most heartbeats),
+    else a future of it."""
+    box = _Answer()
 
     def reply(answer: Any) -> None:
-        if future.done():
-            return
-        if isinstance(answer, StorageFailure):
-            future.set_result(on_error(ErrorCode.NOT_COORDINATOR))
-        else:
-            future.set_result(convert(answer))
+        value = (
+            on_error(ErrorCode.NOT_COORDINATOR)
+            if isinstance(answer, StorageFailure)
+            else convert(answer)
+        )
+        future = box.future
+        if future is None:
+            box.done = True
+            box.value = value
+        elif not future.done():
+            future.set_result(value)
 
     try:
         conn.server.coordinator.run(group_id, lambda now_ms: event(reply, now_ms))
     except NotActive as e:
         return on_error(not_active_error(e))
-    return future.result() if future.done() else future
+    if box.done:
+        return box.value
+    box.future = asyncio.get_running_loop().create_future()
+    return box.future
+
+
+class _Answer:
+    __slots__ = ("done", "value", "future")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.value: Any = None
+        self.future: asyncio.Future[Any] | None = None
 
 
 async def gather_responses(parts: list[Any]) -> list[Any]:
