@@ -696,3 +696,40 @@ def handle_list_groups(conn: Connection, request: Request) -> Any:
             for g in listed
         ),
     )
+
+
+def handle_consumer_group_describe(conn: Connection, request: Request) -> Any:
+    """ConsumerGroupDescribe v0-v1. Until the consumer protocol (KIP-848) is served every
+    group is a classic group or none: GROUP_ID_NOT_FOUND for each, as Kafka answers for a
+    classic group (clients then fall back to DescribeGroups); INVALID_GROUP_ID for ""."""
+    m = response_types(ApiKey.CONSUMER_GROUP_DESCRIBE, request.api_version)
+    groups = []
+    for group_id in request.body.group_ids:
+        if not group_id:
+            error, message = ErrorCode.INVALID_GROUP_ID, "Group ID can't be empty."
+        else:
+            runner = conn.server.coordinator.runner_for(group_id)
+            if runner.state is not ShardState.ACTIVE:
+                error, message = not_active_error(NotActive(runner.state)), None
+            elif runner.shard.classic_group(group_id) is not None:
+                error, message = (
+                    ErrorCode.GROUP_ID_NOT_FOUND,
+                    (f"Group {group_id} is not a consumer group."),
+                )
+            else:
+                error, message = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+        groups.append(
+            build(
+                m.DescribedGroup,
+                error_code=error,
+                error_message=message,
+                group_id=group_id,
+                group_state="",
+                group_epoch=-1,
+                assignment_epoch=-1,
+                assignor_name="",
+                members=(),
+                authorized_operations=-(2**31),
+            )
+        )
+    return build(m.ConsumerGroupDescribeResponse, groups=tuple(groups))
