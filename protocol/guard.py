@@ -151,19 +151,13 @@ class _Emitter:
     `acc` bytes of fixed-size fields are owed to `pos` but not yet added; `dirty` says `pos`
     was advanced past its last bounds check."""
 
-    def __init__(self, names: dict[str, Any]) -> None:
+    def __init__(self) -> None:
         self.lines: list[str] = []
-        self.names = names
         self.acc = 0
         self.dirty = False
 
     def out(self, indent: int, text: str) -> None:
         self.lines.append("    " * indent + text)
-
-    def const(self, value: Any) -> str:
-        name = f"_c{len(self.names)}"
-        self.names[name] = value
-        return name
 
     def skip(self, size: int) -> None:
         self.acc += size
@@ -214,7 +208,7 @@ class _Builder:
         self.stack: list[type[Any]] = []
 
     def function(self, name: str, emit: Callable[[_Emitter], None], what: str) -> None:
-        em = _Emitter(self.names)
+        em = _Emitter()
         em.out(0, f"def {name}(buf, pos, end):")
         emit(em)
         em.check(1, what)
