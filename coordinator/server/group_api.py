@@ -19,6 +19,7 @@ from protocol.errors import ErrorCode
 from ..groups import offsets as om
 from ..groups.classic import messages as cm
 from ..groups.result import Reply, Result
+from ..groups.shard import GroupShard
 from ..runtime.runner import NotActive, ShardState, StorageFailure
 
 if TYPE_CHECKING:
@@ -73,6 +74,26 @@ class _Answer:
         self.done = False
         self.value: Any = None
         self.future: asyncio.Future[Any] | None = None
+
+
+def run_group_call(
+    conn: Connection,
+    group_id: str | None,
+    call: Callable[[GroupShard, Reply, int], Result],
+    convert: Callable[[Any], Any],
+    on_error: Callable[[ErrorCode], Any],
+) -> Any:
+    """`call(shard, reply, now_ms)` on the group's shard, after the check every group API
+    shares: a null or empty group id is INVALID_GROUP_ID."""
+    if not group_id:
+        return on_error(ErrorCode.INVALID_GROUP_ID)
+    return run_on_shard(
+        conn,
+        group_id,
+        lambda reply, now_ms: call(conn.server.shard_for(group_id), reply, now_ms),
+        convert,
+        on_error,
+    )
 
 
 async def gather_responses(parts: list[Any]) -> list[Any]:
@@ -343,12 +364,10 @@ def handle_offset_delete(conn: Connection, request: Request) -> Any:
             ),
         )
 
-    if not body.group_id:
-        return respond(om.OffsetDeleteResponse(ErrorCode.INVALID_GROUP_ID, []))
-    return run_on_shard(
+    return run_group_call(
         conn,
         body.group_id,
-        lambda reply, now_ms: conn.server.shard_for(body.group_id).offsets.delete_offsets(
+        lambda shard, reply, now_ms: shard.offsets.delete_offsets(
             body.group_id, wanted, reply, now_ms
         ),
         respond,
@@ -469,14 +488,10 @@ def handle_join_group(conn: Connection, request: Request) -> Any:
     def failed(error: ErrorCode) -> Any:
         return respond(cm.JoinGroupResponse(error_code=error, member_id=body.member_id))
 
-    if not body.group_id:
-        return failed(ErrorCode.INVALID_GROUP_ID)
-    return run_on_shard(
+    return run_group_call(
         conn,
         body.group_id,
-        lambda reply, now_ms: conn.server.shard_for(body.group_id).classic.join_group(
-            join, reply, now_ms
-        ),
+        lambda shard, reply, now_ms: shard.classic.join_group(join, reply, now_ms),
         respond,
         failed,
     )
@@ -517,12 +532,10 @@ def handle_sync_group(conn: Connection, request: Request) -> Any:
         return failed(ErrorCode.INVALID_GROUP_ID)
     if version >= 5 and (sync.protocol_type is None or sync.protocol_name is None):
         return failed(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-    return run_on_shard(
+    return run_group_call(
         conn,
         body.group_id,
-        lambda reply, now_ms: conn.server.shard_for(body.group_id).classic.sync_group(
-            sync, reply, now_ms
-        ),
+        lambda shard, reply, now_ms: shard.classic.sync_group(sync, reply, now_ms),
         respond,
         failed,
     )
@@ -548,14 +561,10 @@ def handle_heartbeat(conn: Connection, request: Request) -> Any:
             error = ErrorCode.NONE
         return build(m.HeartbeatResponse, error_code=error)
 
-    if not body.group_id:
-        return failed(ErrorCode.INVALID_GROUP_ID)
-    return run_on_shard(
+    return run_group_call(
         conn,
         body.group_id,
-        lambda reply, now_ms: conn.server.shard_for(body.group_id).classic.heartbeat(
-            beat, reply, now_ms
-        ),
+        lambda shard, reply, now_ms: shard.classic.heartbeat(beat, reply, now_ms),
         lambda r: build(m.HeartbeatResponse, error_code=r.error_code),
         failed,
     )
@@ -598,14 +607,10 @@ def handle_leave_group(conn: Connection, request: Request) -> Any:
     def failed(error: ErrorCode) -> Any:
         return respond(cm.LeaveGroupResponse(error_code=error))
 
-    if not body.group_id:
-        return failed(ErrorCode.INVALID_GROUP_ID)
-    return run_on_shard(
+    return run_group_call(
         conn,
         body.group_id,
-        lambda reply, now_ms: conn.server.shard_for(body.group_id).classic.leave_group(
-            leave, reply, now_ms
-        ),
+        lambda shard, reply, now_ms: shard.classic.leave_group(leave, reply, now_ms),
         respond,
         failed,
     )
