@@ -219,13 +219,12 @@ def test_aiokafka_all_codecs(server: ServerProcess) -> None:
 def test_kcat_all_codecs(server: ServerProcess) -> None:
     topic = "kcat-codecs"
     create_topic(server.bootstrap, topic)
-    per_codec = 200
+    per_codec = MESSAGES // len(CODECS)  # 10,000 in all, like the other clients
     expected: dict[int, list[str]] = defaultdict(list)
     for codec in CODECS:
         for partition in range(PARTITIONS):
-            lines = [
-                f"k-{codec}-{partition}-{i}:v-{codec}-{i}" for i in range(per_codec // PARTITIONS)
-            ]
+            count = per_codec // PARTITIONS + (partition < per_codec % PARTITIONS)
+            lines = [f"k-{codec}-{partition}-{i}:v-{codec}-{i}" for i in range(count)]
             subprocess.run(
                 [
                     "kcat",
@@ -280,3 +279,4 @@ def test_kcat_all_codecs(server: ServerProcess) -> None:
     assert got == expected
     for seen in offsets.values():
         assert seen == list(range(len(seen)))
+    assert sum(map(len, got.values())) == MESSAGES
