@@ -87,6 +87,8 @@ __all__ = [
     "default_value_version",
     "encode_key",
     "encode_value",
+    "offset_commit_key_fields",
+    "offset_commit_value_fields",
 ]
 
 
@@ -1035,6 +1037,26 @@ _new_member_metadata = _fast_new(MemberMetadata)
 
 
 def _decode_offset_commit_key(data: bytes) -> OffsetCommitKey:
+    return _new_offset_commit_key(*offset_commit_key_fields(data))
+
+
+def _decode_group_metadata_key(data: bytes) -> GroupMetadataKey:
+    try:
+        _, n = _HH.unpack_from(data, 0)
+        group = data[4:].decode()
+    except _DECODE_ERRORS as e:
+        raise MalformedRecord(f"GroupMetadataKey: {e}") from e
+    if n + 4 != len(data):
+        raise MalformedRecord("GroupMetadataKey: bad string length or trailing bytes")
+    return _new_group_metadata_key(group)
+
+
+def offset_commit_key_fields(data: bytes) -> tuple[str, str, int]:
+    """(group, topic, partition) of OffsetCommit key bytes (type 0 or 1), without building an
+    ``OffsetCommitKey``: for loaders that keep their own memo. Raises ``MalformedRecord``
+    where ``decode_key`` would, and for keys of any other type."""
+    if len(data) < 2 or data[0] != 0 or data[1] > 1:
+        raise MalformedRecord("not an OffsetCommit key")
     try:
         _, n = _HH.unpack_from(data, 0)
         p = 4 + n
@@ -1048,18 +1070,58 @@ def _decode_offset_commit_key(data: bytes) -> OffsetCommitKey:
         raise MalformedRecord(f"OffsetCommitKey: {e}") from e
     if n < 0 or m < 0 or q + 4 != len(data):
         raise MalformedRecord("OffsetCommitKey: bad string length or trailing bytes")
-    return _new_offset_commit_key(group, topic, partition)
+    return group, topic, partition
 
 
-def _decode_group_metadata_key(data: bytes) -> GroupMetadataKey:
-    try:
-        _, n = _HH.unpack_from(data, 0)
-        group = data[4:].decode()
-    except _DECODE_ERRORS as e:
-        raise MalformedRecord(f"GroupMetadataKey: {e}") from e
-    if n + 4 != len(data):
-        raise MalformedRecord("GroupMetadataKey: bad string length or trailing bytes")
-    return _new_group_metadata_key(group)
+OffsetCommitFields: TypeAlias = tuple[int, int, str, int, int, bytes | None]
+
+
+def offset_commit_value_fields(data: bytes) -> OffsetCommitFields:
+    """(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp, topic id bytes)
+    of OffsetCommitValue bytes, without building an ``OffsetCommitValue``. The topic id is
+    its 16 bytes, None when absent or all zero (as ``decode_value`` gives None). Same
+    results and errors as ``decode_value``. What clients write (v4, metadata under 127
+    bytes, with or without a topic id) is read here in one or two unpack calls; anything
+    else by ``decode_value``'s reader."""
+    size = len(data)
+    if size >= 24 and data[1] == 4 and data[0] == 0:
+        if size == 24 and data[14] == 1 and data[23] == 0:
+            _, offset, leader_epoch, _, commit, _ = _OCV4_BARE.unpack(data)
+            return offset, leader_epoch, "", commit, -1, None
+        if size == 42 and data[14] == 1 and data[23:26] == b"\x01\x00\x10":
+            _, offset, leader_epoch, _, commit, _, raw = _OCV4_TOPIC_ID.unpack(data)
+            return offset, leader_epoch, "", commit, -1, raw if raw != _ZERO_UUID_BYTES else None
+        q = 14 + data[14]  # metadata end, when its length is a one-byte uvarint
+        if 0 < data[14] < 0x80 and q + 9 <= size:
+            tagged = data[q + 8]
+            if (tagged == 0 and size == q + 9) or (
+                size == q + 27 and data[q + 8 : q + 11] == b"\x01\x00\x10"
+            ):
+                try:
+                    metadata = data[15:q].decode()
+                except UnicodeDecodeError:
+                    pass  # the reader below raises MalformedRecord
+                else:
+                    _, offset, leader_epoch = _HQI.unpack_from(data, 0)
+                    (commit,) = _I64.unpack_from(data, q)
+                    raw = data[q + 11 :] if tagged else _ZERO_UUID_BYTES
+                    return (
+                        offset,
+                        leader_epoch,
+                        metadata,
+                        commit,
+                        -1,
+                        raw if raw != _ZERO_UUID_BYTES else None,
+                    )
+    value = _decode_offset_commit_value(data)
+    return (
+        value.offset,
+        value.leader_epoch,
+        value.metadata,
+        value.commit_timestamp,
+        value.expire_timestamp,
+        None if value.topic_id is None else value.topic_id.bytes,
+    )
 
 
 def _encode_offset_commit_key(key: OffsetCommitKey) -> bytes:

@@ -27,12 +27,18 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
-from protocol.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+from protocol.records import (
+    GroupMetadataKey,
+    OffsetCommitFields,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    offset_commit_value_fields,
+)
 
 from .classic.group import ClassicGroup, GroupState
 from .result import Record, Reply, Result
@@ -214,6 +220,18 @@ def _pack(value: OffsetCommitValue) -> Entry:
     return head + topic_id.bytes + metadata
 
 
+def _pack_fields(fields: OffsetCommitFields) -> Entry:
+    """`_pack` of the value these fields came from (`offset_commit_value_fields`)."""
+    offset, leader_epoch, metadata, commit_ts, expire_ts, topic_id = fields
+    if topic_id is None:
+        head = _HEADER.pack(offset, commit_ts, expire_ts, leader_epoch, 0)
+        return head + metadata.encode("utf-8", "surrogatepass") if metadata else head
+    head = _HEADER.pack(offset, commit_ts, expire_ts, leader_epoch, _HAS_TOPIC_ID)
+    if metadata:
+        return head + topic_id + metadata.encode("utf-8", "surrogatepass")
+    return head + topic_id
+
+
 def _unpack(entry: Entry) -> OffsetAndMetadata:
     offset, commit_ts, expire_ts, leader_epoch, flags = _HEADER.unpack_from(entry)
     start = _HEADER.size
@@ -317,6 +335,58 @@ class OffsetManager:
         if key.partition not in parts:
             self._count += 1
         parts[key.partition] = _pack(value)
+
+    def replay_commits(
+        self, commits: Iterable[tuple[tuple[str, str, int], bytes]], now_ms: int
+    ) -> None:
+        """Apply a run of OffsetCommit records that are all commits (no tombstone), given as
+        ((group, topic, partition), value bytes), each key at most once: the loader's bulk
+        form of `replay`. Packs straight from the value bytes (no OffsetCommitValue).
+
+        Replaying a run of commits with nothing else in between equals replaying, for each
+        key in the order of its first commit in the run, its last value: a later commit only
+        overwrites the entry (a dict keeps the position of the first insertion) and the
+        only other effect, creating a missing group, happens at the group's first commit.
+        Deduplicating the run that way is the caller's part."""
+        shard = self.shard
+        offsets = self._offsets
+        count = self._count
+        value_fields = offset_commit_value_fields
+        pack_header = _HEADER.pack
+        last_group: str | None = None
+        last_topic: str | None = None
+        topics: dict[str, dict[int, Entry]] = {}
+        parts: dict[int, Entry] = {}
+        try:
+            for (group_id, topic, partition), raw in commits:
+                if group_id != last_group:
+                    # Within the run nothing removes a group: checking once per group
+                    # (consecutive keys of a group are the common case) is enough.
+                    if shard.classic_group(group_id) is None:
+                        shard.get_or_create_classic_group(group_id, now_ms)
+                    found_topics = offsets.get(group_id)
+                    if found_topics is None:
+                        found_topics = offsets[group_id] = {}
+                    topics = found_topics
+                    last_group = group_id
+                    last_topic = None
+                if topic != last_topic:
+                    found_parts = topics.get(topic)
+                    if found_parts is None:
+                        found_parts = topics[topic] = {}
+                    parts = found_parts
+                    last_topic = topic
+                fields = value_fields(raw)
+                offset, leader_epoch, metadata, commit_ts, expire_ts, topic_id = fields
+                if topic_id is None and not metadata:  # the common case, inlined
+                    entry = pack_header(offset, commit_ts, expire_ts, leader_epoch, 0)
+                else:
+                    entry = _pack_fields(fields)
+                if partition not in parts:
+                    count += 1
+                parts[partition] = entry
+        finally:
+            self._count = count
 
     def on_loaded(self, now_ms: int) -> None:
         """Arm the periodic expiration of offsets and empty groups."""

@@ -81,7 +81,7 @@ class Server:
         self.topics.load()
         # Shards load in the background: until a shard is active its groups' requests get
         # COORDINATOR_LOAD_IN_PROGRESS, and the data plane is served meanwhile.
-        self._coordinator_load = asyncio.ensure_future(self.coordinator.load())
+        self._coordinator_load = asyncio.ensure_future(self._load_coordinator())
         self._compaction_task = asyncio.ensure_future(
             self.coordinator.compaction_loop(
                 self.config.offsets_compaction_interval_ms,
@@ -112,6 +112,12 @@ class Server:
             partitions=self.topics.partition_count(),
             load_seconds=round(time.monotonic() - started, 3),
         )
+
+    async def _load_coordinator(self) -> None:
+        await self.coordinator.load()
+        # The loaded groups and offsets live as long as the server: keep the cyclic
+        # collector from walking them again and again.
+        gc.freeze()
 
     async def stop(self) -> None:
         if self.stopping:
