@@ -350,25 +350,31 @@ async def join_and_sync(
     The leader computes and sends the assignment. Returns member id, generation,
     leader flag and the codes seen.
     """
-    j = await join_until_member(
-        conn,
-        group,
-        member_id=member_id,
-        instance_id=instance_id,
-        session_timeout_ms=session_timeout_ms,
-        rebalance_timeout_ms=rebalance_timeout_ms,
-        timeout=timeout,
-    )
-    if j.error_code != 0:
-        raise RuntimeError(f"JoinGroup {group} -> error {int(j.error_code)} ({j!r})")
-    leader = j.leader == j.member_id
-    assignments = assign_all([m.member_id for m in j.members]) if leader else None
-    s = await conn.call(
-        SYNC_GROUP,
-        5,
-        sync_body(group, j.generation_id, j.member_id, assignments, instance_id),
-        timeout=timeout,
-    )
+    # Like a real client: a rebalance that starts while syncing (a late member of the
+    # group joined) is answered by rejoining with the member id we have.
+    for _attempt in range(10):
+        j = await join_until_member(
+            conn,
+            group,
+            member_id=member_id,
+            instance_id=instance_id,
+            session_timeout_ms=session_timeout_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            timeout=timeout,
+        )
+        if j.error_code != 0:
+            raise RuntimeError(f"JoinGroup {group} -> error {int(j.error_code)} ({j!r})")
+        leader = j.leader == j.member_id
+        assignments = assign_all([m.member_id for m in j.members]) if leader else None
+        s = await conn.call(
+            SYNC_GROUP,
+            5,
+            sync_body(group, j.generation_id, j.member_id, assignments, instance_id),
+            timeout=timeout,
+        )
+        if s.error_code != REBALANCE_IN_PROGRESS:
+            break
+        member_id = j.member_id
     if s.error_code != 0:
         raise RuntimeError(
             f"SyncGroup {group} gen {j.generation_id} member {j.member_id} -> "
