@@ -215,13 +215,8 @@ def _default_for(tp: Any) -> Any:
         if issubclass(tp, float):
             return 0.0
         if dataclasses.is_dataclass(tp):
-            return blank_entity(tp)
+            return build(tp)
     return None
-
-
-def blank_entity(cls: type[Any], **values: Any) -> Any:
-    """An instance of a kio entity with zero values except `values` (for error responses)."""
-    return build(cls, **values)
 
 
 def error_response(api_key: int, version: int, error: ErrorCode) -> Any:
@@ -231,4 +226,4 @@ def error_response(api_key: int, version: int, error: ErrorCode) -> Any:
     values: dict[str, Any] = {}
     if "error_code" in names:
         values["error_code"] = error
-    return blank_entity(cls, **values)
+    return build(cls, **values)

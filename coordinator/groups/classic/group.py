@@ -298,9 +298,7 @@ class ClassicGroup:
                 rebalance_timeout=m.rebalance_timeout_ms,
                 session_timeout=m.session_timeout_ms,
                 subscription=m.metadata(self.protocol_name) if self.protocol_name else b"",
-                assignment=(assignments or {}).get(m.member_id, m.assignment)
-                if assignments is not None
-                else m.assignment,
+                assignment=(assignments or {}).get(m.member_id, m.assignment),
             )
             for m in self.members.values()
         )
