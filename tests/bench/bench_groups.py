@@ -380,6 +380,56 @@ async def bench_heartbeats(peer, args, hb_conns, members: list[Member]) -> dict:
     }
 
 
+async def bench_heartbeats_paced(peer, args, hb_conns, members: list[Member], rate: float) -> dict:
+    """Open loop: heartbeats sent at a fixed total rate (spread over the connections every
+    millisecond), so latency is the server's, not a queue the generator keeps full."""
+    per_conn: list[list[gl.Template]] = [[] for _ in hb_conns]
+    for i, m in enumerate(members):
+        per_conn[i % len(hb_conns)].append(
+            gl.Template(gl.HEARTBEAT, 4, gl.heartbeat_body(m.group, m.generation, m.member_id))
+        )
+    stats = gl.LoadStats()
+    stats.running = False  # responses do not trigger more sends: the ticker does
+    drivers = [
+        gl.HeartbeatDriver(c, t, 0, stats) for c, t in zip(hb_conns, per_conn, strict=True) if t
+    ]
+    share = rate / len(drivers)
+    t0 = time.perf_counter()
+    stats.t_start = t0 + args.warmup
+    stats.t_end = stats.t_start + args.duration
+    sent = 0.0
+    due = [0.0] * len(drivers)
+    srv1 = None
+    while True:
+        now = time.perf_counter()
+        if now >= stats.t_end:
+            break
+        if srv1 is None and now >= stats.t_start:
+            srv1 = group_cpu_seconds(peer.pid)
+        elapsed = now - t0
+        for k, d in enumerate(drivers):
+            want = elapsed * share - due[k]
+            if want >= 1:
+                n = int(want)
+                d.send(n, now)
+                due[k] += n
+                sent += n
+        await asyncio.sleep(0.001)
+    srv2 = group_cpu_seconds(peer.pid)
+    t_drain = time.perf_counter()
+    while any(d.sent for d in drivers) and time.perf_counter() - t_drain < 30:
+        await asyncio.sleep(0.01)
+    for c in hb_conns:
+        c.on_raw = None
+    return {
+        "target_per_s": rate,
+        "heartbeats_per_s": stats.done / args.duration,
+        **latency_summary(stats.latencies),
+        "errors": sum(stats.errors.values()),
+        "server_cores": (srv2 - (srv1 or srv2)) / args.duration,
+    }
+
+
 async def leave_all(hb_conns, members: list[Member]) -> dict:
     by_group: dict[str, list[str]] = {}
     for m in members:
@@ -407,6 +457,11 @@ async def process_a(peer, args, res: dict, phase) -> None:
             res["errors"]["heartbeat"] = "no members formed"
             return
         await phase("heartbeat", lambda: bench_heartbeats(peer, args, hb_conns, members))
+        if args.hb_rate:
+            await phase(
+                "heartbeat_paced",
+                lambda: bench_heartbeats_paced(peer, args, hb_conns, members, args.hb_rate),
+            )
         await asyncio.sleep(args.settle)
         res["rss_idle_after_heartbeats_mib"] = group_rss_bytes(peer.pid) / MiB
         await phase("leave", lambda: leave_all(hb_conns, members))
@@ -709,6 +764,12 @@ def build_rows(args) -> list[tuple]:
         ("  server CPU", "cores", ("heartbeat", "server_cores"), None),
         ("  server CPU per heartbeat", "us", ("heartbeat", "server_cpu_us_per_hb"), "lower"),
         ("  generator CPU", "cores", ("heartbeat", "client_cores"), None),
+        ("heartbeats paced at --hb-rate", "hb/s", ("heartbeat_paced", "heartbeats_per_s"), None),
+        ("  p50", "ms", ("heartbeat_paced", "p50_ms"), "lower"),
+        ("  p99", "ms", ("heartbeat_paced", "p99_ms"), "lower"),
+        ("  p99.9", "ms", ("heartbeat_paced", "p999_ms"), "lower"),
+        ("  errors", "", ("heartbeat_paced", "errors"), None),
+        ("  server CPU", "cores", ("heartbeat_paced", "server_cores"), None),
         ("RSS at start (process A, idle)", "MiB", ("rss_start_a_mib",), "lower"),
         ("RSS idle after heartbeats", "MiB", ("rss_idle_after_heartbeats_mib",), "lower"),
     ]
@@ -749,6 +810,7 @@ def main(argv: list[str] | None = None) -> int:
         "--session-ms", type=int, help="session timeout of the heartbeat members (60000)"
     )
     ap.add_argument("--hb-conns", type=int, default=32)
+    ap.add_argument("--hb-rate", type=float, default=20_000, help="paced heartbeat run (0: skip)")
     ap.add_argument("--hb-inflight", type=int, default=64)
     ap.add_argument("--commit-conns", type=int, default=100)
     ap.add_argument("--commit-inflight", type=int, default=8)
