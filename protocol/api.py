@@ -109,9 +109,14 @@ def response_schema(api_key: int, version: int) -> type[Any]:
     return load_response_schema(api_key, version)
 
 
-@cache
+_READERS: dict[type[Any], Any] = {}
+
+
 def _reader(cls: type[Any]) -> Any:
-    return entity_reader(cls)
+    reader = _READERS.get(cls)
+    if reader is None:
+        reader = _READERS[cls] = entity_reader(cls)
+    return reader
 
 
 def is_flexible(api_key: int, version: int) -> bool:
@@ -165,9 +170,18 @@ def response_types(api_key: int, version: int) -> types.ModuleType:
     return sys.modules[response_schema(api_key, version).__module__]
 
 
-@cache
+_FILL_INS: dict[type[Any], tuple[frozenset[str], tuple[tuple[str, Any], ...]]] = {}
+
+
 def _fill_ins(cls: type[Any]) -> tuple[frozenset[str], tuple[tuple[str, Any], ...]]:
     """(field names, zero values for the fields that have no default) of an entity class."""
+    cached = _FILL_INS.get(cls)
+    if cached is None:
+        cached = _FILL_INS[cls] = _compute_fill_ins(cls)
+    return cached
+
+
+def _compute_fill_ins(cls: type[Any]) -> tuple[frozenset[str], tuple[tuple[str, Any], ...]]:
     hints = typing.get_type_hints(cls)
     names = []
     required = []

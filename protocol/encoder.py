@@ -417,7 +417,7 @@ def _emit_entity(g: _Gen, cls: type[Any], base: str) -> None:
     tagged.sort(key=lambda item: item[0])
     tags = g.var("tg")
     g.line(f"{tags} = []")
-    for tag, field in tagged:
+    for tag_number, field in tagged:
         default = field.default
         reference = default if default is not MISSING else get_tagged_field_default(field)
         ref = g.literal(reference)
@@ -428,7 +428,7 @@ def _emit_entity(g: _Gen, cls: type[Any], base: str) -> None:
         else:
             g.line(f"if not ({v} == {ref}):")
         sub = g.const(_tag_value_encoder(field, flexible), "T")
-        g.line(f"    {tags}.append({g.const(_uvarint(tag), 'G')} + _lp({sub}({v})))")
+        g.line(f"    {tags}.append({g.const(_uvarint(tag_number), 'G')} + _lp({sub}({v})))")
     if len(tagged) < 128:
         g.fixed("B", f"len({tags})")
     else:

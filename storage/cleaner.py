@@ -76,8 +76,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from aiokafka import codec  # type: ignore[import-untyped]
-from aiokafka.record.util import calc_crc32c, decode_varint  # type: ignore[import-untyped]
+from aiokafka import codec
+from aiokafka.record.util import calc_crc32c, decode_varint
 
 from protocol.batches import (
     HEADER_SIZE,
