@@ -11,7 +11,6 @@ fsync failed), TRANSACTIONAL_ID_AUTHORIZATION_FAILED (transactions are not serve
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -143,8 +142,16 @@ def _append(
 
 async def _await_durable(server: Server, appended: list[_PartitionResult]) -> None:
     """Wait for each partition's appends to be fsynced, then wake its long-poll fetchers."""
-    waits = [server.committer.wait_durable(r.partition.log, r.last_offset) for r in appended]  # type: ignore[union-attr]
-    outcomes = await asyncio.gather(*waits, return_exceptions=True)
+    committer = server.committer
+    outcomes: list[BaseException | None] = []
+    # Awaited one after the other: one fsync round covers them all, and a gather would cost
+    # a task per partition on the hot path.
+    for r in appended:
+        try:
+            await committer.wait_durable(r.partition.log, r.last_offset)  # type: ignore[union-attr]
+            outcomes.append(None)
+        except Exception as e:
+            outcomes.append(e)
     for result, outcome in zip(appended, outcomes, strict=True):
         if isinstance(outcome, BaseException):
             log.error(
