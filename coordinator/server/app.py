@@ -29,7 +29,7 @@ from ..observability.http import HttpEndpoint
 from ..observability.logging import get_logger, setup_logging
 from ..observability.metrics import ServerMetrics
 from ..runtime.service import CoordinatorService
-from ..topics.registry import Partition, TopicRegistry, atomic_write
+from ..topics.registry import Partition, TopicRegistry, atomic_write, wake_waiters
 from .connection import Connection
 from .dispatch import build_dispatch
 
@@ -174,12 +174,7 @@ class Server:
         task.add_done_callback(self._tasks.discard)
 
     def wake_fetchers(self, partition: Partition) -> None:
-        waiters = partition.waiters
-        if waiters:
-            for waiter in waiters:
-                if not waiter.done():  # type: ignore[attr-defined]
-                    waiter.set_result(None)  # type: ignore[attr-defined]
-            waiters.clear()
+        wake_waiters(partition)
 
     def shard_for(self, group_id: str) -> GroupShard:
         return self.coordinator.runner_for(group_id).shard

@@ -4,6 +4,7 @@ rename, directory fsync) on every change; partition data lives in `topics/<name>
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -46,7 +47,7 @@ class Partition:
     log: PartitionLog
     producers: ProducerStates
     # Long-poll fetches waiting for this partition's high watermark to move.
-    waiters: set[object] = field(default_factory=set)
+    waiters: set[asyncio.Future[None]] = field(default_factory=set)
 
     @property
     def high_watermark(self) -> int:
@@ -157,7 +158,7 @@ class TopicRegistry:
         self._save()
         for partition in topic.partitions:
             partition.log.close()
-            _wake(partition)
+            wake_waiters(partition)
             shutil.rmtree(self._partition_dir(topic.name, partition.index), ignore_errors=True)
 
     def add_partitions(self, topic: Topic, count: int, validate_only: bool = False) -> None:
@@ -227,11 +228,14 @@ class TopicRegistry:
         atomic_write(self.meta_path, json.dumps(data, indent=1).encode())
 
 
-def _wake(partition: Partition) -> None:
-    for waiter in list(partition.waiters):
-        if hasattr(waiter, "done") and not waiter.done():  # asyncio futures of long polls
-            waiter.set_result(None)  # type: ignore[attr-defined]
-    partition.waiters.clear()
+def wake_waiters(partition: Partition) -> None:
+    """Wake the long-poll fetches parked on a partition (new durable data, or it is gone)."""
+    waiters = partition.waiters
+    if waiters:
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        waiters.clear()
 
 
 def atomic_write(path: Path, data: bytes) -> None:
