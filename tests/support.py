@@ -104,3 +104,37 @@ class ServerProcess:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+def make_batch(
+    count: int,
+    *,
+    producer_id: int = -1,
+    epoch: int = -1,
+    seq: int = -1,
+    start_ts_ms: int = 1000,
+    step_ms: int = 1,
+    headers: tuple[tuple[str, bytes], ...] = (),
+) -> bytes:
+    """An uncompressed record batch (magic v2) of `count` keyed records, built with the
+    codec the clients use; timestamps start_ts_ms, start_ts_ms + step_ms, ..."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=0,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        batch_size=10**7,
+    )
+    for i in range(count):
+        builder.append(
+            i,
+            timestamp=start_ts_ms + i * step_ms,
+            key=b"k%d" % i,
+            value=b"v%d" % i,
+            headers=list(headers),
+        )
+    return bytes(builder.build())

@@ -10,12 +10,11 @@ import sys
 import time
 from typing import Any
 
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.integration.test_clients import create_topic
 from tests.rawclient import RawClient, encode_request, request_class
-from tests.support import ServerProcess
+from tests.support import ServerProcess, make_batch
 
 
 def _m(api_key: int, version: int) -> Any:
@@ -23,18 +22,7 @@ def _m(api_key: int, version: int) -> Any:
 
 
 def _batch(count: int, producer_id: int = -1, epoch: int = -1, seq: int = -1) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=0,
-        producer_id=producer_id,
-        producer_epoch=epoch,
-        base_sequence=seq,
-        batch_size=10**6,
-    )
-    for i in range(count):
-        builder.append(i, timestamp=1000 + i, key=None, value=b"x%d" % i, headers=[])
-    return bytes(builder.build())
+    return make_batch(count, producer_id=producer_id, epoch=epoch, seq=seq)
 
 
 def _produce(client: RawClient, topic: str, records: bytes, acks: int = -1) -> Any:

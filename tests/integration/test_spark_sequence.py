@@ -6,11 +6,9 @@ from __future__ import annotations
 import datetime
 import uuid
 
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
-
 from protocol.batches import record_timestamps, split_batches
 from tests.rawclient import RawClient, request_class
-from tests.support import ServerProcess
+from tests.support import ServerProcess, make_batch
 
 TOPIC = "spark-topic"
 PARTITIONS = 3
@@ -23,24 +21,15 @@ def _module(api_key: int, version: int):  # type: ignore[no-untyped-def]
 
 
 def _batch(producer_id: int, epoch: int, seq: int, start_ts: int, count: int) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=0,
+    return make_batch(
+        count,
         producer_id=producer_id,
-        producer_epoch=epoch,
-        base_sequence=seq,
-        batch_size=10**7,
+        epoch=epoch,
+        seq=seq,
+        start_ts_ms=start_ts,
+        step_ms=10,
+        headers=(("h", b"x"),),
     )
-    for i in range(count):
-        builder.append(
-            i,
-            timestamp=start_ts + i * 10,
-            key=b"k%d" % i,
-            value=b"row-%d" % i,
-            headers=[("h", b"x")],
-        )
-    return bytes(builder.build())
 
 
 def test_spark_request_sequence(server: ServerProcess) -> None:

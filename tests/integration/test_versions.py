@@ -9,12 +9,11 @@ import uuid
 from typing import Any
 
 import pytest
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from coordinator.server.dispatch import APIS
 from protocol.api import build
 from tests.rawclient import RawClient, request_class
-from tests.support import ServerProcess
+from tests.support import ServerProcess, make_batch
 
 TOPIC = "versions"
 
@@ -24,18 +23,7 @@ def _m(api_key: int, version: int) -> Any:
 
 
 def _batch(count: int) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=0,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=10**6,
-    )
-    for i in range(count):
-        builder.append(i, timestamp=1000 + i, key=None, value=b"x%d" % i, headers=[])
-    return bytes(builder.build())
+    return make_batch(count)
 
 
 @pytest.fixture(scope="module")

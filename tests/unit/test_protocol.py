@@ -5,7 +5,6 @@ from __future__ import annotations
 import struct
 
 import pytest
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from hypothesis import given
 from hypothesis import strategies as st
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
@@ -23,6 +22,7 @@ from protocol.api import (
 from protocol.errors import ErrorCode
 from protocol.framing import FrameDecoder, FrameTooLarge, frame
 from tests.rawclient import encode_request
+from tests.support import make_batch
 
 SUPPORTED = {3: (0, 12), 18: (0, 4)}
 
@@ -102,18 +102,10 @@ def test_error_response_encodes_at_every_version() -> None:
 
 
 def _batch(count: int, base_ts: int = 1000, producer_id: int = -1, seq: int = -1) -> bytearray:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=0,
-        producer_id=producer_id,
-        producer_epoch=0 if producer_id >= 0 else -1,
-        base_sequence=seq,
-        batch_size=10**7,
+    epoch = 0 if producer_id >= 0 else -1
+    return bytearray(
+        make_batch(count, producer_id=producer_id, epoch=epoch, seq=seq, start_ts_ms=base_ts)
     )
-    for i in range(count):
-        builder.append(i, timestamp=base_ts + i, key=b"k%d" % i, value=b"v", headers=[])
-    return bytearray(builder.build())
 
 
 def test_batch_header_validation_and_offset_stamping() -> None:
