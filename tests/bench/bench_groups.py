@@ -331,12 +331,18 @@ async def form_members(peer, args, hb_conns) -> tuple[list[Member], dict]:
             c.close()
 
 
-async def bench_heartbeats(peer, args, hb_conns, members: list[Member]) -> dict:
+def heartbeat_templates(hb_conns, members: list[Member]) -> list[list[gl.Template]]:
+    """Each member's pre-encoded Heartbeat v4, dealt round-robin over the connections."""
     per_conn: list[list[gl.Template]] = [[] for _ in hb_conns]
     for i, m in enumerate(members):
         per_conn[i % len(hb_conns)].append(
             gl.Template(gl.HEARTBEAT, 4, gl.heartbeat_body(m.group, m.generation, m.member_id))
         )
+    return per_conn
+
+
+async def bench_heartbeats(peer, args, hb_conns, members: list[Member]) -> dict:
+    per_conn = heartbeat_templates(hb_conns, members)
     stats = gl.LoadStats()
     drivers = [
         gl.HeartbeatDriver(c, tpls, args.hb_inflight, stats)
@@ -383,11 +389,7 @@ async def bench_heartbeats(peer, args, hb_conns, members: list[Member]) -> dict:
 async def bench_heartbeats_paced(peer, args, hb_conns, members: list[Member], rate: float) -> dict:
     """Open loop: heartbeats sent at a fixed total rate (spread over the connections every
     millisecond), so latency is the server's, not a queue the generator keeps full."""
-    per_conn: list[list[gl.Template]] = [[] for _ in hb_conns]
-    for i, m in enumerate(members):
-        per_conn[i % len(hb_conns)].append(
-            gl.Template(gl.HEARTBEAT, 4, gl.heartbeat_body(m.group, m.generation, m.member_id))
-        )
+    per_conn = heartbeat_templates(hb_conns, members)
     stats = gl.LoadStats()
     stats.running = False  # responses do not trigger more sends: the ticker does
     drivers = [
