@@ -1,32 +1,57 @@
 """GroupShard: the pure state machine of one coordinator shard (one __consumer_offsets
-partition): its classic groups, their offsets, and (issue 4) consumer groups.
+partition): its classic groups, its consumer groups (KIP-848) and their offsets.
 
 No asyncio, clock, uuid or I/O here: time comes in as `now_ms`, ids from `ids`, timers
-through `timer`. Request handlers live in the managers (classic/manager.py, offsets.py);
-this class owns what they share (the group registry) and routes replayed records.
+through `timer`, topics from a read-only `topics` image. Request handlers live in the
+managers (classic/manager.py, consumer/manager.py, offsets.py); this class owns what they
+share (the group registries: a group id names a classic or a consumer group, never both)
+and routes replayed records.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from protocol.records import GroupMetadataKey, OffsetCommitKey
+from protocol.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    GroupMetadataKey,
+    OffsetCommitKey,
+)
 
 from .classic.group import ClassicGroup, GroupState
 from .classic.manager import ClassicGroupManager
 from .config import GroupConfig
+from .consumer.group import ConsumerGroup
+from .consumer.manager import ConsumerGroupManager
 from .offsets import OffsetManager
 from .result import IdSource, Result, Timer
+from .topics import StaticTopicImage, TopicImage
 
 
 class GroupShard:
-    def __init__(self, shard_id: int, config: GroupConfig, timer: Timer, ids: IdSource) -> None:
+    def __init__(
+        self,
+        shard_id: int,
+        config: GroupConfig,
+        timer: Timer,
+        ids: IdSource,
+        topics: TopicImage | None = None,
+    ) -> None:
         self.shard_id = shard_id
         self.config = config
         self.timer = timer
         self.ids = ids
+        self.topics: TopicImage = topics if topics is not None else StaticTopicImage()
         self.groups: dict[str, ClassicGroup] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.classic = ClassicGroupManager(self)
+        self.consumer = ConsumerGroupManager(self)
         self.offsets = OffsetManager(self)
 
     # -- the group registry ----------------------------------------------------------------
@@ -43,6 +68,15 @@ class GroupShard:
             self.groups[group_id] = group
         return group
 
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        return self.consumer_groups.get(group_id)
+
+    def has_group(self, group_id: str) -> bool:
+        return group_id in self.groups or group_id in self.consumer_groups
+
+    def group_count(self) -> int:
+        return len(self.groups) + len(self.consumer_groups)
+
     def remove_group(self, group_id: str) -> None:
         group = self.groups.pop(group_id, None)
         if group is not None:
@@ -57,11 +91,44 @@ class GroupShard:
             self.offsets.replay(key, value, now_ms)
         elif isinstance(key, GroupMetadataKey):
             self.classic.replay(key, value, now_ms)
-        # Consumer-group records (issue 4) are ignored until that protocol is served.
+        else:
+            self._replay_consumer(key, value)
+
+    def _replay_consumer(self, key: Any, value: Any) -> None:
+        """Kafka's replay of consumer-group records: a value creates the group if needed,
+        a tombstone for a group that is not there is a no-op."""
+        group_id = key.group_id
+        group = self.consumer_groups.get(group_id)
+        if group is None:
+            if value is None:
+                return
+            group = self.consumer_groups[group_id] = ConsumerGroup(group_id)
+        if isinstance(key, ConsumerGroupMetadataKey):
+            if value is None:
+                group.dead = True
+                del self.consumer_groups[group_id]
+            else:
+                group.replay_group_metadata(value.epoch, value.metadata_hash)
+        elif isinstance(key, ConsumerGroupMemberMetadataKey):
+            group.replay_member_metadata(key.member_id, value)
+        elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
+            group.replay_current_assignment(key.member_id, value)
+        elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
+            group.replay_target_member(key.member_id, value)
+        elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
+            if value is None:
+                group.replay_target_metadata(-1, 0)
+            else:
+                group.replay_target_metadata(value.assignment_epoch, value.assignment_timestamp)
+        elif isinstance(key, ConsumerGroupRegularExpressionKey):
+            group.replay_regex(key.regular_expression, value)
+        elif isinstance(key, ConsumerGroupPartitionMetadataKey):
+            group.has_legacy_partition_metadata = value is not None
 
     def on_loaded(self, now_ms: int) -> Result:
         """After loading: re-arm member session timers and the offset-expiration timer; the
         Result holds what that starts (e.g. rebalances of groups over the size limit)."""
         result = self.classic.on_loaded(now_ms)
+        self.consumer.on_loaded(now_ms)
         self.offsets.on_loaded(now_ms)
         return result

@@ -1,0 +1,272 @@
+"""A consumer group (KIP-848) as its records build it: Kafka's ConsumerGroup.
+
+Theory of operation. Every field here changes only through `replay` of one of the
+consumer-group records (ConsumerGroupMetadata, MemberMetadata, TargetAssignmentMetadata,
+TargetAssignmentMember, CurrentMemberAssignment, RegularExpression, the legacy
+PartitionMetadata), so a group rebuilt from its log is the live group. Handlers
+(manager.py) read the group, compute new member snapshots and records, and leave the
+change to the runtime's replay.
+
+A member exists while its MemberMetadata does (`metadata`); its current assignment
+(`members`, a ConsumerGroupMember snapshot) comes from its CurrentMemberAssignment record,
+written in the same batch. `owners` indexes every partition held (assigned or pending
+revocation) by its member: a partition held twice is a broken invariant, and replay refuses
+it. The group's state (Empty/Assigning/Reconciling/Stable) is derived on demand: only
+describe, list and metrics read it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from enum import Enum
+
+from protocol.records import (
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberValue,
+    TopicPartitions,
+)
+
+from .member import ConsumerGroupMember, MemberState
+
+__all__ = ["ConsumerGroup", "ConsumerGroupState", "DoubleOwnership", "target_from_record"]
+
+TopicAssignment = Mapping[uuid.UUID, frozenset[int]]
+
+# New groups start at epoch 1 (Kafka 4.3, KIP-1263): the first bump gives 2.
+INITIAL_GROUP_EPOCH = 1
+
+
+class ConsumerGroupState(Enum):
+    """Kafka's ConsumerGroup.ConsumerGroupState, by the name clients see."""
+
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+class DoubleOwnership(RuntimeError):
+    """Replay would give a partition to a second member: the log breaks the invariant that
+    reconciliation keeps (Kafka throws IllegalStateException)."""
+
+
+class ConsumerGroup:
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = INITIAL_GROUP_EPOCH
+        self.metadata_hash = 0
+        self.assignment_epoch = INITIAL_GROUP_EPOCH
+        self.assignment_timestamp_ms = 0
+        self.metadata: dict[str, ConsumerGroupMemberMetadataValue] = {}
+        self.members: dict[str, ConsumerGroupMember] = {}
+        self.target: dict[str, TopicAssignment] = {}
+        self.static_members: dict[str, str] = {}  # instance id -> member id
+        self.owners: dict[uuid.UUID, dict[int, str]] = {}  # topic -> partition -> member
+        self.subscribed_names: Counter[str] = Counter()
+        self.regex_subscribers: Counter[str] = Counter()
+        self.resolved_regexes: dict[str, ConsumerGroupRegularExpressionValue] = {}
+        self.has_legacy_partition_metadata = False
+        # The topic-image version the metadata hash was last checked at (not persisted: a
+        # loaded group checks again on its first heartbeat, as Kafka's refresh deadline).
+        self.checked_image_version = -1
+        self.dead = False
+
+    # -- views -----------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.metadata)
+
+    def is_empty(self) -> bool:
+        return not self.metadata
+
+    def member(self, member_id: str) -> ConsumerGroupMember | None:
+        """The member's current snapshot, or None if it is not a member."""
+        meta = self.metadata.get(member_id)
+        if meta is None:
+            return None
+        member = self.members.get(member_id)
+        if member is None:
+            # Metadata without a current assignment yet (both come in one batch).
+            member = ConsumerGroupMember(
+                member_id,
+                instance_id=meta.instance_id,
+                rebalance_timeout_ms=meta.rebalance_timeout_ms,
+            )
+        return member
+
+    def static_member_id(self, instance_id: str | None) -> str | None:
+        return None if instance_id is None else self.static_members.get(instance_id)
+
+    def current_partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
+        """The epoch of the member holding the partition, -1 if nobody does."""
+        owner = self.owners.get(topic_id, {}).get(partition)
+        if owner is None:
+            return -1
+        member = self.members.get(owner)
+        return -1 if member is None else member.member_epoch
+
+    def state(self) -> ConsumerGroupState:
+        if self.dead:
+            return ConsumerGroupState.DEAD
+        if not self.metadata:
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        for member_id in self.metadata:
+            member = self.members.get(member_id)
+            if member is None or not member.is_reconciled_to(self.assignment_epoch):
+                return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def subscribed_topic_names(self) -> set[str]:
+        """Every topic name a member subscribes to, by name or through a resolved regex."""
+        names = set(self.subscribed_names)
+        for regex in self.regex_subscribers:
+            resolved = self.resolved_regexes.get(regex)
+            if resolved is not None:
+                names.update(resolved.topics)
+        return names
+
+    def preferred_assignor(self) -> str | None:
+        """The ServerAssignor most members ask for (ties: the first seen), None if none."""
+        counts: Counter[str] = Counter(
+            m.server_assignor for m in self.metadata.values() if m.server_assignor
+        )
+        return counts.most_common(1)[0][0] if counts else None
+
+    def iter_members(
+        self,
+    ) -> Iterator[tuple[ConsumerGroupMemberMetadataValue, ConsumerGroupMember]]:
+        for member_id, meta in self.metadata.items():
+            member = self.member(member_id)
+            assert member is not None
+            yield meta, member
+
+    # -- replay ----------------------------------------------------------------------------
+
+    def replay_group_metadata(self, epoch: int, metadata_hash: int) -> None:
+        self.group_epoch = epoch
+        self.metadata_hash = metadata_hash
+
+    def replay_member_metadata(
+        self, member_id: str, value: ConsumerGroupMemberMetadataValue | None
+    ) -> None:
+        old = self.metadata.pop(member_id, None)
+        if old is not None:
+            self._unsubscribe(old)
+            if (
+                old.instance_id is not None
+                and self.static_members.get(old.instance_id) == member_id
+            ):
+                del self.static_members[old.instance_id]
+        if value is None:
+            # Kafka's removeMember: the member, its assignment and its ownerships go.
+            self._set_current(member_id, None)
+            return
+        self.metadata[member_id] = value
+        self.subscribed_names.update(value.subscribed_topic_names)
+        if value.subscribed_topic_regex:
+            self.regex_subscribers[value.subscribed_topic_regex] += 1
+        if value.instance_id is not None:
+            self.static_members[value.instance_id] = member_id
+        current = self.members.get(member_id)
+        if current is not None and (
+            current.instance_id != value.instance_id
+            or current.rebalance_timeout_ms != value.rebalance_timeout_ms
+        ):
+            self.members[member_id] = _with_metadata(current, value)
+
+    def _unsubscribe(self, meta: ConsumerGroupMemberMetadataValue) -> None:
+        self.subscribed_names.subtract(meta.subscribed_topic_names)
+        for name in meta.subscribed_topic_names:
+            if self.subscribed_names[name] <= 0:
+                del self.subscribed_names[name]
+        regex = meta.subscribed_topic_regex
+        if regex:
+            self.regex_subscribers[regex] -= 1
+            if self.regex_subscribers[regex] <= 0:
+                del self.regex_subscribers[regex]
+
+    def replay_current_assignment(
+        self, member_id: str, value: ConsumerGroupCurrentMemberAssignmentValue | None
+    ) -> None:
+        if value is None:
+            self._set_current(member_id, None)
+            return
+        meta = self.metadata.get(member_id)
+        old = self.members.get(member_id)
+        if old is not None:
+            new = old.updated_with(value)
+        else:
+            new = ConsumerGroupMember(
+                member_id,
+                instance_id=meta.instance_id if meta else None,
+                rebalance_timeout_ms=meta.rebalance_timeout_ms if meta else -1,
+            ).updated_with(value)
+        self._set_current(member_id, new)
+
+    def _set_current(self, member_id: str, member: ConsumerGroupMember | None) -> None:
+        old = self.members.pop(member_id, None)
+        if old is not None:
+            for topic, partition in old.owned_partitions():
+                by_partition = self.owners.get(topic)
+                if by_partition is not None and by_partition.get(partition) == member_id:
+                    del by_partition[partition]
+                    if not by_partition:
+                        del self.owners[topic]
+        if member is None:
+            return
+        for topic, partition in member.owned_partitions():
+            by_partition = self.owners.setdefault(topic, {})
+            holder = by_partition.get(partition)
+            if holder is not None and holder != member_id:
+                raise DoubleOwnership(
+                    f"group {self.group_id}: partition {topic}-{partition} is held by "
+                    f"{holder}, cannot also be given to {member_id}"
+                )
+            by_partition[partition] = member_id
+        self.members[member_id] = member
+
+    def replay_target_member(
+        self, member_id: str, value: ConsumerGroupTargetAssignmentMemberValue | None
+    ) -> None:
+        if value is None:
+            self.target.pop(member_id, None)
+        else:
+            self.target[member_id] = target_from_record(value.topic_partitions)
+
+    def replay_target_metadata(self, assignment_epoch: int, timestamp_ms: int) -> None:
+        self.assignment_epoch = assignment_epoch
+        self.assignment_timestamp_ms = timestamp_ms
+
+    def replay_regex(self, regex: str, value: ConsumerGroupRegularExpressionValue | None) -> None:
+        if value is None:
+            self.resolved_regexes.pop(regex, None)
+        else:
+            self.resolved_regexes[regex] = value
+
+
+def target_from_record(topics: tuple[TopicPartitions, ...]) -> dict[uuid.UUID, frozenset[int]]:
+    out: dict[uuid.UUID, frozenset[int]] = {}
+    for tp in topics:
+        if tp.partitions:
+            out[tp.topic_id] = out.get(tp.topic_id, frozenset()) | frozenset(tp.partitions)
+    return out
+
+
+def _with_metadata(
+    member: ConsumerGroupMember, meta: ConsumerGroupMemberMetadataValue
+) -> ConsumerGroupMember:
+    return dataclasses.replace(
+        member, instance_id=meta.instance_id, rebalance_timeout_ms=meta.rebalance_timeout_ms
+    )
+
+
+def is_unrevoked(member: ConsumerGroupMember) -> bool:
+    return member.state is MemberState.UNREVOKED_PARTITIONS
