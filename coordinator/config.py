@@ -118,6 +118,38 @@ class Config:
     group_max_size: int = field(
         default=2_147_483_647, metadata={"help": "members per classic group (group.max.size)"}
     )
+    group_consumer_session_timeout_ms: int = field(
+        default=45_000,
+        metadata={"help": "consumer-protocol session timeout (group.consumer.session.timeout.ms)"},
+    )
+    group_consumer_heartbeat_interval_ms: int = field(
+        default=5_000,
+        metadata={
+            "help": "consumer-protocol heartbeat interval (group.consumer.heartbeat.interval.ms)"
+        },
+    )
+    group_consumer_max_size: int = field(
+        default=2_147_483_647,
+        metadata={"help": "members per consumer group (group.consumer.max.size)"},
+    )
+    group_consumer_assignors: str = field(
+        default="uniform,range",
+        metadata={"help": "server assignors, the first is the default (group.consumer.assignors)"},
+    )
+    group_consumer_assignment_interval_ms: int = field(
+        default=1_000,
+        metadata={
+            "help": "least time between target assignments of a group "
+            "(group.consumer.assignment.interval.ms)"
+        },
+    )
+    group_consumer_reconciling_heartbeat_interval_ms: int = field(
+        default=250,
+        metadata={
+            "help": "heartbeat interval given to reconciling members so released partitions "
+            "move fast (ours; 0 = the normal interval)"
+        },
+    )
     thread_switch_interval_us: int = field(
         default=500,
         metadata={"help": "Python thread switch interval; short so fsync results return fast"},
@@ -216,6 +248,13 @@ def validate(config: Config) -> None:
     for name in positive:
         if getattr(config, name) <= 0:
             raise ConfigError(f"{name} must be positive")
+    if config.group_consumer_heartbeat_interval_ms >= config.group_consumer_session_timeout_ms:
+        raise ConfigError(
+            "group_consumer_heartbeat_interval_ms must be below group_consumer_session_timeout_ms"
+        )
+    assignors = [a.strip() for a in config.group_consumer_assignors.split(",") if a.strip()]
+    if not assignors or not set(assignors) <= {"uniform", "range"}:
+        raise ConfigError("group_consumer_assignors: a comma-separated list of uniform, range")
     if config.log_level not in ("debug", "info", "warning", "error"):
         raise ConfigError("log_level must be debug, info, warning or error")
 

@@ -41,6 +41,8 @@ from protocol.records import (
 )
 
 from .classic.group import ClassicGroup, GroupState
+from .consumer.fencing import validate_offset_commit
+from .consumer.group import ConsumerGroup
 from .result import Record, Reply, Result
 
 if TYPE_CHECKING:  # shard.py imports this module
@@ -49,6 +51,8 @@ if TYPE_CHECKING:  # shard.py imports this module
 EXPIRE_TIMER_KEY = "expire-group-metadata"
 ZERO_UUID = uuid.UUID(int=0)
 CONSUMER_PROTOCOL_TYPE = "consumer"
+# Consumer-protocol members must commit with OffsetCommit v9+ (KIP-848 added the epoch).
+CONSUMER_COMMIT_MIN_VERSION = 9
 
 _NOT_EMPTY = (
     GroupState.STABLE,
@@ -324,7 +328,7 @@ class OffsetManager:
                 if not topics:
                     del self._offsets[group_id]
             return
-        if self.shard.classic_group(group_id) is None:
+        if not self.shard.has_group(group_id):
             self.shard.get_or_create_classic_group(group_id, now_ms)
         topics = self._offsets.get(group_id)
         if topics is None:
@@ -362,7 +366,7 @@ class OffsetManager:
                 if group_id != last_group:
                     # Within the run nothing removes a group: checking once per group
                     # (consecutive keys of a group are the common case) is enough.
-                    if shard.classic_group(group_id) is None:
+                    if not shard.has_group(group_id):
                         shard.get_or_create_classic_group(group_id, now_ms)
                     found_topics = offsets.get(group_id)
                     if found_topics is None:
@@ -395,14 +399,20 @@ class OffsetManager:
     # -- OffsetCommit ----------------------------------------------------------------------
 
     def commit_offsets(self, request: OffsetCommitRequest, reply: Reply, now_ms: int) -> Result:
-        """OffsetCommit for classic and simple groups. Emits an OffsetCommit record per
-        accepted partition. Errors for the whole request (every partition carries it):
-        GROUP_ID_NOT_FOUND (v9+) / ILLEGAL_GENERATION (v<9) for a missing group with
-        generation >= 0, COORDINATOR_NOT_AVAILABLE, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
-        ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS; per partition OFFSET_METADATA_TOO_LARGE."""
+        """OffsetCommit for classic, simple and consumer groups. Emits an OffsetCommit
+        record per accepted partition. Errors for the whole request (every partition
+        carries it): GROUP_ID_NOT_FOUND (v9+) / ILLEGAL_GENERATION (v<9) for a missing group
+        with generation >= 0, COORDINATOR_NOT_AVAILABLE, UNKNOWN_MEMBER_ID,
+        FENCED_INSTANCE_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS; for consumer groups
+        UNSUPPORTED_VERSION (a consumer-protocol member below v9) and STALE_MEMBER_EPOCH
+        (KIP-1251 fencing, consumer/fencing.py); per partition OFFSET_METADATA_TOO_LARGE."""
         result = Result()
+        consumer_group = self.shard.consumer_group(request.group_id)
         group = self.shard.classic_group(request.group_id)
-        error = self._validate_commit(group, request)
+        if consumer_group is not None:
+            error = _validate_consumer_commit(consumer_group, request)
+        else:
+            error = self._validate_commit(group, request)
         if error is not ErrorCode.NONE:
             result.reply(reply, _commit_error_response(request, error))
             return result
@@ -477,11 +487,21 @@ class OffsetManager:
         """OffsetFetch for one group; writes nothing. A missing or Dead group is no error:
         requested partitions answer offset -1 (fetch-all: no topics). An offset stored under
         another (non-zero) topic id than the requested one answers -1: the topic was
-        re-created. `require_stable` changes nothing until transactional offsets exist."""
+        re-created. `require_stable` changes nothing until transactional offsets exist.
+        A consumer group checks the member when the request names one (v9): group-level
+        UNKNOWN_MEMBER_ID, or STALE_MEMBER_EPOCH unless the epoch is the member's (strict:
+        no KIP-1251 leniency for fetches)."""
         result = Result()
         group = self.shard.classic_group(request.group_id)
+        consumer_group = self.shard.consumer_group(request.group_id)
         stored: dict[str, dict[int, Entry]] = {}
-        if group is not None and group.state is not GroupState.DEAD:
+        if consumer_group is not None:
+            error = _validate_consumer_fetch(consumer_group, request)
+            if error is not ErrorCode.NONE:
+                result.reply(reply, OffsetFetchResponse(request.group_id, [], error))
+                return result
+            stored = self._offsets.get(request.group_id, {})
+        elif group is not None and group.state is not GroupState.DEAD:
             stored = self._offsets.get(request.group_id, {})
         topics: list[OffsetFetchTopicResult] = []
         if request.topics is None:
@@ -519,14 +539,19 @@ class OffsetManager:
         GROUP_SUBSCRIBED_TO_TOPIC for every partition of a topic the group consumes."""
         result = Result()
         group = self.shard.classic_group(group_id)
-        if group is None or group.state is GroupState.DEAD:
+        consumer_group = self.shard.consumer_group(group_id)
+        subscribed: _Subscriptions | _ConsumerSubscriptions
+        if consumer_group is not None:
+            subscribed = _ConsumerSubscriptions(consumer_group)  # no group-level check
+        elif group is None or group.state is GroupState.DEAD:
             result.reply(reply, OffsetDeleteResponse(ErrorCode.GROUP_ID_NOT_FOUND, []))
             return result
-        if group.state in _NOT_EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+        elif group.state in _NOT_EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
             result.reply(reply, OffsetDeleteResponse(ErrorCode.NON_EMPTY_GROUP, []))
             return result
+        else:
+            subscribed = _Subscriptions(group)
         stored = self._offsets.get(group_id, {})
-        subscribed = _Subscriptions(group)
         results: list[OffsetDeleteTopicResult] = []
         for name, indexes in topics.items():
             if subscribed.includes(name):
@@ -547,13 +572,22 @@ class OffsetManager:
 
     def delete_groups(self, group_ids: list[str], reply: Reply, now_ms: int) -> Result:
         """DeleteGroups for the groups of this shard (duplicates answered once). Per group:
-        GROUP_ID_NOT_FOUND (missing or Dead), NON_EMPTY_GROUP (classic group not Empty), else
-        NONE with offset tombstones then a GroupMetadata tombstone, all in one write."""
+        GROUP_ID_NOT_FOUND (missing or Dead), NON_EMPTY_GROUP (a group not Empty), else NONE
+        with offset tombstones then the group's tombstones (GroupMetadata, or every
+        consumer-group record), all in one write."""
         result = Result()
         results: list[DeletableGroupResult] = []
         for group_id in dict.fromkeys(group_ids):
             group = self.shard.classic_group(group_id)
-            if group is None or group.state is GroupState.DEAD:
+            consumer_group = self.shard.consumer_group(group_id)
+            if consumer_group is not None:
+                if consumer_group.is_empty():
+                    error = ErrorCode.NONE
+                    self.deletions += self.delete_all_offsets(group_id, result.records)
+                    result.records.extend(self.shard.consumer.deletion_records(consumer_group))
+                else:
+                    error = ErrorCode.NON_EMPTY_GROUP
+            elif group is None or group.state is GroupState.DEAD:
                 error = ErrorCode.GROUP_ID_NOT_FOUND
             elif group.state is not GroupState.EMPTY:
                 error = ErrorCode.NON_EMPTY_GROUP
@@ -593,7 +627,38 @@ class OffsetManager:
             if self._expire_group(group, now_ms, result.records):
                 if group.state is GroupState.EMPTY:
                     result.records.append((GroupMetadataKey(group_id), None))
+        for consumer_group in list(self.shard.consumer_groups.values()):
+            if self._expire_consumer_group(consumer_group, now_ms, result.records):
+                if consumer_group.is_empty():
+                    result.records.extend(self.shard.consumer.deletion_records(consumer_group))
         return result
+
+    def _expire_consumer_group(
+        self, group: ConsumerGroup, now_ms: int, records: list[Record]
+    ) -> bool:
+        """Consumer groups: offsets of unsubscribed topics expire by commit time; True
+        when none is left."""
+        topics = self._offsets.get(group.group_id)
+        if topics is None:
+            return True
+        retention_ms = self.shard.config.offsets_retention_ms
+        subscribed = _ConsumerSubscriptions(group)
+        all_expired = True
+        for topic, parts in topics.items():
+            if subscribed.includes(topic):
+                all_expired = False
+                continue
+            for partition, entry in parts.items():
+                commit_ts, expire_ts = _TIMES.unpack_from(entry)
+                expired = (
+                    now_ms >= expire_ts if expire_ts != -1 else now_ms - commit_ts >= retention_ms
+                )
+                if expired:
+                    records.append((OffsetCommitKey(group.group_id, topic, partition), None))
+                    self.expirations += 1
+                else:
+                    all_expired = False
+        return all_expired
 
     def _expire_group(self, group: ClassicGroup, now_ms: int, records: list[Record]) -> bool:
         """Tombstone the group's expired offsets; True when none is left."""
@@ -672,6 +737,50 @@ class _Subscriptions:
 
     def includes(self, topic: str) -> bool:
         return self._all or topic in self._topics
+
+
+class _ConsumerSubscriptions:
+    """A consumer group's topics: names and resolved regexes of its members."""
+
+    __slots__ = ("_topics",)
+
+    def __init__(self, group: ConsumerGroup) -> None:
+        self._topics = group.subscribed_topic_names()
+
+    def includes(self, topic: str) -> bool:
+        return topic in self._topics
+
+
+def _validate_consumer_commit(group: ConsumerGroup, request: OffsetCommitRequest) -> ErrorCode:
+    """Kafka's ConsumerGroup.validateOffsetCommit (non-transactional, C.1): admin commits
+    to an empty group pass; otherwise the member must exist, use v9+ if it speaks the
+    consumer protocol, and pass the KIP-1251 epoch check."""
+    epoch = request.generation_id_or_member_epoch
+    if epoch < 0 and group.is_empty():
+        return ErrorCode.NONE
+    member = group.member(request.member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    classic_member = group.metadata[request.member_id].classic_member_metadata is not None
+    if not classic_member and request.version < CONSUMER_COMMIT_MIN_VERSION:
+        return ErrorCode.UNSUPPORTED_VERSION
+    partitions = (
+        (topic.topic_id or ZERO_UUID, p.index) for topic in request.topics for p in topic.partitions
+    )
+    error, _ = validate_offset_commit(member, epoch, partitions, classic_member)
+    return error
+
+
+def _validate_consumer_fetch(group: ConsumerGroup, request: OffsetFetchRequest) -> ErrorCode:
+    if request.member_id is None and request.member_epoch < 0:
+        return ErrorCode.NONE
+    member = group.member(request.member_id or "")
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if request.member_epoch != member.member_epoch:
+        classic_member = group.metadata[member.member_id].classic_member_metadata is not None
+        return ErrorCode.ILLEGAL_GENERATION if classic_member else ErrorCode.STALE_MEMBER_EPOCH
+    return ErrorCode.NONE
 
 
 def _fetched(index: int, stored: OffsetAndMetadata) -> OffsetFetchPartition:

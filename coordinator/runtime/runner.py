@@ -46,6 +46,7 @@ from storage import GroupCommitter, LogConfig, PartitionLog
 from ..groups.config import GroupConfig
 from ..groups.result import Reply, Result, TimerCallback
 from ..groups.shard import GroupShard
+from ..groups.topics import TopicImage
 from ..observability.logging import get_logger
 from ..observability.metrics import ServerMetrics
 from .timers import LoopTimer
@@ -102,8 +103,10 @@ class ShardRunner:
         committer: GroupCommitter,
         clock_ms: Callable[[], int] | None = None,
         metrics: ServerMetrics | None = None,
+        topics: TopicImage | None = None,
     ) -> None:
         self.shard_id = shard_id
+        self.topics = topics
         self.metrics = metrics
         self.directory = directory
         self.group_config = group_config
@@ -112,7 +115,7 @@ class ShardRunner:
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.state = ShardState.LOADING
         self.timer = LoopTimer(self.fire_timer)
-        self.shard = GroupShard(shard_id, group_config, self.timer, UuidIds())
+        self.shard = GroupShard(shard_id, group_config, self.timer, UuidIds(), topics)
         self.log: PartitionLog | None = None
         self._batch: _Batch | None = None
         self._inflight = 0  # appended batches not yet durable
@@ -128,7 +131,9 @@ class ShardRunner:
         started = time.monotonic()
         self.state = ShardState.LOADING
         self.timer.cancel_all()
-        self.shard = GroupShard(self.shard_id, self.group_config, self.timer, UuidIds())
+        self.shard = GroupShard(
+            self.shard_id, self.group_config, self.timer, UuidIds(), self.topics
+        )
         if self.log is not None:
             self.log.close()
         self.log = PartitionLog.open(self.directory, self.log_config)
@@ -553,7 +558,7 @@ class _LogReplayer:
             group_keys = by_group.get(group_id)
             if group_keys is None:
                 group_keys = by_group[group_id] = []
-                if shard.classic_group(group_id) is None or not offsets.has_offsets(group_id):
+                if not shard.has_group(group_id) or not offsets.has_offsets(group_id):
                     self._new_groups = True
             group_keys.append(key)
         self._indexed = len(pending)

@@ -12,6 +12,7 @@ from storage import GroupCommitter, LogConfig, install_compaction, prepare_compa
 
 from ..groups.config import GroupConfig
 from ..groups.result import Result
+from ..groups.topics import TopicImage
 from ..observability.logging import get_logger
 from ..observability.metrics import ServerMetrics
 from .partitioning import shard_for
@@ -32,6 +33,7 @@ class CoordinatorService:
         log_config: LogConfig,
         committer: GroupCommitter,
         metrics: ServerMetrics | None = None,
+        topics: TopicImage | None = None,
     ) -> None:
         self.shard_count = shard_count
         self.runners = [
@@ -42,6 +44,7 @@ class CoordinatorService:
                 log_config,
                 committer,
                 metrics=metrics,
+                topics=topics,
             )
             for i in range(shard_count)
         ]
@@ -77,7 +80,7 @@ class CoordinatorService:
             "coordinator loaded",
             shards=self.shard_count,
             records=sum(r.loaded_records for r in self.runners),
-            groups=sum(len(r.shard.groups) for r in self.runners),
+            groups=sum(r.shard.group_count() for r in self.runners),
             seconds=round(self.load_time_s, 3),
         )
 

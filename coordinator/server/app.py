@@ -53,6 +53,7 @@ class Server:
             ),
             self.committer,
             self.metrics,
+            topics=self.topics,
         )
         self.metrics.registry.register(CoordinatorCollector(self.coordinator))
         self.connections: set[Connection] = set()
@@ -232,6 +233,16 @@ def group_config(config: Config) -> GroupConfig:
         offset_metadata_max_bytes=config.offset_metadata_bytes_max,
         offsets_retention_ms=config.offsets_retention_ms,
         offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+        consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+        consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+        consumer_max_size=config.group_consumer_max_size,
+        consumer_assignors=tuple(
+            a.strip() for a in config.group_consumer_assignors.split(",") if a.strip()
+        ),
+        consumer_assignment_interval_ms=config.group_consumer_assignment_interval_ms,
+        consumer_reconciling_heartbeat_interval_ms=(
+            config.group_consumer_reconciling_heartbeat_interval_ms
+        ),
     )
 
 

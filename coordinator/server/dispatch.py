@@ -25,6 +25,7 @@ from ..topics.produce import handle_produce
 from .cluster import handle_api_versions, handle_find_coordinator, handle_init_producer_id
 from .group_api import (
     handle_consumer_group_describe,
+    handle_consumer_group_heartbeat,
     handle_delete_groups,
     handle_describe_groups,
     handle_heartbeat,
@@ -63,6 +64,7 @@ APIS: dict[int, tuple[Any, int, int]] = {
     ApiKey.LEAVE_GROUP: (handle_leave_group, 0, 5),
     ApiKey.DESCRIBE_GROUPS: (handle_describe_groups, 0, 6),
     ApiKey.LIST_GROUPS: (handle_list_groups, 0, 5),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (handle_consumer_group_heartbeat, 0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (handle_consumer_group_describe, 0, 1),
 }
 

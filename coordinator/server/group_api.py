@@ -10,6 +10,7 @@ loads, requests get COORDINATOR_LOAD_IN_PROGRESS; a failed shard answers NOT_COO
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from protocol.errors import ErrorCode
 
 from ..groups import offsets as om
 from ..groups.classic import messages as cm
+from ..groups.consumer import messages as ccm
 from ..groups.result import Reply, Result
 from ..groups.shard import GroupShard
 from ..runtime.runner import NotActive, ShardState, StorageFailure
@@ -640,7 +642,11 @@ def handle_describe_groups(conn: Connection, request: Request) -> Any:
                 )
             )
             continue
-        described = runner.shard.classic.describe_groups([group_id], version)[0]
+        consumer_group = runner.shard.consumer_group(group_id)
+        if consumer_group is not None:
+            described = runner.shard.consumer.describe_as_classic(consumer_group)
+        else:
+            described = runner.shard.classic.describe_groups([group_id], version)[0]
         groups.append(
             build(
                 m.DescribedGroup,
@@ -687,6 +693,7 @@ def handle_list_groups(conn: Connection, request: Request) -> Any:
                 error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
             continue
         listed.extend(runner.shard.classic.list_groups(states, types))
+        listed.extend(runner.shard.consumer.list_groups(states, types))
     return build(
         m.ListGroupsResponse,
         error_code=error,
@@ -703,38 +710,144 @@ def handle_list_groups(conn: Connection, request: Request) -> Any:
     )
 
 
+def handle_consumer_group_heartbeat(conn: Connection, request: Request) -> Any:
+    """ConsumerGroupHeartbeat v0-v1 (KIP-848). Emits the consumer-group records the shard's
+    pipeline writes (consumer/manager.py); the response goes after they are durable. Errors
+    (top level, with Kafka's messages): INVALID_REQUEST, UNSUPPORTED_ASSIGNOR,
+    GROUP_ID_NOT_FOUND, GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
+    FENCED_INSTANCE_ID, UNRELEASED_INSTANCE_ID, INVALID_REGULAR_EXPRESSION,
+    UNKNOWN_SERVER_ERROR, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR."""
+    body = request.body
+    version = request.api_version
+    m = response_types(ApiKey.CONSUMER_GROUP_HEARTBEAT, version)
+    owned = body.topic_partitions
+    names = body.subscribed_topic_names
+    beat = ccm.HeartbeatRequest(
+        group_id=body.group_id,
+        member_id=body.member_id,
+        member_epoch=body.member_epoch,
+        instance_id=body.instance_id,
+        rack_id=body.rack_id,
+        rebalance_timeout_ms=_ms(body.rebalance_timeout),
+        subscribed_topic_names=None if names is None else list(names),
+        subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None),
+        server_assignor=body.server_assignor,
+        topic_partitions=None
+        if owned is None
+        else [(tp.topic_id, list(tp.partitions)) for tp in owned],
+        api_version=version,
+        client_id=request.header.client_id or "",
+        client_host=_client_host(conn),
+    )
+
+    def respond(r: ccm.HeartbeatResponse) -> Any:
+        assignment = None
+        if r.assignment is not None:
+            assignment = build(
+                m.Assignment,
+                topic_partitions=tuple(
+                    build(m.TopicPartitions, topic_id=t, partitions=tuple(ps))
+                    for t, ps in r.assignment
+                ),
+            )
+        return build(
+            m.ConsumerGroupHeartbeatResponse,
+            error_code=r.error_code,
+            error_message=r.error_message,
+            member_id=r.member_id,
+            member_epoch=r.member_epoch,
+            heartbeat_interval=datetime.timedelta(milliseconds=r.heartbeat_interval_ms),
+            assignment=assignment,
+        )
+
+    def failed(error: ErrorCode) -> Any:
+        return respond(ccm.HeartbeatResponse(error_code=error, member_epoch=-1))
+
+    if not (body.group_id or "").strip():
+        # Nothing to route by: the validation is pure, any shard's answer is the same.
+        invalid = conn.server.coordinator.runners[0].shard.consumer.validate(beat)
+        assert invalid is not None
+        return respond(
+            ccm.HeartbeatResponse(error_code=invalid.error, error_message=invalid.message)
+        )
+    return run_on_shard(
+        conn,
+        body.group_id,
+        lambda reply, now_ms: conn.server.shard_for(body.group_id).consumer.heartbeat(
+            beat, reply, now_ms
+        ),
+        respond,
+        failed,
+    )
+
+
 def handle_consumer_group_describe(conn: Connection, request: Request) -> Any:
-    """ConsumerGroupDescribe v0-v1. Until the consumer protocol (KIP-848) is served every
-    group is a classic group or none: GROUP_ID_NOT_FOUND for each, as Kafka answers for a
-    classic group (clients then fall back to DescribeGroups); INVALID_GROUP_ID for ""."""
+    """ConsumerGroupDescribe v0-v1: reads the groups' current state; writes nothing. Per
+    group: GROUP_ID_NOT_FOUND for a missing or classic group (with Kafka's message),
+    INVALID_GROUP_ID for "", COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR while its shard
+    is not active."""
     m = response_types(ApiKey.CONSUMER_GROUP_DESCRIBE, request.api_version)
+    include_ops = request.body.include_authorized_operations
     groups = []
     for group_id in request.body.group_ids:
         if not group_id:
-            error, message = ErrorCode.INVALID_GROUP_ID, "Group ID can't be empty."
+            described = ccm.DescribedConsumerGroup(
+                group_id, ErrorCode.INVALID_GROUP_ID, "Group ID can't be empty."
+            )
         else:
             runner = conn.server.coordinator.runner_for(group_id)
             if runner.state is not ShardState.ACTIVE:
-                error, message = not_active_error(NotActive(runner.state)), None
-            elif runner.shard.classic_group(group_id) is not None:
-                error, message = (
-                    ErrorCode.GROUP_ID_NOT_FOUND,
-                    (f"Group {group_id} is not a consumer group."),
+                described = ccm.DescribedConsumerGroup(
+                    group_id, not_active_error(NotActive(runner.state))
                 )
             else:
-                error, message = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+                described = runner.shard.consumer.describe(group_id)
+
+        def assignment(parts: list[ccm.DescribedTopicPartitions]) -> Any:
+            return build(
+                m.Assignment,
+                topic_partitions=tuple(
+                    build(
+                        m.TopicPartitions,
+                        topic_id=p.topic_id,
+                        topic_name=p.topic_name,
+                        partitions=tuple(p.partitions),
+                    )
+                    for p in parts
+                ),
+            )
+
         groups.append(
             build(
                 m.DescribedGroup,
-                error_code=error,
-                error_message=message,
+                error_code=described.error_code,
+                error_message=described.error_message,
                 group_id=group_id,
-                group_state="",
-                group_epoch=-1,
-                assignment_epoch=-1,
-                assignor_name="",
-                members=(),
-                authorized_operations=-(2**31),
+                group_state=described.group_state,
+                group_epoch=described.group_epoch,
+                assignment_epoch=described.assignment_epoch,
+                assignor_name=described.assignor_name,
+                members=tuple(
+                    build(
+                        m.Member,
+                        member_id=x.member_id,
+                        instance_id=x.instance_id,
+                        rack_id=x.rack_id,
+                        member_epoch=x.member_epoch,
+                        client_id=x.client_id,
+                        client_host=x.client_host,
+                        subscribed_topic_names=tuple(x.subscribed_topic_names),
+                        subscribed_topic_regex=x.subscribed_topic_regex,
+                        assignment=assignment(x.assignment),
+                        target_assignment=assignment(x.target_assignment),
+                        member_type=x.member_type,
+                    )
+                    for x in described.members
+                ),
+                # No authorizer: everything is allowed when asked (READ, DESCRIBE, DELETE).
+                authorized_operations=(1 << 3 | 1 << 6 | 1 << 8)
+                if include_ops and described.error_code == ErrorCode.NONE
+                else -(2**31),
             )
         )
     return build(m.ConsumerGroupDescribeResponse, groups=tuple(groups))

@@ -74,6 +74,8 @@ class TopicRegistry:
         self.meta_path = config.data_path / "topics.json"
         self.by_name: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
+        # Moves on every change: the group coordinator's TopicImage view (groups/topics.py).
+        self.version = 1
 
     # lifecycle ---------------------------------------------------------------------------
 
@@ -120,6 +122,23 @@ class TopicRegistry:
 
     def partition_count(self) -> int:
         return sum(len(t.partitions) for t in self.by_name.values())
+
+    # the group coordinator's TopicImage (coordinator/groups/topics.py) -------------------
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        topic = self.by_name.get(name)
+        return None if topic is None else topic.topic_id
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        topic = self.by_id.get(topic_id)
+        return None if topic is None else topic.name
+
+    def num_partitions(self, topic_id: uuid.UUID) -> int:
+        topic = self.by_id.get(topic_id)
+        return -1 if topic is None else len(topic.partitions)
+
+    def topic_names(self) -> list[str]:
+        return list(self.by_name)
 
     # changes -----------------------------------------------------------------------------
 
@@ -213,6 +232,7 @@ class TopicRegistry:
         return Partition(topic, index, log, producers)
 
     def _save(self) -> None:
+        self.version += 1
         data = {
             "version": 1,
             "topics": [

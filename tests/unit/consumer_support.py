@@ -7,6 +7,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from coordinator.groups.assignors import Assignment, GroupSpec, TopicDescriber
+from coordinator.groups.assignors.spec import PartitionAssignorError
 from coordinator.groups.config import GroupConfig
 from coordinator.groups.consumer.group import ConsumerGroup
 from coordinator.groups.consumer.messages import HeartbeatRequest, HeartbeatResponse
@@ -86,6 +88,137 @@ class Harness:
         for key, value in self.log:
             shard.replay(key, value, self.timer.now_ms)
         return shard
+
+    def reload(self) -> GroupShard:
+        """Replace the shard by one rebuilt from `log` and loaded (timers re-armed from now
+        on), as after a restart; scripted assignors are carried over."""
+        assignors = self.shard.consumer.assignors
+        self.timer = ManualTimer(start_ms=self.timer.now_ms)
+        self.timer.on_result = self.apply
+        self.shard = GroupShard(0, self.config, self.timer, self.ids, topics=self.topics)
+        self.shard.consumer.assignors = assignors
+        for key, value in self.log:
+            self.shard.replay(key, value, self.timer.now_ms)
+        self.shard.on_loaded(self.timer.now_ms)
+        return self.shard
+
+    def assert_replayed(self) -> None:
+        """The live consumer groups equal the ones a replay of the log rebuilds."""
+        assert_same_groups(self.shard, self.reloaded())
+
+    def script(self, name: str = "range") -> ScriptedAssignor:
+        """Replace assignor `name` by a ScriptedAssignor (Kafka's MockPartitionAssignor)."""
+        assignor = ScriptedAssignor(name)
+        self.shard.consumer.assignors[name] = assignor
+        return assignor
+
+
+class ScriptedAssignor:
+    """An assignor that returns what the test prepared (`layout`: member -> topic id ->
+    partitions; members left out get nothing), or raises `error` if set. `calls` counts
+    assignments, `last_spec` is the last GroupSpec it was given."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.layout: dict[str, dict[uuid.UUID, list[int]]] = {}
+        self.error: str | None = None
+        self.calls = 0
+        self.last_spec: GroupSpec | None = None
+
+    def assign(self, group: GroupSpec, topics: TopicDescriber) -> Assignment:
+        self.calls += 1
+        self.last_spec = group
+        if self.error is not None:
+            raise PartitionAssignorError(self.error)
+        return {
+            member_id: {t: frozenset(ps) for t, ps in self.layout.get(member_id, {}).items()}
+            for member_id in group.members
+        }
+
+
+def group_state(group: ConsumerGroup) -> dict[str, Any]:
+    """Everything durable in a consumer group (what a reload must rebuild)."""
+    return {
+        "group_epoch": group.group_epoch,
+        "metadata_hash": group.metadata_hash,
+        "assignment_epoch": group.assignment_epoch,
+        "assignment_timestamp_ms": group.assignment_timestamp_ms,
+        "target": {m: dict(t) for m, t in group.target.items()},
+        "members": dict(group.members),
+        "metadata": dict(group.metadata),
+        "static_members": dict(group.static_members),
+        "owners": {t: dict(ps) for t, ps in group.owners.items() if ps},
+        "subscribed_names": +group.subscribed_names,
+        "regex_subscribers": +group.regex_subscribers,
+        "resolved_regexes": dict(group.resolved_regexes),
+        "legacy": group.has_legacy_partition_metadata,
+        "state": group.state(),
+    }
+
+
+def assert_same_groups(live: GroupShard, replayed: GroupShard) -> None:
+    assert set(live.consumer_groups) == set(replayed.consumer_groups)
+    for group_id, group in live.consumer_groups.items():
+        assert group_state(group) == group_state(replayed.consumer_groups[group_id]), group_id
+
+
+class Client:
+    """A well-behaved consumer: heartbeats at the epoch it was last given and reports as
+    owned the assignment of its last response that carried one (revoking what it lost)."""
+
+    def __init__(self, h: Harness, member_id: str, instance_id: str | None = None) -> None:
+        self.h = h
+        self.member_id = member_id
+        self.instance_id = instance_id
+        self.epoch = 0
+        self.owned: list[tuple[uuid.UUID, list[int]]] = []
+        self.last = HeartbeatResponse()
+
+    def _send(self, **fields: Any) -> HeartbeatResponse:
+        if self.instance_id is not None:
+            fields.setdefault("instance_id", self.instance_id)
+        response = self.h.heartbeat(member_id=self.member_id, **fields)
+        self.last = response
+        if response.error_code == 0:
+            self.epoch = response.member_epoch
+            if response.assignment is not None:
+                self.owned = [(t, list(ps)) for t, ps in response.assignment]
+        return response
+
+    def join(self, topics: list[str] | None, **fields: Any) -> HeartbeatResponse:
+        fields.setdefault("rebalance_timeout_ms", 5000)
+        self.owned = []
+        return self._send(
+            member_epoch=0, subscribed_topic_names=topics, topic_partitions=[], **fields
+        )
+
+    def ack(self, **fields: Any) -> HeartbeatResponse:
+        """A heartbeat reporting what the client owns (it has revoked what it lost)."""
+        fields.setdefault("topic_partitions", [(t, list(ps)) for t, ps in self.owned])
+        return self._send(member_epoch=self.epoch, **fields)
+
+    def poll(self, **fields: Any) -> HeartbeatResponse:
+        """A heartbeat without TopicPartitions (null: unchanged)."""
+        return self._send(member_epoch=self.epoch, **fields)
+
+    def leave(self, epoch: int = -1) -> HeartbeatResponse:
+        response = self._send(member_epoch=epoch)
+        self.owned = []
+        return response
+
+    def owned_dict(self) -> dict[uuid.UUID, list[int]]:
+        return {t: sorted(ps) for t, ps in self.owned if ps}
+
+
+def settle(h: Harness, *clients: Client, rounds: int = 10, group_id: str = GROUP) -> None:
+    """Acknowledging heartbeats from every client until the group is Stable."""
+    for _ in range(rounds):
+        for client in clients:
+            response = client.ack()
+            assert response.error_code == 0, response
+        if h.group(group_id).state().value == "Stable":
+            return
+    raise AssertionError(f"group not stable after {rounds} rounds: {h.group(group_id).state()}")
 
 
 def assignment(response: HeartbeatResponse) -> dict[uuid.UUID, list[int]] | None:
