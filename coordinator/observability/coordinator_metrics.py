@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ..runtime.service import CoordinatorService
 
 CLASSIC_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+CONSUMER_STATES = ("Empty", "Assigning", "Reconciling", "Stable", "Dead")
 
 
 class CoordinatorCollector(Collector):
@@ -24,6 +25,7 @@ class CoordinatorCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         runners = self.service.runners
         states: Counter[str] = Counter()
+        consumer_states: Counter[str] = Counter()
         offsets = 0
         counters: Counter[str] = Counter()
         partitions: Counter[str] = Counter()
@@ -32,6 +34,9 @@ class CoordinatorCollector(Collector):
             shard = runner.shard
             for group in shard.groups.values():
                 states[group.state.value] += 1
+            for consumer_group in shard.consumer_groups.values():
+                consumer_states[consumer_group.state().value] += 1
+            counters["consumer_rebalances"] += shard.consumer.rebalances
             offsets += shard.offsets.offset_count()
             for name in ("completed_rebalances",):
                 counters[name] += getattr(shard.classic, name, 0)
@@ -41,7 +46,7 @@ class CoordinatorCollector(Collector):
             "groupcoord_group_count", "Groups by protocol", labels=["protocol"]
         )
         groups.add_metric(["classic"], sum(states.values()))
-        groups.add_metric(["consumer"], 0)
+        groups.add_metric(["consumer"], sum(consumer_states.values()))
         yield groups
         classic = GaugeMetricFamily(
             "groupcoord_classic_group_count", "Classic groups by state", labels=["state"]
@@ -49,6 +54,19 @@ class CoordinatorCollector(Collector):
         for state in CLASSIC_STATES:
             classic.add_metric([state], states.get(state, 0))
         yield classic
+        consumer = GaugeMetricFamily(
+            "groupcoord_consumer_group_count",
+            "Consumer (KIP-848) groups by state",
+            labels=["state"],
+        )
+        for state in CONSUMER_STATES:
+            consumer.add_metric([state], consumer_states.get(state, 0))
+        yield consumer
+        yield CounterMetricFamily(
+            "groupcoord_consumer_group_rebalances",
+            "Consumer-group epoch bumps from heartbeats (consumer-group-rebalance-count)",
+            value=counters["consumer_rebalances"],
+        )
         yield GaugeMetricFamily(
             "groupcoord_offset_count", "Committed offsets stored", value=offsets
         )
