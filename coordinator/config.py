@@ -122,10 +122,38 @@ class Config:
         default=45_000,
         metadata={"help": "consumer-protocol session timeout (group.consumer.session.timeout.ms)"},
     )
+    group_consumer_min_session_timeout_ms: int = field(
+        default=45_000,
+        metadata={
+            "help": "smallest per-group consumer.session.timeout.ms "
+            "(group.consumer.min.session.timeout.ms)"
+        },
+    )
+    group_consumer_max_session_timeout_ms: int = field(
+        default=60_000,
+        metadata={
+            "help": "largest per-group consumer.session.timeout.ms "
+            "(group.consumer.max.session.timeout.ms)"
+        },
+    )
     group_consumer_heartbeat_interval_ms: int = field(
         default=5_000,
         metadata={
             "help": "consumer-protocol heartbeat interval (group.consumer.heartbeat.interval.ms)"
+        },
+    )
+    group_consumer_min_heartbeat_interval_ms: int = field(
+        default=5_000,
+        metadata={
+            "help": "smallest per-group consumer.heartbeat.interval.ms "
+            "(group.consumer.min.heartbeat.interval.ms)"
+        },
+    )
+    group_consumer_max_heartbeat_interval_ms: int = field(
+        default=15_000,
+        metadata={
+            "help": "largest per-group consumer.heartbeat.interval.ms "
+            "(group.consumer.max.heartbeat.interval.ms)"
         },
     )
     group_consumer_max_size: int = field(

@@ -18,10 +18,15 @@ class GroupConfig:
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
     # The consumer rebalance protocol (KIP-848).
     consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    consumer_min_session_timeout_ms: int = 45_000  # group.consumer.min.session.timeout.ms
+    consumer_max_session_timeout_ms: int = 60_000  # group.consumer.max.session.timeout.ms
     consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    consumer_min_heartbeat_interval_ms: int = 5_000  # group.consumer.min.heartbeat.interval.ms
+    consumer_max_heartbeat_interval_ms: int = 15_000  # group.consumer.max.heartbeat.interval.ms
     consumer_max_size: int = 2_147_483_647  # group.consumer.max.size
     consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
     consumer_assignment_interval_ms: int = 1_000  # group.consumer.assignment.interval.ms
+    consumer_max_assignment_interval_ms: int = 15_000  # its upper bound in Kafka
     # Ours: the heartbeat interval given to members that are reconciling (0: the normal
     # interval), so released partitions reach their next owner quickly.
     consumer_reconciling_heartbeat_interval_ms: int = 250

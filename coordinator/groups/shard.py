@@ -29,6 +29,13 @@ from .classic.manager import ClassicGroupManager
 from .config import GroupConfig
 from .consumer.group import ConsumerGroup
 from .consumer.manager import ConsumerGroupManager
+from .dynamic_config import (
+    ConsumerGroupSettings,
+    GroupConfigSource,
+    InvalidGroupConfig,
+    NoGroupConfigs,
+    settings,
+)
 from .offsets import OffsetManager
 from .result import IdSource, Result, Timer
 from .topics import StaticTopicImage, TopicImage
@@ -42,12 +49,16 @@ class GroupShard:
         timer: Timer,
         ids: IdSource,
         topics: TopicImage | None = None,
+        group_configs: GroupConfigSource | None = None,
     ) -> None:
         self.shard_id = shard_id
         self.config = config
         self.timer = timer
         self.ids = ids
         self.topics: TopicImage = topics if topics is not None else StaticTopicImage()
+        self.group_configs: GroupConfigSource = (
+            group_configs if group_configs is not None else NoGroupConfigs()
+        )
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.classic = ClassicGroupManager(self)
@@ -76,6 +87,14 @@ class GroupShard:
 
     def group_count(self) -> int:
         return len(self.groups) + len(self.consumer_groups)
+
+    def consumer_settings(self, group_id: str) -> ConsumerGroupSettings:
+        """The group's settings: its dynamic overrides over the broker's. Overrides that
+        the broker's bounds no longer allow (changed since they were set) are ignored."""
+        try:
+            return settings(self.config, self.group_configs.overrides(group_id))
+        except InvalidGroupConfig:
+            return settings(self.config, {})
 
     def remove_group(self, group_id: str) -> None:
         group = self.groups.pop(group_id, None)

@@ -44,6 +44,7 @@ from protocol.records import (
 from storage import GroupCommitter, LogConfig, PartitionLog
 
 from ..groups.config import GroupConfig
+from ..groups.dynamic_config import GroupConfigSource
 from ..groups.result import Reply, Result, TimerCallback
 from ..groups.shard import GroupShard
 from ..groups.topics import TopicImage
@@ -104,9 +105,11 @@ class ShardRunner:
         clock_ms: Callable[[], int] | None = None,
         metrics: ServerMetrics | None = None,
         topics: TopicImage | None = None,
+        group_configs: GroupConfigSource | None = None,
     ) -> None:
         self.shard_id = shard_id
         self.topics = topics
+        self.group_configs = group_configs
         self.metrics = metrics
         self.directory = directory
         self.group_config = group_config
@@ -115,7 +118,9 @@ class ShardRunner:
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.state = ShardState.LOADING
         self.timer = LoopTimer(self.fire_timer)
-        self.shard = GroupShard(shard_id, group_config, self.timer, UuidIds(), topics)
+        self.shard = GroupShard(
+            shard_id, group_config, self.timer, UuidIds(), topics, group_configs
+        )
         self.log: PartitionLog | None = None
         self._batch: _Batch | None = None
         self._inflight = 0  # appended batches not yet durable
@@ -132,7 +137,12 @@ class ShardRunner:
         self.state = ShardState.LOADING
         self.timer.cancel_all()
         self.shard = GroupShard(
-            self.shard_id, self.group_config, self.timer, UuidIds(), self.topics
+            self.shard_id,
+            self.group_config,
+            self.timer,
+            UuidIds(),
+            self.topics,
+            self.group_configs,
         )
         if self.log is not None:
             self.log.close()

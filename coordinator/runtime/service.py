@@ -11,6 +11,7 @@ from pathlib import Path
 from storage import GroupCommitter, LogConfig, install_compaction, prepare_compaction
 
 from ..groups.config import GroupConfig
+from ..groups.dynamic_config import GroupConfigSource
 from ..groups.result import Result
 from ..groups.topics import TopicImage
 from ..observability.logging import get_logger
@@ -34,6 +35,7 @@ class CoordinatorService:
         committer: GroupCommitter,
         metrics: ServerMetrics | None = None,
         topics: TopicImage | None = None,
+        group_configs: GroupConfigSource | None = None,
     ) -> None:
         self.shard_count = shard_count
         self.runners = [
@@ -45,6 +47,7 @@ class CoordinatorService:
                 committer,
                 metrics=metrics,
                 topics=topics,
+                group_configs=group_configs,
             )
             for i in range(shard_count)
         ]

@@ -32,6 +32,7 @@ from ..runtime.service import CoordinatorService
 from ..topics.registry import Partition, TopicRegistry, atomic_write, wake_waiters
 from .connection import Connection
 from .dispatch import build_dispatch
+from .group_configs import GroupConfigStore
 
 log = get_logger("groupcoord.server")
 
@@ -41,6 +42,7 @@ class Server:
         self.config = config
         self.metrics = ServerMetrics()
         self.topics = TopicRegistry(config)
+        self.group_configs = GroupConfigStore(config.data_path / "group_configs.json")
         self.committer = GroupCommitter(waiters_max=config.durable_waiters_max)
         self.coordinator = CoordinatorService(
             config.data_path,
@@ -54,6 +56,7 @@ class Server:
             self.committer,
             self.metrics,
             topics=self.topics,
+            group_configs=self.group_configs,
         )
         self.metrics.registry.register(CoordinatorCollector(self.coordinator))
         self.connections: set[Connection] = set()
@@ -80,6 +83,7 @@ class Server:
         self.cluster_id = _load_cluster_id(data)
         self._producer_ids = ProducerIdAllocator(data / "producer-ids.json")
         self.topics.load()
+        self.group_configs.load()
         # Shards load in the background: until a shard is active its groups' requests get
         # COORDINATOR_LOAD_IN_PROGRESS, and the data plane is served meanwhile.
         self._coordinator_load = asyncio.ensure_future(self._load_coordinator())
@@ -234,7 +238,11 @@ def group_config(config: Config) -> GroupConfig:
         offsets_retention_ms=config.offsets_retention_ms,
         offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
         consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+        consumer_min_session_timeout_ms=config.group_consumer_min_session_timeout_ms,
+        consumer_max_session_timeout_ms=config.group_consumer_max_session_timeout_ms,
         consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+        consumer_min_heartbeat_interval_ms=config.group_consumer_min_heartbeat_interval_ms,
+        consumer_max_heartbeat_interval_ms=config.group_consumer_max_heartbeat_interval_ms,
         consumer_max_size=config.group_consumer_max_size,
         consumer_assignors=tuple(
             a.strip() for a in config.group_consumer_assignors.split(",") if a.strip()

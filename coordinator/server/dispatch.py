@@ -14,6 +14,7 @@ from ..topics.admin import (
     handle_delete_topics,
     handle_describe_configs,
 )
+from ..topics.alter_configs import handle_incremental_alter_configs
 from ..topics.fetch import handle_fetch
 from ..topics.list_offsets import handle_list_offsets
 from ..topics.metadata import (
@@ -50,6 +51,7 @@ APIS: dict[int, tuple[Any, int, int]] = {
     ApiKey.DELETE_TOPICS: (handle_delete_topics, 1, 6),
     ApiKey.INIT_PRODUCER_ID: (handle_init_producer_id, 0, 5),
     ApiKey.DESCRIBE_CONFIGS: (handle_describe_configs, 1, 4),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (handle_incremental_alter_configs, 0, 1),
     ApiKey.CREATE_PARTITIONS: (handle_create_partitions, 0, 3),
     ApiKey.DESCRIBE_CLUSTER: (handle_describe_cluster, 0, 1),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (handle_describe_topic_partitions, 0, 0),

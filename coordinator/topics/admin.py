@@ -22,6 +22,7 @@ from protocol.api import ZERO_UUID, ApiKey, Request, build, response_types
 from protocol.errors import ErrorCode
 
 from ..config import Config
+from ..groups.dynamic_config import GROUP_CONFIGS
 from ..observability.logging import get_logger
 from .configs import TOPIC_CONFIGS, ConfigSpec
 from .registry import Topic, TopicError, check_topic_name
@@ -36,6 +37,7 @@ log = get_logger("groupcoord.admin")
 SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
 SOURCE_STATIC_BROKER = 4  # STATIC_BROKER_CONFIG
 SOURCE_DEFAULT = 5  # DEFAULT_CONFIG
+SOURCE_GROUP = 8  # DYNAMIC_GROUP_CONFIG
 
 # DescribeConfigs ConfigType values (v3+).
 CONFIG_TYPES = {
@@ -116,6 +118,27 @@ def _topic_entry(spec: ConfigSpec, topic: Topic, config: Config) -> _Entry:
     else:
         value, source = broker_value, broker_source
     return _Entry(spec.name, value, source, spec.kind, spec.doc, False, tuple(synonyms))
+
+
+def group_config_entries(server: Server, group_id: str) -> list[_Entry]:
+    """A group's configs: its dynamic override (source DYNAMIC_GROUP_CONFIG) else the
+    broker's value (Kafka's group.* name as synonym)."""
+    group_config = server.coordinator.runners[0].shard.config
+    overrides = server.group_configs.overrides(group_id)
+    entries = []
+    for name in sorted(GROUP_CONFIGS):
+        spec = GROUP_CONFIGS[name]
+        default = spec.default(group_config)
+        broker = ("group." + name, default, SOURCE_DEFAULT)
+        value = overrides.get(name)
+        if value is None:
+            entries.append(
+                _Entry(name, default, SOURCE_DEFAULT, spec.kind, spec.doc, False, (broker,))
+            )
+        else:
+            synonyms = ((name, value, SOURCE_GROUP), broker)
+            entries.append(_Entry(name, value, SOURCE_GROUP, spec.kind, spec.doc, False, synonyms))
+    return entries
 
 
 def topic_config_entries(topic: Topic, config: Config) -> list[_Entry]:
@@ -549,8 +572,9 @@ def handle_describe_configs(conn: Connection, request: Request) -> Any:
     type (v3+) and documentation (v3+, include_documentation). TOPIC: every topic config,
     the override else the broker default (source 1, else 4 or 5). BROKER "<node_id>" or "":
     the broker settings under their Kafka names (read-only; source 4 if configured, else 5).
+    GROUP: the KIP-848 group configs, the group's override (source 8) else the broker's.
     Errors per resource: UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION, INVALID_REQUEST
-    (another broker's id, or a resource type not served: BROKER_LOGGER, GROUP, ...)."""
+    (another broker's id, an empty group name, or a resource type not served)."""
     server = conn.server
     body = request.body
     version = request.api_version
@@ -620,6 +644,10 @@ def _describe_resource(
                 [],
             )
         return ErrorCode.NONE, None, broker_config_entries(server)
+    if rtype == RESOURCE_GROUP:
+        if not rname:
+            return ErrorCode.INVALID_REQUEST, "Group name can't be empty.", []
+        return ErrorCode.NONE, None, group_config_entries(server, rname)
     kind = _RESOURCE_NAMES.get(rtype)
     if kind is not None:
         return ErrorCode.INVALID_REQUEST, f"{kind} configs are not supported by this server", []

@@ -1,0 +1,38 @@
+"""Dynamic group configs (IncrementalAlterConfigs on GROUP resources), persisted: one JSON
+file rewritten atomically on every change, as the topic metadata is. Shards read it
+through the GroupConfigSource protocol (coordinator/groups/dynamic_config.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..topics.registry import atomic_write
+
+GROUPS_MAX = 1_000_000  # a bound on what clients can make us store
+
+
+class GroupConfigStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._configs: dict[str, dict[str, str]] = {}
+
+    def load(self) -> None:
+        if self.path.exists():
+            data = json.loads(self.path.read_text())
+            self._configs = {g: dict(c) for g, c in data["groups"].items()}
+
+    def overrides(self, group_id: str) -> Mapping[str, str]:
+        return self._configs.get(group_id, {})
+
+    def replace(self, group_id: str, configs: Mapping[str, str]) -> None:
+        """Make `configs` the group's overrides (none: forget the group) and persist."""
+        if configs:
+            if group_id not in self._configs and len(self._configs) >= GROUPS_MAX:
+                raise ValueError(f"at most {GROUPS_MAX} groups can have configs")
+            self._configs[group_id] = dict(configs)
+        else:
+            self._configs.pop(group_id, None)
+        payload = {"groups": self._configs}
+        atomic_write(self.path, json.dumps(payload, sort_keys=True).encode())
