@@ -136,7 +136,7 @@ def settings(config: GroupConfig, overrides: Mapping[str, str]) -> ConsumerGroup
             "group.consumer.min.heartbeat.interval.ms",
             "group.consumer.max.heartbeat.interval.ms",
         )
-    if heartbeat >= session:
+    if (SESSION_TIMEOUT in overrides or HEARTBEAT_INTERVAL in overrides) and heartbeat >= session:
         raise InvalidGroupConfig(f"{HEARTBEAT_INTERVAL} must be less than {SESSION_TIMEOUT}")
     interval = config.consumer_assignment_interval_ms
     if ASSIGNMENT_INTERVAL in overrides:

@@ -59,6 +59,7 @@ class GroupShard:
         self.group_configs: GroupConfigSource = (
             group_configs if group_configs is not None else NoGroupConfigs()
         )
+        self._default_settings = settings(config, {})
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.classic = ClassicGroupManager(self)
@@ -91,10 +92,13 @@ class GroupShard:
     def consumer_settings(self, group_id: str) -> ConsumerGroupSettings:
         """The group's settings: its dynamic overrides over the broker's. Overrides that
         the broker's bounds no longer allow (changed since they were set) are ignored."""
-        try:
-            return settings(self.config, self.group_configs.overrides(group_id))
-        except InvalidGroupConfig:
-            return settings(self.config, {})
+        overrides = self.group_configs.overrides(group_id)
+        if overrides:
+            try:
+                return settings(self.config, overrides)
+            except InvalidGroupConfig:
+                pass
+        return self._default_settings
 
     def remove_group(self, group_id: str) -> None:
         group = self.groups.pop(group_id, None)

@@ -761,7 +761,7 @@ def handle_consumer_group_heartbeat(conn: Connection, request: Request) -> Any:
         )
 
     def failed(error: ErrorCode) -> Any:
-        return respond(ccm.HeartbeatResponse(error_code=error, member_epoch=-1))
+        return respond(ccm.HeartbeatResponse(error_code=error))
 
     if not (body.group_id or "").strip():
         # Nothing to route by: the validation is pure, any shard's answer is the same.

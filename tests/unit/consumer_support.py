@@ -63,8 +63,8 @@ class Harness:
         assert len(replies) == 1
         return replies[0]
 
-    def join(self, member_id: str, topics: list[str], **fields: Any) -> HeartbeatResponse:
-        """A first (epoch 0) heartbeat subscribing to `topics`."""
+    def join(self, member_id: str, topics: list[str] | None, **fields: Any) -> HeartbeatResponse:
+        """A first (epoch 0) heartbeat subscribing to `topics` (None: not said)."""
         fields.setdefault("rebalance_timeout_ms", 5000)
         fields.setdefault("topic_partitions", [])
         return self.heartbeat(

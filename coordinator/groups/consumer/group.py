@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from enum import Enum
 
 from protocol.records import (
@@ -33,7 +33,13 @@ from protocol.records import (
 
 from .member import ConsumerGroupMember, MemberState
 
-__all__ = ["ConsumerGroup", "ConsumerGroupState", "DoubleOwnership", "target_from_record"]
+__all__ = [
+    "ConsumerGroup",
+    "ConsumerGroupState",
+    "DoubleOwnership",
+    "preferred_assignor",
+    "target_from_record",
+]
 
 TopicAssignment = Mapping[uuid.UUID, frozenset[int]]
 
@@ -134,11 +140,8 @@ class ConsumerGroup:
         return names
 
     def preferred_assignor(self) -> str | None:
-        """The ServerAssignor most members ask for (ties: the first seen), None if none."""
-        counts: Counter[str] = Counter(
-            m.server_assignor for m in self.metadata.values() if m.server_assignor
-        )
-        return counts.most_common(1)[0][0] if counts else None
+        """The ServerAssignor most members ask for, None if none (see preferred_assignor)."""
+        return preferred_assignor(self.metadata.values())
 
     def iter_members(
         self,
@@ -250,6 +253,15 @@ class ConsumerGroup:
             self.resolved_regexes.pop(regex, None)
         else:
             self.resolved_regexes[regex] = value
+
+
+def preferred_assignor(metadata: Iterable[ConsumerGroupMemberMetadataValue]) -> str | None:
+    """The ServerAssignor most members ask for, None if none. Ties go to the smallest name:
+    the choice must depend on the members' choices only, not on the order their records
+    were replayed in (which a metadata update changes), or a replayed group could disagree
+    with the live one on the assignor it last used."""
+    counts: Counter[str] = Counter(m.server_assignor for m in metadata if m.server_assignor)
+    return min(counts, key=lambda name: (-counts[name], name)) if counts else None
 
 
 def target_from_record(topics: tuple[TopicPartitions, ...]) -> dict[uuid.UUID, frozenset[int]]:

@@ -67,7 +67,7 @@ from ..assignors.spec import PartitionAssignorError
 from ..classic.group import GroupState
 from ..classic.messages import DescribedGroup, DescribedMember, ListedGroup
 from ..result import Record, Reply, Result
-from .group import ConsumerGroup, ConsumerGroupState, TopicAssignment
+from .group import ConsumerGroup, ConsumerGroupState, TopicAssignment, preferred_assignor
 from .member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -214,9 +214,8 @@ class ConsumerGroupManager:
                 response = self._heartbeat(request, result, now_ms)
         except HeartbeatError as e:
             result = Result()
-            response = HeartbeatResponse(
-                error_code=e.error, error_message=e.message, member_id=None, member_epoch=-1
-            )
+            # As Kafka's: a fresh response, MemberId null and MemberEpoch 0.
+            response = HeartbeatResponse(error_code=e.error, error_message=e.message)
         result.reply(reply, response)
         return result
 
@@ -329,6 +328,9 @@ class ConsumerGroupManager:
                 self._schedule_rebalance_timeout(group.group_id, new_member, new_meta)
             else:
                 self.shard.timer.cancel(rebalance_timeout_key(group.group_id, member_id))
+        if change.replaced is not None:
+            # Only now that nothing can fail: a failed heartbeat keeps the old member.
+            self._cancel_member_timers(group.group_id, change.replaced)
         self._schedule_session_timeout(group.group_id, member_id)
         # Set last: a heartbeat that fails must leave the change to be noticed again.
         group.checked_image_version = image.version
@@ -341,7 +343,9 @@ class ConsumerGroupManager:
         return HeartbeatResponse(
             member_id=member_id,
             member_epoch=new_member.member_epoch,
-            heartbeat_interval_ms=self._heartbeat_interval(new_member, target_epoch, group_epoch),
+            heartbeat_interval_ms=self._heartbeat_interval(
+                group.group_id, new_member, target_epoch, group_epoch
+            ),
             assignment=_assignment_list(new_member) if send_assignment else None,
         )
 
@@ -364,7 +368,9 @@ class ConsumerGroupManager:
                 )
             records.append((GroupMetadataKey(group_id), None))
         elif request.member_epoch != 0:
-            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            raise HeartbeatError(
+                ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found."
+            )
         return ConsumerGroup(group_id)
 
     def _find_member(
@@ -399,8 +405,7 @@ class ConsumerGroupManager:
                 raise HeartbeatError(
                     ErrorCode.UNRELEASED_INSTANCE_ID,
                     f"Static member {member_id} with instance id {request.instance_id} cannot "
-                    f"join the group {group_id} because the instance id is owned by member "
-                    f"{static_owner}.",
+                    f"join the group because the instance id is owned by {static_owner} member.",
                 )
             change.replaced = static_owner
             change.metadata[static_owner] = None
@@ -415,8 +420,8 @@ class ConsumerGroupManager:
         if static_owner != member_id:
             raise HeartbeatError(
                 ErrorCode.FENCED_INSTANCE_ID,
-                f"Static member {member_id} with instance id {request.instance_id} is not "
-                f"the member {static_owner} known for it.",
+                f"Static member {member_id} with instance id {request.instance_id} was "
+                f"fenced by member {static_owner}.",
             )
         member = group.member(member_id)
         assert member is not None
@@ -427,10 +432,10 @@ class ConsumerGroupManager:
         self, group: ConsumerGroup, old_id: str, member: ConsumerGroupMember
     ) -> list[Record]:
         """A static replacement (B.4.4): tombstones for the old member id, then the new id
-        with the old one's metadata, target and assignment at epoch 0."""
+        with the old one's metadata, target and assignment at epoch 0. The old member's
+        timers are cancelled by the caller once the heartbeat cannot fail any more."""
         gid = group.group_id
         new_id = member.member_id
-        self._cancel_member_timers(gid, old_id)
         old_meta = group.metadata[old_id]
         return [
             (ConsumerGroupCurrentMemberAssignmentKey(gid, old_id), None),
@@ -470,8 +475,8 @@ class ConsumerGroupManager:
             if owner != member_id:
                 raise HeartbeatError(
                     ErrorCode.FENCED_INSTANCE_ID,
-                    f"Static member {member_id} with instance id {request.instance_id} is not "
-                    f"the member {owner} known for it.",
+                    f"Static member {member_id} with instance id {request.instance_id} was "
+                    f"fenced by member {owner}.",
                 )
         member = group.member(member_id)
         assert member is not None
@@ -524,7 +529,14 @@ class ConsumerGroupManager:
 
     # -- timers ------------------------------------------------------------------------------
 
-    def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+    def _schedule_session_timeout(
+        self, group_id: str, member_id: str, timeout_ms: int | None = None
+    ) -> None:
+        """(Re)arm the member's session: the group's consumer session timeout, or the
+        classic member's own (`timeout_ms`)."""
+        if timeout_ms is None:
+            timeout_ms = self.shard.consumer_settings(group_id).session_timeout_ms
+
         def expire(now_ms: int) -> Result:
             result = Result()
             group = self.groups.get(group_id)
@@ -532,11 +544,7 @@ class ConsumerGroupManager:
                 result.records.extend(self._removal_records(group, member_id))
             return result
 
-        self.shard.timer.schedule(
-            session_timeout_key(group_id, member_id),
-            self.shard.config.consumer_session_timeout_ms,
-            expire,
-        )
+        self.shard.timer.schedule(session_timeout_key(group_id, member_id), timeout_ms, expire)
 
     def _schedule_rebalance_timeout(
         self,
@@ -562,7 +570,7 @@ class ConsumerGroupManager:
 
         timeout_ms = meta.rebalance_timeout_ms
         if timeout_ms < 0:
-            timeout_ms = self.shard.config.consumer_session_timeout_ms
+            timeout_ms = self.shard.consumer_settings(group_id).session_timeout_ms
         self.shard.timer.schedule(rebalance_timeout_key(group_id, member_id), timeout_ms, expire)
 
     def _cancel_member_timers(self, group_id: str, member_id: str) -> None:
@@ -570,7 +578,7 @@ class ConsumerGroupManager:
         self.shard.timer.cancel(rebalance_timeout_key(group_id, member_id))
 
     def _assignment_due(self, group: ConsumerGroup, now_ms: int) -> bool:
-        interval = self.shard.config.consumer_assignment_interval_ms
+        interval = self.shard.consumer_settings(group.group_id).assignment_interval_ms
         return (
             interval <= 0
             or group.assignment_timestamp_ms <= 0
@@ -583,8 +591,8 @@ class ConsumerGroupManager:
         if self.shard.timer.is_scheduled(key):
             return
         group_id = group.group_id
-        delay_ms = group.assignment_timestamp_ms + self.shard.config.consumer_assignment_interval_ms
-        delay_ms -= now_ms
+        interval = self.shard.consumer_settings(group_id).assignment_interval_ms
+        delay_ms = group.assignment_timestamp_ms + interval - now_ms
 
         def fire(now_ms: int) -> Result:
             result = Result()
@@ -700,7 +708,11 @@ class ConsumerGroupManager:
                 previous.pop(member_id, None)
             else:
                 previous[member_id] = member_target
-        assignor = self.assignors[_preferred_assignor(group, change) or self.default_assignor]
+        # A member's assignor may have left group.consumer.assignors since it asked for it
+        # (a restart with another config): the default one serves then.
+        default = self._default_assignor(group.group_id)
+        name = _preferred_assignor(group, change) or default
+        assignor = self.assignors.get(name) or self.assignors[default]
         try:
             assignment = assignor.assign(GroupSpec(members, previous), self.shard.topics)
         except PartitionAssignorError as e:
@@ -730,18 +742,23 @@ class ConsumerGroupManager:
         self.shard.timer.cancel(assignment_key(gid))
         return assignment
 
+    def _default_assignor(self, group_id: str) -> str:
+        """The group's consumer.assignor, else the first of group.consumer.assignors."""
+        name = self.shard.consumer_settings(group_id).assignor
+        return name if name in self.assignors else self.default_assignor
+
     def _heartbeat_interval(
-        self, member: ConsumerGroupMember, target_epoch: int, group_epoch: int
+        self, group_id: str, member: ConsumerGroupMember, target_epoch: int, group_epoch: int
     ) -> int:
-        config = self.shard.config
-        fast = config.consumer_reconciling_heartbeat_interval_ms
+        interval = self.shard.consumer_settings(group_id).heartbeat_interval_ms
+        fast = self.shard.config.consumer_reconciling_heartbeat_interval_ms
         if fast > 0 and (
             member.state is not MemberState.STABLE
             or member.member_epoch != target_epoch
             or target_epoch != group_epoch
         ):
-            return min(fast, config.consumer_heartbeat_interval_ms)
-        return config.consumer_heartbeat_interval_ms
+            return min(fast, interval)
+        return interval
 
     # ========================================================================================
     # Describe, list, delete
@@ -783,7 +800,7 @@ class ConsumerGroupManager:
             group_state=group.state().value,
             group_epoch=group.group_epoch,
             assignment_epoch=group.assignment_epoch,
-            assignor_name=group.preferred_assignor() or self.default_assignor,
+            assignor_name=group.preferred_assignor() or self._default_assignor(group.group_id),
             members=members,
         )
 
@@ -828,7 +845,7 @@ class ConsumerGroupManager:
             group_id=group.group_id,
             group_state=group.state().value,
             protocol_type=CONSUMER_PROTOCOL_TYPE,
-            protocol_data=group.preferred_assignor() or self.default_assignor,
+            protocol_data=group.preferred_assignor() or self._default_assignor(group.group_id),
             members=members,
         )
 
@@ -902,13 +919,14 @@ def _check_epoch(member: ConsumerGroupMember, request: HeartbeatRequest) -> None
         )
     if epoch < member.member_epoch:
         owned = request.topic_partitions
+        assigned = member.assigned_partitions
+        # Kafka's isSubset: every reported topic must be assigned, even with no partitions.
         if (
             epoch == member.previous_member_epoch
             and owned is not None
             and all(
-                p in member.assigned_partitions.get(topic, {})
+                topic in assigned and all(p in assigned[topic] for p in parts)
                 for topic, parts in owned
-                for p in parts
             )
         ):
             return
@@ -971,10 +989,7 @@ def _regex_users(group: ConsumerGroup, change: _Change) -> set[str]:
 
 
 def _preferred_assignor(group: ConsumerGroup, change: _Change) -> str | None:
-    counts: Counter[str] = Counter(
-        m.server_assignor for m in _metadata_after(group, change).values() if m.server_assignor
-    )
-    return counts.most_common(1)[0][0] if counts else None
+    return preferred_assignor(_metadata_after(group, change).values())
 
 
 def _target_of(group: ConsumerGroup, change: _Change, member_id: str) -> TopicAssignment:
