@@ -171,6 +171,13 @@ class Config:
             "(group.consumer.assignment.interval.ms)"
         },
     )
+    group_consumer_migration_policy: str = field(
+        default="bidirectional",
+        metadata={
+            "help": "classic <-> consumer group conversion: bidirectional, upgrade, downgrade "
+            "or disabled (group.consumer.migration.policy)"
+        },
+    )
     group_consumer_reconciling_heartbeat_interval_ms: int = field(
         default=250,
         metadata={
@@ -283,6 +290,15 @@ def validate(config: Config) -> None:
     assignors = [a.strip() for a in config.group_consumer_assignors.split(",") if a.strip()]
     if not assignors or not set(assignors) <= {"uniform", "range"}:
         raise ConfigError("group_consumer_assignors: a comma-separated list of uniform, range")
+    if config.group_consumer_migration_policy.lower() not in (
+        "bidirectional",
+        "upgrade",
+        "downgrade",
+        "disabled",
+    ):
+        raise ConfigError(
+            "group_consumer_migration_policy: bidirectional, upgrade, downgrade or disabled"
+        )
     if config.log_level not in ("debug", "info", "warning", "error"):
         raise ConfigError("log_level must be debug, info, warning or error")
 

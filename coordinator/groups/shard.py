@@ -13,13 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from protocol.records import (
-    ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupMemberMetadataKey,
     ConsumerGroupMetadataKey,
-    ConsumerGroupPartitionMetadataKey,
-    ConsumerGroupRegularExpressionKey,
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMetadataKey,
     GroupMetadataKey,
     OffsetCommitKey,
 )
@@ -126,27 +120,11 @@ class GroupShard:
             if value is None:
                 return
             group = self.consumer_groups[group_id] = ConsumerGroup(group_id)
-        if isinstance(key, ConsumerGroupMetadataKey):
-            if value is None:
-                group.dead = True
-                del self.consumer_groups[group_id]
-            else:
-                group.replay_group_metadata(value.epoch, value.metadata_hash)
-        elif isinstance(key, ConsumerGroupMemberMetadataKey):
-            group.replay_member_metadata(key.member_id, value)
-        elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
-            group.replay_current_assignment(key.member_id, value)
-        elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
-            group.replay_target_member(key.member_id, value)
-        elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
-            if value is None:
-                group.replay_target_metadata(-1, 0)
-            else:
-                group.replay_target_metadata(value.assignment_epoch, value.assignment_timestamp)
-        elif isinstance(key, ConsumerGroupRegularExpressionKey):
-            group.replay_regex(key.regular_expression, value)
-        elif isinstance(key, ConsumerGroupPartitionMetadataKey):
-            group.has_legacy_partition_metadata = value is not None
+        if isinstance(key, ConsumerGroupMetadataKey) and value is None:
+            group.dead = True
+            del self.consumer_groups[group_id]
+        else:
+            group.apply(key, value)
 
     def on_loaded(self, now_ms: int) -> Result:
         """After loading: re-arm member session timers and the offset-expiration timer; the

@@ -248,6 +248,7 @@ def group_config(config: Config) -> GroupConfig:
             a.strip() for a in config.group_consumer_assignors.split(",") if a.strip()
         ),
         consumer_assignment_interval_ms=config.group_consumer_assignment_interval_ms,
+        consumer_migration_policy=config.group_consumer_migration_policy,
         consumer_reconciling_heartbeat_interval_ms=(
             config.group_consumer_reconciling_heartbeat_interval_ms
         ),

@@ -768,10 +768,27 @@ def test_describe_configs_broker_reports_configured_settings(tmp_path: Any) -> N
 
 
 def test_describe_configs_other_resources_are_invalid(server: Any) -> None:
-    other_broker, group, logger = describe_configs(
-        server, 4, (4, "7", None), (32, "my-group", None), (8, "0", None)
+    other_broker, empty_group, logger = describe_configs(
+        server, 4, (4, "7", None), (32, "", None), (8, "0", None)
     )
-    for result in (other_broker, group, logger):
+    for result in (other_broker, empty_group, logger):
         assert result.error_code == ErrorCode.INVALID_REQUEST
         assert result.error_message
         assert result.configs == ()
+
+
+def test_describe_configs_group_lists_the_consumer_group_configs(server: Any) -> None:
+    (group,) = describe_configs(server, 4, (32, "my-group", None))
+    assert group.error_code == ErrorCode.NONE
+    values = {c.name: (c.value, c.config_source) for c in group.configs}
+    assert values == {
+        "consumer.assignment.interval.ms": ("1000", 5),
+        "consumer.assignor": ("uniform", 5),
+        "consumer.assignor.offload.enable": ("true", 5),
+        "consumer.heartbeat.interval.ms": ("5000", 5),
+        "consumer.session.timeout.ms": ("45000", 5),
+    }
+    server.group_configs.replace("my-group", {"consumer.heartbeat.interval.ms": "6000"})
+    (group,) = describe_configs(server, 4, (32, "my-group", None))
+    values = {c.name: (c.value, c.config_source) for c in group.configs}
+    assert values["consumer.heartbeat.interval.ms"] == ("6000", 8)  # DYNAMIC_GROUP_CONFIG

@@ -117,6 +117,14 @@ class ClassicGroupManager:
             )
             return result
 
+        consumer_group = self.shard.consumer_group(request.group_id)
+        if consumer_group is not None:
+            if not consumer_group.is_empty():
+                # A classic member of a consumer group (online migration, B.14).
+                return self.shard.consumer.migration.join(consumer_group, request, reply, now_ms)
+            # An empty consumer group becomes a classic group: deleted in the same write.
+            result.records.extend(self.shard.consumer.deletion_records(consumer_group))
+
         is_unknown_member = request.member_id == UNKNOWN_MEMBER_ID
         group = self.shard.classic_group(request.group_id)
         is_new_group = group is None
@@ -696,6 +704,9 @@ class ClassicGroupManager:
             return answer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         if not request.group_id:
             return answer(ErrorCode.INVALID_GROUP_ID)
+        consumer_group = self.shard.consumer_group(request.group_id)
+        if consumer_group is not None:
+            return self.shard.consumer.migration.sync(consumer_group, request, reply, now_ms)
         group = self.shard.classic_group(request.group_id)
         if group is None or group.state is GroupState.EMPTY:
             return answer(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -767,6 +778,9 @@ class ClassicGroupManager:
         INVALID_GROUP_ID, UNKNOWN_MEMBER_ID (also unknown group and Empty group),
         COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, ILLEGAL_GENERATION,
         REBALANCE_IN_PROGRESS (PreparingRebalance: the member must rejoin)."""
+        consumer_group = self.shard.consumer_group(request.group_id)
+        if consumer_group is not None:
+            return self.shard.consumer.migration.heartbeat(consumer_group, request, reply, now_ms)
         result = Result()
         result.reply(reply, HeartbeatResponse(self._heartbeat(request)))
         return result
@@ -827,6 +841,9 @@ class ClassicGroupManager:
 
         if not request.group_id:
             return finish(ErrorCode.INVALID_GROUP_ID, [])
+        consumer_group = self.shard.consumer_group(request.group_id)
+        if consumer_group is not None:
+            return self.shard.consumer.migration.leave(consumer_group, request, reply, now_ms)
         group = self.shard.classic_group(request.group_id)
         if group is None:
             return finish(
@@ -958,6 +975,16 @@ class ClassicGroupManager:
             return
         self.shard.groups[key.group] = ClassicGroup.from_record(key.group, value, now_ms)
         self._persisted[key.group] = value
+
+    def after_downgrade(self, group_id: str, now_ms: int) -> Result:
+        """A consumer group just became this classic group (its GroupMetadata record was
+        replayed): its members' sessions start and a rebalance makes them rejoin."""
+        group = self.shard.classic_group(group_id)
+        if group is None or group.state is not GroupState.STABLE:
+            return Result()
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
+        return self._prepare_rebalance(group, now_ms)
 
     def on_loaded(self, now_ms: int) -> Result:
         """After a load: every member's session starts now; a group over group.max.size

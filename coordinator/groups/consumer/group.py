@@ -22,12 +22,20 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from enum import Enum
+from typing import Any
 
 from protocol.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
     ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupRegularExpressionKey,
     ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
     TopicPartitions,
 )
 
@@ -39,6 +47,7 @@ __all__ = [
     "DoubleOwnership",
     "preferred_assignor",
     "target_from_record",
+    "target_to_record",
 ]
 
 TopicAssignment = Mapping[uuid.UUID, frozenset[int]]
@@ -248,6 +257,28 @@ class ConsumerGroup:
         self.assignment_epoch = assignment_epoch
         self.assignment_timestamp_ms = timestamp_ms
 
+    def apply(self, key: Any, value: Any) -> None:
+        """Replay one of this group's records (the group's own creation and deletion, by
+        its ConsumerGroupMetadata, are the shard's part)."""
+        if isinstance(key, ConsumerGroupMetadataKey):
+            if value is not None:
+                self.replay_group_metadata(value.epoch, value.metadata_hash)
+        elif isinstance(key, ConsumerGroupMemberMetadataKey):
+            self.replay_member_metadata(key.member_id, value)
+        elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
+            self.replay_current_assignment(key.member_id, value)
+        elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
+            self.replay_target_member(key.member_id, value)
+        elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
+            if value is None:
+                self.replay_target_metadata(-1, 0)
+            else:
+                self.replay_target_metadata(value.assignment_epoch, value.assignment_timestamp)
+        elif isinstance(key, ConsumerGroupRegularExpressionKey):
+            self.replay_regex(key.regular_expression, value)
+        elif isinstance(key, ConsumerGroupPartitionMetadataKey):
+            self.has_legacy_partition_metadata = value is not None
+
     def replay_regex(self, regex: str, value: ConsumerGroupRegularExpressionValue | None) -> None:
         if value is None:
             self.resolved_regexes.pop(regex, None)
@@ -262,6 +293,17 @@ def preferred_assignor(metadata: Iterable[ConsumerGroupMemberMetadataValue]) -> 
     with the live one on the assignor it last used."""
     counts: Counter[str] = Counter(m.server_assignor for m in metadata if m.server_assignor)
     return min(counts, key=lambda name: (-counts[name], name)) if counts else None
+
+
+def target_to_record(target: TopicAssignment) -> ConsumerGroupTargetAssignmentMemberValue:
+    """A member's target as its TargetAssignmentMember value (topics by id, sorted)."""
+    return ConsumerGroupTargetAssignmentMemberValue(
+        tuple(
+            TopicPartitions(topic_id, tuple(sorted(target[topic_id])))
+            for topic_id in sorted(target, key=lambda t: t.int)
+            if target[topic_id]
+        )
+    )
 
 
 def target_from_record(topics: tuple[TopicPartitions, ...]) -> dict[uuid.UUID, frozenset[int]]:

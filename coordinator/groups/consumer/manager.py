@@ -49,11 +49,9 @@ from protocol.records import (
     ConsumerGroupRegularExpressionKey,
     ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
     GroupMetadataKey,
-    TopicPartitions,
 )
 
 from ..assignors import (
@@ -67,7 +65,14 @@ from ..assignors.spec import PartitionAssignorError
 from ..classic.group import GroupState
 from ..classic.messages import DescribedGroup, DescribedMember, ListedGroup
 from ..result import Record, Reply, Result
-from .group import ConsumerGroup, ConsumerGroupState, TopicAssignment, preferred_assignor
+from .change import GroupChange, HeartbeatError
+from .group import (
+    ConsumerGroup,
+    ConsumerGroupState,
+    TopicAssignment,
+    preferred_assignor,
+    target_to_record,
+)
 from .member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -82,6 +87,7 @@ from .messages import (
     HeartbeatResponse,
     TopicPartitionList,
 )
+from .migration import ClassicMembers
 from .reconcile import (
     FencedMemberEpoch,
     compute_next_assignment,
@@ -109,29 +115,8 @@ def assignment_key(group_id: str) -> str:
     return f"assignment-{group_id}"
 
 
-class HeartbeatError(Exception):
-    """A heartbeat's top-level error: nothing the request emitted is kept."""
-
-    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message or error.name)
-        self.error = error
-        self.message = message
-
-
 def _blank(value: str | None) -> bool:
     return value is not None and not value.strip()
-
-
-class _Change:
-    """What one heartbeat changes in its group, before the records are replayed: members'
-    new metadata (None: removed), their targets (None: removed), the member id a static
-    rejoin replaces, and regular expressions (re)resolved now (None: dropped)."""
-
-    def __init__(self) -> None:
-        self.metadata: dict[str, ConsumerGroupMemberMetadataValue | None] = {}
-        self.target: dict[str, TopicAssignment | None] = {}
-        self.resolved: dict[str, tuple[str, ...] | None] = {}
-        self.replaced: str | None = None
 
 
 class ConsumerGroupManager:
@@ -143,6 +128,7 @@ class ConsumerGroupManager:
         }
         self.default_assignor = next(iter(self.assignors))
         self.rebalances = 0  # group epoch bumps from heartbeats (Kafka's sensor)
+        self.migration = ClassicMembers(self)
 
     @property
     def groups(self) -> dict[str, ConsumerGroup]:
@@ -225,7 +211,7 @@ class ConsumerGroupManager:
         config = self.shard.config
         records = result.records
         group = self._group_for_heartbeat(request, records, now_ms)
-        change = _Change()
+        change = GroupChange()
 
         # Group size (B.4.2): a static member taking its own place is not a new member.
         member_id = request.member_id
@@ -245,10 +231,52 @@ class ConsumerGroupManager:
 
         member, old_meta = self._find_member(group, request, member_id, static_owner, change)
         if change.replaced is not None:
-            records.extend(self._replacement_records(group, change.replaced, member))
+            records.extend(self.replacement_records(group, change.replaced, member))
 
-        # Subscription and metadata (B.4.5).
         new_meta = _updated_metadata(old_meta, request)
+        owned = None
+        if request.topic_partitions is not None:
+            owned = [(t, ps) for t, ps in request.topic_partitions]
+        new_member, target_epoch, group_epoch = self.update_member(
+            group, change, member, old_meta, new_meta, owned, now_ms, records
+        )
+        classic = self.shard.classic_group(group.group_id)
+        if classic is not None and not classic.is_empty() and group.group_id not in self.groups:
+            self.migration.finish_upgrade(classic, result)
+
+        send_assignment = (
+            request.member_epoch == 0
+            or request.is_full()
+            or new_member.assigned_partitions != member.assigned_partitions
+        )
+        return HeartbeatResponse(
+            member_id=member_id,
+            member_epoch=new_member.member_epoch,
+            heartbeat_interval_ms=self._heartbeat_interval(
+                group.group_id, new_member, target_epoch, group_epoch
+            ),
+            assignment=_assignment_list(new_member) if send_assignment else None,
+        )
+
+    def update_member(
+        self,
+        group: ConsumerGroup,
+        change: GroupChange,
+        member: ConsumerGroupMember,
+        old_meta: ConsumerGroupMemberMetadataValue | None,
+        new_meta: ConsumerGroupMemberMetadataValue,
+        owned: list[tuple[uuid.UUID, list[int]]] | None,
+        now_ms: int,
+        records: list[Record],
+        session_timeout_ms: int | None = None,
+    ) -> tuple[ConsumerGroupMember, int, int]:
+        """Steps B.4.5-B.4.9 of a member's heartbeat (or a classic member's JoinGroup):
+        its new metadata, the group epoch bump, a new target if one is due, the member's
+        reconciliation with the partitions it reports owning (`owned`, None: unknown), its
+        timers. Emits the records; returns (the member's new snapshot, target epoch, group
+        epoch). Raises HeartbeatError (nothing it emitted is kept, no timer moved)."""
+        # Subscription and metadata (B.4.5).
+        member_id = member.member_id
         if new_meta != old_meta:
             records.append((ConsumerGroupMemberMetadataKey(group.group_id, member_id), new_meta))
         change.metadata[member_id] = new_meta
@@ -273,7 +301,7 @@ class ConsumerGroupManager:
             self._refresh_regexes(group, change, records, now_ms)
         metadata_hash = group.metadata_hash
         if bump or image_moved or change.resolved:
-            metadata_hash = self._metadata_hash(group, change)
+            metadata_hash = self.metadata_hash(group, change)
             bump = bump or metadata_hash != group.metadata_hash or bool(change.resolved)
         group_epoch = group.group_epoch
         if bump:
@@ -302,9 +330,6 @@ class ConsumerGroupManager:
         # Reconciliation (B.4.8).
         new_member = member
         if subscription_changed or not member.is_reconciled_to(target_epoch):
-            owned = None
-            if request.topic_partitions is not None:
-                owned = [(t, ps) for t, ps in request.topic_partitions]
             try:
                 new_member = compute_next_assignment(
                     member,
@@ -330,24 +355,11 @@ class ConsumerGroupManager:
                 self.shard.timer.cancel(rebalance_timeout_key(group.group_id, member_id))
         if change.replaced is not None:
             # Only now that nothing can fail: a failed heartbeat keeps the old member.
-            self._cancel_member_timers(group.group_id, change.replaced)
-        self._schedule_session_timeout(group.group_id, member_id)
+            self.cancel_member_timers(group.group_id, change.replaced)
+        self.schedule_session_timeout(group.group_id, member_id, session_timeout_ms)
         # Set last: a heartbeat that fails must leave the change to be noticed again.
         group.checked_image_version = image.version
-
-        send_assignment = (
-            request.member_epoch == 0
-            or request.is_full()
-            or new_member.assigned_partitions != member.assigned_partitions
-        )
-        return HeartbeatResponse(
-            member_id=member_id,
-            member_epoch=new_member.member_epoch,
-            heartbeat_interval_ms=self._heartbeat_interval(
-                group.group_id, new_member, target_epoch, group_epoch
-            ),
-            assignment=_assignment_list(new_member) if send_assignment else None,
-        )
+        return new_member, target_epoch, group_epoch
 
     def _group_for_heartbeat(
         self, request: HeartbeatRequest, records: list[Record], now_ms: int
@@ -361,11 +373,15 @@ class ConsumerGroupManager:
             return group
         classic = self.shard.classic_group(group_id)
         if classic is not None and classic.state is not GroupState.DEAD:
-            if request.member_epoch != 0 or not classic.is_empty():
-                # Online upgrade of a live classic group is not served yet (B.14).
+            if request.member_epoch != 0:
                 raise HeartbeatError(
                     ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
                 )
+            if not classic.is_empty():
+                upgraded = self.migration.upgrade(classic, records, now_ms)
+                if isinstance(upgraded, str):
+                    raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, upgraded)
+                return upgraded
             records.append((GroupMetadataKey(group_id), None))
         elif request.member_epoch != 0:
             raise HeartbeatError(
@@ -379,7 +395,7 @@ class ConsumerGroupManager:
         request: HeartbeatRequest,
         member_id: str,
         static_owner: str | None,
-        change: _Change,
+        change: GroupChange,
     ) -> tuple[ConsumerGroupMember, ConsumerGroupMemberMetadataValue | None]:
         """The member the request speaks for and its current metadata (B.4.4); a static
         member rejoining under a new id takes over its predecessor (recorded in `change`)."""
@@ -428,7 +444,7 @@ class ConsumerGroupManager:
         _check_epoch(member, request)
         return member, group.metadata[member_id]
 
-    def _replacement_records(
+    def replacement_records(
         self, group: ConsumerGroup, old_id: str, member: ConsumerGroupMember
     ) -> list[Record]:
         """A static replacement (B.4.4): tombstones for the old member id, then the new id
@@ -444,7 +460,7 @@ class ConsumerGroupManager:
             (ConsumerGroupMemberMetadataKey(gid, new_id), old_meta),
             (
                 ConsumerGroupTargetAssignmentMemberKey(gid, new_id),
-                _target_record(group.target.get(old_id, {})),
+                target_to_record(group.target.get(old_id, {})),
             ),
             (ConsumerGroupCurrentMemberAssignmentKey(gid, new_id), member.to_record()),
         ]
@@ -490,35 +506,45 @@ class ConsumerGroupManager:
             return HeartbeatResponse(
                 member_id=member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH
             )
-        result.records.extend(self._removal_records(group, member_id))
+        result.records.extend(self.removal_records(group, [member_id], now_ms))
         return HeartbeatResponse(member_id=member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH)
 
-    def _removal_records(self, group: ConsumerGroup, member_id: str) -> list[Record]:
-        """Remove (fence) a member (B.7): its three tombstones, its regex's tombstone if it
-        was the last to use it, the group epoch bumped with the hash of what is left, and
-        the target epoch moved too when the group is now empty. Cancels its timers."""
+    def removal_records(
+        self, group: ConsumerGroup, member_ids: list[str], now_ms: int
+    ) -> list[Record]:
+        """Remove (fence) members (B.7) in one write: their three tombstones each, the
+        tombstones of regexes nobody uses any more, one group epoch bump with the hash of
+        what is left, the target epoch moved too when the group is now empty; or, when
+        only classic-protocol members remain, the downgrade to a classic group
+        (migration.py). Cancels their timers."""
         gid = group.group_id
-        self._cancel_member_timers(gid, member_id)
-        records: list[Record] = [
-            (ConsumerGroupCurrentMemberAssignmentKey(gid, member_id), None),
-            (ConsumerGroupTargetAssignmentMemberKey(gid, member_id), None),
-            (ConsumerGroupMemberMetadataKey(gid, member_id), None),
-        ]
-        change = _Change()
-        change.metadata[member_id] = None
-        meta = group.metadata[member_id]
-        regex = meta.subscribed_topic_regex
-        if regex and group.regex_subscribers[regex] <= 1 and regex in group.resolved_regexes:
-            records.append((ConsumerGroupRegularExpressionKey(gid, regex), None))
-            change.resolved[regex] = None
+        change = GroupChange()
+        records: list[Record] = []
+        for member_id in member_ids:
+            self.cancel_member_timers(gid, member_id)
+            records.extend(
+                [
+                    (ConsumerGroupCurrentMemberAssignmentKey(gid, member_id), None),
+                    (ConsumerGroupTargetAssignmentMemberKey(gid, member_id), None),
+                    (ConsumerGroupMemberMetadataKey(gid, member_id), None),
+                ]
+            )
+            change.metadata[member_id] = None
+        used = _regex_users(group, change)
+        for regex in group.resolved_regexes:
+            if regex not in used:
+                records.append((ConsumerGroupRegularExpressionKey(gid, regex), None))
+                change.resolved[regex] = None
         epoch = group.group_epoch + 1
+        if self.migration.maybe_downgrade(group, member_ids, epoch, records, now_ms):
+            return records
         records.append(
             (
                 ConsumerGroupMetadataKey(gid),
-                ConsumerGroupMetadataValue(epoch, self._metadata_hash(group, change)),
+                ConsumerGroupMetadataValue(epoch, self.metadata_hash(group, change)),
             )
         )
-        if len(group) == 1:
+        if len(group) == len(member_ids):
             records.append(
                 (
                     ConsumerGroupTargetAssignmentMetadataKey(gid),
@@ -529,7 +555,7 @@ class ConsumerGroupManager:
 
     # -- timers ------------------------------------------------------------------------------
 
-    def _schedule_session_timeout(
+    def schedule_session_timeout(
         self, group_id: str, member_id: str, timeout_ms: int | None = None
     ) -> None:
         """(Re)arm the member's session: the group's consumer session timeout, or the
@@ -541,7 +567,7 @@ class ConsumerGroupManager:
             result = Result()
             group = self.groups.get(group_id)
             if group is not None and member_id in group.metadata:
-                result.records.extend(self._removal_records(group, member_id))
+                result.records.extend(self.removal_records(group, [member_id], now_ms))
             return result
 
         self.shard.timer.schedule(session_timeout_key(group_id, member_id), timeout_ms, expire)
@@ -565,7 +591,7 @@ class ConsumerGroupManager:
                 and current.member_epoch == epoch
                 and current.state is MemberState.UNREVOKED_PARTITIONS
             ):
-                result.records.extend(self._removal_records(group, member_id))
+                result.records.extend(self.removal_records(group, [member_id], now_ms))
             return result
 
         timeout_ms = meta.rebalance_timeout_ms
@@ -573,9 +599,10 @@ class ConsumerGroupManager:
             timeout_ms = self.shard.consumer_settings(group_id).session_timeout_ms
         self.shard.timer.schedule(rebalance_timeout_key(group_id, member_id), timeout_ms, expire)
 
-    def _cancel_member_timers(self, group_id: str, member_id: str) -> None:
+    def cancel_member_timers(self, group_id: str, member_id: str) -> None:
         self.shard.timer.cancel(session_timeout_key(group_id, member_id))
         self.shard.timer.cancel(rebalance_timeout_key(group_id, member_id))
+        self.migration.cancel_timers(group_id, member_id)
 
     def _assignment_due(self, group: ConsumerGroup, now_ms: int) -> bool:
         interval = self.shard.consumer_settings(group.group_id).assignment_interval_ms
@@ -599,7 +626,9 @@ class ConsumerGroupManager:
             live = self.groups.get(group_id)
             if live is not None and live.group_epoch > live.assignment_epoch and live.metadata:
                 try:
-                    self._compute_target(live, _Change(), live.group_epoch, now_ms, result.records)
+                    self._compute_target(
+                        live, GroupChange(), live.group_epoch, now_ms, result.records
+                    )
                 except HeartbeatError:
                     return Result()  # the next heartbeat reports the assignor's failure
             return result
@@ -609,7 +638,7 @@ class ConsumerGroupManager:
     # -- subscriptions, hashes, targets -----------------------------------------------------
 
     def _refresh_regexes(
-        self, group: ConsumerGroup, change: _Change, records: list[Record], now_ms: int
+        self, group: ConsumerGroup, change: GroupChange, records: list[Record], now_ms: int
     ) -> None:
         """Resolve the regexes the group uses after this change: new ones now, all of them
         again when the topic image moved since they were resolved. Records a regex whose
@@ -638,7 +667,7 @@ class ConsumerGroupManager:
                 change.resolved[regex] = None
                 records.append((ConsumerGroupRegularExpressionKey(group.group_id, regex), None))
 
-    def _subscribed_names(self, group: ConsumerGroup, change: _Change) -> set[str]:
+    def _subscribed_names(self, group: ConsumerGroup, change: GroupChange) -> set[str]:
         """Every topic name the group subscribes to once `change` applies."""
         counts = Counter(group.subscribed_names)
         regexes = _regex_users(group, change)
@@ -653,17 +682,18 @@ class ConsumerGroupManager:
             names.update(self._resolved(group, change, regex))
         return names
 
-    def _resolved(self, group: ConsumerGroup, change: _Change, regex: str) -> tuple[str, ...]:
+    def _resolved(self, group: ConsumerGroup, change: GroupChange, regex: str) -> tuple[str, ...]:
         if regex in change.resolved:
             return change.resolved[regex] or ()
         known = group.resolved_regexes.get(regex)
         return known.topics if known is not None else ()
 
-    def _metadata_hash(self, group: ConsumerGroup, change: _Change) -> int:
+    def metadata_hash(self, group: ConsumerGroup, change: GroupChange | None = None) -> int:
         """A stable 64-bit hash of the subscribed topics' names, ids and partition counts
         (Kafka hashes the same facts, plus racks, which we do not have): it changes when a
         subscribed topic is created, deleted, re-created or grows."""
         image = self.shard.topics
+        change = change or GroupChange()
         digest = hashlib.blake2b(digest_size=8)
         any_topic = False
         for name in sorted(self._subscribed_names(group, change)):
@@ -677,7 +707,7 @@ class ConsumerGroupManager:
         return int.from_bytes(digest.digest(), "big", signed=True)
 
     def _subscribed_ids(
-        self, group: ConsumerGroup, change: _Change, meta: ConsumerGroupMemberMetadataValue
+        self, group: ConsumerGroup, change: GroupChange, meta: ConsumerGroupMemberMetadataValue
     ) -> frozenset[uuid.UUID]:
         image = self.shard.topics
         names: Iterable[str] = meta.subscribed_topic_names
@@ -689,7 +719,7 @@ class ConsumerGroupManager:
     def _compute_target(
         self,
         group: ConsumerGroup,
-        change: _Change,
+        change: GroupChange,
         group_epoch: int,
         now_ms: int,
         records: list[Record],
@@ -731,7 +761,7 @@ class ConsumerGroupManager:
             if member_id in group.target and _same_target(new, previous.get(member_id)):
                 continue
             records.append(
-                (ConsumerGroupTargetAssignmentMemberKey(gid, member_id), _target_record(new))
+                (ConsumerGroupTargetAssignmentMemberKey(gid, member_id), target_to_record(new))
             )
         records.append(
             (
@@ -892,7 +922,12 @@ class ConsumerGroupManager:
         their rebalance timeout again, and held-back targets their timer."""
         for group in self.groups.values():
             for meta, member in group.iter_members():
-                self._schedule_session_timeout(group.group_id, member.member_id)
+                classic = meta.classic_member_metadata
+                self.schedule_session_timeout(
+                    group.group_id,
+                    member.member_id,
+                    classic.session_timeout_ms if classic is not None else None,
+                )
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_rebalance_timeout(group.group_id, member, meta)
             if group.group_epoch > group.assignment_epoch and group.metadata:
@@ -966,7 +1001,7 @@ def _updated_metadata(
 
 
 def _metadata_after(
-    group: ConsumerGroup, change: _Change
+    group: ConsumerGroup, change: GroupChange
 ) -> dict[str, ConsumerGroupMemberMetadataValue]:
     metadata = dict(group.metadata)
     for member_id, meta in change.metadata.items():
@@ -977,7 +1012,7 @@ def _metadata_after(
     return metadata
 
 
-def _regex_users(group: ConsumerGroup, change: _Change) -> set[str]:
+def _regex_users(group: ConsumerGroup, change: GroupChange) -> set[str]:
     counts = Counter(group.regex_subscribers)
     for member_id, meta in change.metadata.items():
         old = group.metadata.get(member_id)
@@ -988,11 +1023,11 @@ def _regex_users(group: ConsumerGroup, change: _Change) -> set[str]:
     return {regex for regex, n in counts.items() if n > 0}
 
 
-def _preferred_assignor(group: ConsumerGroup, change: _Change) -> str | None:
+def _preferred_assignor(group: ConsumerGroup, change: GroupChange) -> str | None:
     return preferred_assignor(_metadata_after(group, change).values())
 
 
-def _target_of(group: ConsumerGroup, change: _Change, member_id: str) -> TopicAssignment:
+def _target_of(group: ConsumerGroup, change: GroupChange, member_id: str) -> TopicAssignment:
     if member_id in change.target:
         return change.target[member_id] or {}
     return group.target.get(member_id, {})
@@ -1002,16 +1037,6 @@ def _same_target(new: TopicAssignment, old: TopicAssignment | None) -> bool:
     if old is None:
         return not new
     return {t: p for t, p in new.items() if p} == {t: p for t, p in old.items() if p}
-
-
-def _target_record(target: TopicAssignment) -> ConsumerGroupTargetAssignmentMemberValue:
-    return ConsumerGroupTargetAssignmentMemberValue(
-        tuple(
-            TopicPartitions(topic_id, tuple(sorted(target[topic_id])))
-            for topic_id in sorted(target, key=lambda t: t.int)
-            if target[topic_id]
-        )
-    )
 
 
 def _assignment_list(member: ConsumerGroupMember) -> TopicPartitionList:

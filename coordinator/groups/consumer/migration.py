@@ -1,0 +1,662 @@
+"""Classic and consumer members in one group (KIP-848 online migration, reference B.14).
+
+Theory of operation. A group id names one group, classic or consumer. When a classic
+client (JoinGroup/SyncGroup/Heartbeat/LeaveGroup) meets a consumer group, it becomes a
+*classic-protocol member* of that group: its JoinGroup runs the consumer protocol's
+pipeline (ConsumerGroupManager.update_member) with the subscription and owned partitions
+taken from its embedded ConsumerProtocol subscription, and it is answered with its member
+epoch as the generation and no members to assign (the coordinator assigns). SyncGroup
+hands it its current assignment; Heartbeat tells it REBALANCE_IN_PROGRESS whenever it
+must rejoin to move on (a newer target, partitions to revoke, or awaited partitions now
+free). Its session is its own session timeout; a JoinGroup it does not follow with a
+SyncGroup, or a rejoin it does not make, fences it after its rebalance timeout.
+
+Conversions (group.consumer.migration.policy):
+
+* Upgrade: a ConsumerGroupHeartbeat joining a live classic group of protocol type
+  "consumer" converts it: its members become classic-protocol members of a new consumer
+  group at epoch = generation, keeping their assignments (GroupMetadata tombstone, then the
+  consumer-group records). Parked JoinGroup/SyncGroup requests are answered
+  REBALANCE_IN_PROGRESS: those members rejoin through the consumer group.
+* Downgrade: when members leave or are fenced and only classic-protocol members remain,
+  the consumer group is deleted and a classic group written in its place (Stable, the
+  group epoch as generation, each member's target as its assignment); a rebalance then
+  starts, so the members rejoin a plain classic group.
+* An empty group of either type simply becomes the other type (the heartbeat or JoinGroup
+  deletes it in the same write).
+
+Everything here emits records (the runtime replays them) and arms timers; nothing changes
+the groups directly, except answering the parked classic requests of a group being
+converted.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode
+from protocol.records import (
+    ClassicMemberMetadata,
+    ClassicProtocol,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+)
+
+from ..classic import messages as cm
+from ..classic.consumer_protocol import (
+    ConsumerProtocolError,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+)
+from ..classic.group import ClassicGroup
+from ..result import Record, Reply, Result
+from .change import GroupChange, HeartbeatError
+from .group import ConsumerGroup, target_to_record
+from .member import LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroupMember, MemberState
+from .reconcile import replace_static_member
+
+if TYPE_CHECKING:
+    from .manager import ConsumerGroupManager
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION = 4
+SYNC_REQUIRES_PROTOCOL_VERSION = 5
+
+POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+
+
+def join_key(group_id: str, member_id: str) -> str:
+    return f"join-{group_id}-{member_id}"
+
+
+def sync_key(group_id: str, member_id: str) -> str:
+    return f"sync-{group_id}-{member_id}"
+
+
+def downgrade_key(group_id: str) -> str:
+    return f"downgrade-{group_id}"
+
+
+class ClassicMembers:
+    """The classic protocol's requests against consumer groups, and the conversions."""
+
+    def __init__(self, manager: ConsumerGroupManager) -> None:
+        self.manager = manager
+        self.shard = manager.shard
+
+    # -- policy ------------------------------------------------------------------------------
+
+    @property
+    def _policy(self) -> str:
+        return str(self.shard.config.consumer_migration_policy).lower()
+
+    def upgrade_allowed(self) -> bool:
+        return self._policy in ("bidirectional", "upgrade")
+
+    def downgrade_allowed(self) -> bool:
+        return self._policy in ("bidirectional", "downgrade")
+
+    # ========================================================================================
+    # JoinGroup
+    # ========================================================================================
+
+    def join(
+        self, group: ConsumerGroup, request: cm.JoinGroupRequest, reply: Reply, now_ms: int
+    ) -> Result:
+        """JoinGroup from a classic client to a consumer group. Answers at once (after the
+        records are durable) with the member epoch as generation, protocol type "consumer",
+        its first protocol, no leader and no members. Errors: INCONSISTENT_GROUP_PROTOCOL
+        (migration disabled, another protocol type, no protocol every classic member
+        supports, an unreadable subscription), GROUP_MAX_SIZE_REACHED, MEMBER_ID_REQUIRED
+        (v4+ with a new id), UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, UNRELEASED_INSTANCE_ID,
+        FENCED_MEMBER_EPOCH (reconciliation), UNKNOWN_SERVER_ERROR (assignor)."""
+        result = Result()
+
+        def fail(error: ErrorCode, member_id: str = "") -> Result:
+            out = Result()
+            out.reply(reply, cm.JoinGroupResponse(error, member_id=member_id or request.member_id))
+            return out
+
+        config = self.shard.config
+        if self._policy == "disabled":
+            return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        names = [name for name, _ in request.protocols]
+        if (
+            request.protocol_type != CONSUMER_PROTOCOL_TYPE
+            or not names
+            or not _supported_by_all(group, names)
+        ):
+            return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        member_id = request.member_id
+        instance_id = request.group_instance_id
+        static_owner = group.static_member_id(instance_id)
+        if (
+            static_owner is None
+            and len(group) >= config.consumer_max_size
+            and (not member_id or member_id not in group.metadata)
+        ):
+            return fail(ErrorCode.GROUP_MAX_SIZE_REACHED)
+        if not member_id and instance_id is None:
+            member_id = self.shard.ids.new_uuid()
+            if request.api_version >= JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION:
+                # Kafka remembers nothing for this round trip: the rejoin names the id.
+                return fail(ErrorCode.MEMBER_ID_REQUIRED, member_id)
+        elif not member_id:
+            member_id = self.shard.ids.new_uuid()
+        try:
+            subscription = decode_subscription(request.protocols[0][1])
+        except ConsumerProtocolError:
+            return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+
+        change = GroupChange()
+        member: ConsumerGroupMember | None
+        old_meta: ConsumerGroupMemberMetadataValue | None = None
+        if instance_id is not None and static_owner is None and request.member_id:
+            return fail(ErrorCode.UNKNOWN_MEMBER_ID)
+        if instance_id is not None and static_owner not in (None, member_id):
+            assert static_owner is not None
+            if request.member_id:
+                return fail(ErrorCode.FENCED_INSTANCE_ID)
+            old = group.member(static_owner)
+            assert old is not None
+            if (
+                group.metadata[static_owner].classic_member_metadata is None
+                and old.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
+            ):
+                return fail(ErrorCode.UNRELEASED_INSTANCE_ID)
+            change.replaced = static_owner
+            change.metadata[static_owner] = None
+            change.target[static_owner] = None
+            change.target[member_id] = group.target.get(static_owner, {})
+            member = replace_static_member(old, member_id)
+            old_meta = group.metadata[static_owner]
+            result.records.extend(self.manager.replacement_records(group, static_owner, member))
+        else:
+            # As Kafka: an id handed out by MEMBER_ID_REQUIRED (or any id) makes a member.
+            member = group.member(member_id)
+            if member is None:
+                member = ConsumerGroupMember(member_id)
+            else:
+                old_meta = group.metadata[member_id]
+
+        image = self.shard.topics
+        owned: list[tuple[uuid.UUID, list[int]]] = []
+        for topic, partitions in subscription.owned_partitions:
+            topic_id = image.topic_id(topic)
+            if topic_id is not None:
+                owned.append((topic_id, list(partitions)))
+        new_meta = ConsumerGroupMemberMetadataValue(
+            instance_id=instance_id,
+            rack_id=subscription.rack_id,
+            client_id=request.client_id,
+            client_host=request.client_host,
+            subscribed_topic_names=tuple(sorted(set(subscription.topics))),
+            subscribed_topic_regex=None,
+            rebalance_timeout_ms=_rebalance_timeout(request),
+            server_assignor=None,
+            classic_member_metadata=ClassicMemberMetadata(
+                request.session_timeout_ms,
+                tuple(ClassicProtocol(name, bytes(md)) for name, md in request.protocols),
+            ),
+        )
+        try:
+            new_member, _, _ = self.manager.update_member(
+                group,
+                change,
+                member,
+                old_meta,
+                new_meta,
+                owned,
+                now_ms,
+                result.records,
+                session_timeout_ms=request.session_timeout_ms,
+            )
+        except HeartbeatError as e:
+            return fail(e.error, member_id)
+        gid = group.group_id
+        self.shard.timer.cancel(join_key(gid, member_id))
+        self._schedule_fence(
+            sync_key(gid, member_id), gid, member_id, new_meta.rebalance_timeout_ms
+        )
+        result.reply(
+            reply,
+            cm.JoinGroupResponse(
+                generation_id=new_member.member_epoch,
+                protocol_type=CONSUMER_PROTOCOL_TYPE,
+                protocol_name=names[0],
+                leader="",
+                member_id=member_id,
+            ),
+        )
+        return result
+
+    # ========================================================================================
+    # SyncGroup, Heartbeat, LeaveGroup
+    # ========================================================================================
+
+    def _classic_member(
+        self, group: ConsumerGroup, member_id: str, instance_id: str | None
+    ) -> tuple[ConsumerGroupMember | None, ErrorCode]:
+        """Kafka's lookups for a classic request: the static member (UNKNOWN_MEMBER_ID,
+        FENCED_INSTANCE_ID), then a member that must use the classic protocol."""
+        if instance_id is not None:
+            owner = group.static_member_id(instance_id)
+            if owner is None:
+                return None, ErrorCode.UNKNOWN_MEMBER_ID
+            if owner != member_id:
+                return None, ErrorCode.FENCED_INSTANCE_ID
+        member = group.member(member_id)
+        if member is None or group.metadata[member_id].classic_member_metadata is None:
+            return None, ErrorCode.UNKNOWN_MEMBER_ID
+        return member, ErrorCode.NONE
+
+    def sync(
+        self, group: ConsumerGroup, request: cm.SyncGroupRequest, reply: Reply, now_ms: int
+    ) -> Result:
+        """SyncGroup: the member's current assignment, ConsumerProtocol-encoded; writes
+        nothing. Errors: UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION,
+        INCONSISTENT_GROUP_PROTOCOL, REBALANCE_IN_PROGRESS (a newer target exists: rejoin)."""
+        result = Result()
+        member, error = self._classic_member(group, request.member_id, request.group_instance_id)
+        meta = group.metadata.get(request.member_id)
+        protocol = _protocol_name(meta)
+        if member is not None and meta is not None:
+            if request.generation_id != member.member_epoch:
+                error = ErrorCode.ILLEGAL_GENERATION
+            elif (
+                request.protocol_type is not None
+                and request.protocol_type != CONSUMER_PROTOCOL_TYPE
+            ) or (request.protocol_name is not None and request.protocol_name != protocol):
+                error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+            elif (
+                group.assignment_epoch > member.member_epoch
+                and member.state is not MemberState.UNREVOKED_PARTITIONS
+            ):
+                error = ErrorCode.REBALANCE_IN_PROGRESS
+                self._arm_join_timeout(group.group_id, member.member_id, meta)
+        if error is not ErrorCode.NONE or member is None or meta is None:
+            result.reply(reply, cm.SyncGroupResponse(error))
+            return result
+        gid = group.group_id
+        self.shard.timer.cancel(sync_key(gid, member.member_id))
+        self._touch(gid, member.member_id, meta)
+        result.reply(
+            reply,
+            cm.SyncGroupResponse(
+                protocol_type=CONSUMER_PROTOCOL_TYPE,
+                protocol_name=protocol,
+                assignment=encode_assignment(self._named(member)),
+            ),
+        )
+        return result
+
+    def heartbeat(
+        self, group: ConsumerGroup, request: cm.HeartbeatRequest, reply: Reply, now_ms: int
+    ) -> Result:
+        """Heartbeat: refreshes the session; writes nothing. REBALANCE_IN_PROGRESS when the
+        member must rejoin to make progress (and the join timeout starts). Errors:
+        UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION."""
+        result = Result()
+        member, error = self._classic_member(group, request.member_id, request.group_instance_id)
+        meta = group.metadata.get(request.member_id)
+        if member is not None and meta is not None:
+            if request.generation_id != member.member_epoch:
+                error = ErrorCode.ILLEGAL_GENERATION
+            else:
+                self._touch(group.group_id, member.member_id, meta)
+                if self._must_rejoin(group, member):
+                    error = ErrorCode.REBALANCE_IN_PROGRESS
+                    self._arm_join_timeout(group.group_id, member.member_id, meta)
+        result.reply(reply, cm.HeartbeatResponse(error))
+        return result
+
+    def leave(
+        self, group: ConsumerGroup, request: cm.LeaveGroupRequest, reply: Reply, now_ms: int
+    ) -> Result:
+        """LeaveGroup: removes the named members (of either protocol) in one write with one
+        epoch bump (and a downgrade if only classic members remain). Per member:
+        UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID."""
+        result = Result()
+        answers: list[cm.LeaveMemberResponse] = []
+        leaving: list[str] = []
+        for m in request.members:
+            error = ErrorCode.NONE
+            member_id = m.member_id
+            if m.group_instance_id is not None:
+                owner = group.static_member_id(m.group_instance_id)
+                if owner is None:
+                    error = ErrorCode.UNKNOWN_MEMBER_ID
+                elif member_id and owner != member_id:
+                    error = ErrorCode.FENCED_INSTANCE_ID
+                else:
+                    member_id = owner
+            elif member_id not in group.metadata:
+                error = ErrorCode.UNKNOWN_MEMBER_ID
+            if error is ErrorCode.NONE and member_id not in leaving:
+                leaving.append(member_id)
+            answers.append(cm.LeaveMemberResponse(m.member_id, m.group_instance_id, error))
+        if leaving:
+            result.records.extend(self.manager.removal_records(group, leaving, now_ms))
+        if request.api_version < 3:
+            result.reply(reply, cm.LeaveGroupResponse(answers[0].error_code))
+        else:
+            result.reply(reply, cm.LeaveGroupResponse(ErrorCode.NONE, answers))
+        return result
+
+    def _must_rejoin(self, group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
+        """Kafka: a newer target, partitions to revoke, or awaited partitions now free."""
+        if member.member_epoch < group.assignment_epoch:
+            return True
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            return True
+        if member.state is MemberState.UNRELEASED_PARTITIONS:
+            for topic, partitions in group.target.get(member.member_id, {}).items():
+                held = member.assigned_partitions.get(topic, {})
+                for p in partitions:
+                    if p not in held and group.current_partition_epoch(topic, p) == -1:
+                        return True
+        return False
+
+    def _named(self, member: ConsumerGroupMember) -> list[tuple[str, list[int]]]:
+        image = self.shard.topics
+        out = []
+        for topic_id, partitions in member.assigned_topic_partitions():
+            name = image.topic_name(topic_id)
+            if name is not None:
+                out.append((name, partitions))
+        return out
+
+    # -- timers --------------------------------------------------------------------------
+
+    def _touch(self, group_id: str, member_id: str, meta: ConsumerGroupMemberMetadataValue) -> None:
+        classic = meta.classic_member_metadata
+        assert classic is not None
+        self.manager.schedule_session_timeout(group_id, member_id, classic.session_timeout_ms)
+
+    def _arm_join_timeout(
+        self, group_id: str, member_id: str, meta: ConsumerGroupMemberMetadataValue
+    ) -> None:
+        key = join_key(group_id, member_id)
+        if not self.shard.timer.is_scheduled(key):
+            self._schedule_fence(key, group_id, member_id, meta.rebalance_timeout_ms)
+
+    def _schedule_fence(self, key: str, group_id: str, member_id: str, delay_ms: int) -> None:
+        """Fence the member when the timer fires (a JoinGroup or SyncGroup that never came),
+        if it is still the same member of the same group."""
+
+        def fire(now_ms: int) -> Result:
+            result = Result()
+            group = self.manager.groups.get(group_id)
+            if group is not None and member_id in group.metadata:
+                result.records.extend(self.manager.removal_records(group, [member_id], now_ms))
+            return result
+
+        self.shard.timer.schedule(key, max(0, delay_ms), fire)
+
+    def cancel_timers(self, group_id: str, member_id: str) -> None:
+        self.shard.timer.cancel(join_key(group_id, member_id))
+        self.shard.timer.cancel(sync_key(group_id, member_id))
+
+    # ========================================================================================
+    # Upgrade: a consumer-protocol member joins a live classic group
+    # ========================================================================================
+
+    def upgrade(
+        self, classic: ClassicGroup, records: list[Record], now_ms: int
+    ) -> ConsumerGroup | str:
+        """The consumer group a live classic group becomes (B.14), with its records
+        appended to `records` (the classic group's tombstone first), or the reason it
+        cannot (GROUP_ID_NOT_FOUND's message). The group returned is built from those
+        records but not registered: replaying them does that."""
+        gid = classic.group_id
+        cannot = f"Cannot upgrade classic group {gid} to consumer group because"
+        if not self.upgrade_allowed():
+            return f"{cannot} the online upgrade is disabled."
+        if classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return f"{cannot} its protocol type is {classic.protocol_type}, not consumer."
+        if classic.size > self.shard.config.consumer_max_size:
+            return f"{cannot} its size exceeds group.consumer.max.size."
+        image = self.shard.topics
+        epoch = max(classic.generation_id, 1)
+        converted: list[Record] = [(GroupMetadataKey(gid), None)]
+        targets: list[Record] = []
+        currents: list[Record] = []
+        taken: set[tuple[uuid.UUID, int]] = set()
+        for member in classic.members.values():
+            try:
+                subscription = decode_subscription(member.metadata(classic.protocol_name))
+                assignment = decode_assignment(member.assignment)
+            except ConsumerProtocolError:
+                return f"{cannot} a member's subscription or assignment cannot be read."
+            if assignment.user_data:
+                return f"{cannot} an unsupported custom assignor is in use."
+            partitions: dict[uuid.UUID, dict[int, int]] = {}
+            for topic, parts in assignment.partitions:
+                topic_id = image.topic_id(topic)
+                if topic_id is None:
+                    continue
+                for p in parts:
+                    if (topic_id, p) not in taken:  # never hand a partition out twice
+                        taken.add((topic_id, p))
+                        partitions.setdefault(topic_id, {})[p] = epoch
+            converted.append(
+                (
+                    ConsumerGroupMemberMetadataKey(gid, member.member_id),
+                    ConsumerGroupMemberMetadataValue(
+                        instance_id=member.group_instance_id,
+                        rack_id=subscription.rack_id,
+                        client_id=member.client_id,
+                        client_host=member.client_host,
+                        subscribed_topic_names=tuple(sorted(set(subscription.topics))),
+                        subscribed_topic_regex=None,
+                        rebalance_timeout_ms=member.rebalance_timeout_ms,
+                        server_assignor=None,
+                        classic_member_metadata=ClassicMemberMetadata(
+                            member.session_timeout_ms,
+                            tuple(ClassicProtocol(n, bytes(md)) for n, md in member.protocols),
+                        ),
+                    ),
+                )
+            )
+            snapshot = ConsumerGroupMember(
+                member.member_id,
+                instance_id=member.group_instance_id,
+                member_epoch=epoch,
+                previous_member_epoch=epoch,
+                assigned_partitions=partitions,
+                rebalance_timeout_ms=member.rebalance_timeout_ms,
+            )
+            targets.append(
+                (
+                    ConsumerGroupTargetAssignmentMemberKey(gid, member.member_id),
+                    target_to_record({t: frozenset(ps) for t, ps in partitions.items()}),
+                )
+            )
+            currents.append(
+                (
+                    ConsumerGroupCurrentMemberAssignmentKey(gid, member.member_id),
+                    snapshot.to_record(),
+                )
+            )
+        group = ConsumerGroup(gid)
+        for key, value in converted[1:]:
+            group.apply(key, value)
+        metadata_hash = self.manager.metadata_hash(group)
+        converted.append(
+            (ConsumerGroupMetadataKey(gid), ConsumerGroupMetadataValue(epoch, metadata_hash))
+        )
+        converted.extend(targets)
+        converted.append(
+            (
+                ConsumerGroupTargetAssignmentMetadataKey(gid),
+                ConsumerGroupTargetAssignmentMetadataValue(epoch, now_ms),
+            )
+        )
+        converted.extend(currents)
+        for key, value in converted[len(classic.members) + 1 :]:
+            group.apply(key, value)
+        records.extend(converted)
+        return group
+
+    def finish_upgrade(self, classic: ClassicGroup, result: Result) -> None:
+        """Once the joining heartbeat succeeded: answer the classic group's parked
+        requests (they rejoin through the consumer group), move its timers."""
+        from ..classic.manager import heartbeat_key
+        from ..classic.manager import join_key as classic_join_key
+        from ..classic.manager import sync_key as classic_sync_key
+
+        gid = classic.group_id
+        self.shard.timer.cancel(classic_join_key(gid))
+        self.shard.timer.cancel(classic_sync_key(gid))
+        for member in classic.members.values():
+            self.shard.timer.cancel(heartbeat_key(gid, member.member_id))
+            if member.awaiting_join is not None:
+                result.reply(
+                    member.awaiting_join,
+                    cm.JoinGroupResponse(
+                        ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id
+                    ),
+                )
+                member.awaiting_join = None
+            if member.awaiting_sync is not None:
+                result.reply(
+                    member.awaiting_sync, cm.SyncGroupResponse(ErrorCode.REBALANCE_IN_PROGRESS)
+                )
+                member.awaiting_sync = None
+            self.manager.schedule_session_timeout(gid, member.member_id, member.session_timeout_ms)
+
+    # ========================================================================================
+    # Downgrade: only classic members are left
+    # ========================================================================================
+
+    def maybe_downgrade(
+        self,
+        group: ConsumerGroup,
+        removed: list[str],
+        new_epoch: int,
+        records: list[Record],
+        now_ms: int,
+    ) -> bool:
+        """After `removed` leave: if every remaining member uses the classic protocol (and
+        the policy and group.max.size allow), replace the consumer group by a classic group
+        (records appended) and start its rebalance from a timer. True if it did."""
+        remaining = [m for m in group.metadata if m not in removed]
+        if (
+            not remaining
+            or not self.downgrade_allowed()
+            or len(remaining) > self.shard.config.max_size
+            or any(group.metadata[m].classic_member_metadata is None for m in remaining)
+        ):
+            return False
+        protocol = _common_protocol(group, remaining)
+        if protocol is None:
+            return False
+        gid = group.group_id
+        image = self.shard.topics
+        members = []
+        for member_id in remaining:
+            meta = group.metadata[member_id]
+            classic = meta.classic_member_metadata
+            assert classic is not None
+            metadata = next(p.metadata for p in classic.supported_protocols if p.name == protocol)
+            assigned = [
+                (name, sorted(parts))
+                for topic_id, parts in sorted(
+                    group.target.get(member_id, {}).items(), key=lambda t: t[0].int
+                )
+                if (name := image.topic_name(topic_id)) is not None
+            ]
+            members.append(
+                MemberMetadata(
+                    member_id=member_id,
+                    group_instance_id=meta.instance_id,
+                    client_id=meta.client_id,
+                    client_host=meta.client_host,
+                    rebalance_timeout=meta.rebalance_timeout_ms,
+                    session_timeout=classic.session_timeout_ms,
+                    subscription=metadata,
+                    assignment=encode_assignment(assigned),
+                )
+            )
+            self.manager.cancel_member_timers(gid, member_id)
+        for member_id in removed:
+            self.manager.cancel_member_timers(gid, member_id)
+        # The consumer group goes (its remaining members' records too), the classic comes.
+        records.extend(self.manager.deletion_records(group))
+        records.append(
+            (
+                GroupMetadataKey(gid),
+                GroupMetadataValue(
+                    protocol_type=CONSUMER_PROTOCOL_TYPE,
+                    generation=new_epoch,
+                    protocol=protocol,
+                    leader=remaining[0],
+                    current_state_timestamp=now_ms,
+                    members=tuple(members),
+                ),
+            )
+        )
+        self.shard.timer.schedule(
+            downgrade_key(gid),
+            0,
+            lambda now_ms: self.shard.classic.after_downgrade(gid, now_ms),
+        )
+        return True
+
+
+def _rebalance_timeout(request: cm.JoinGroupRequest) -> int:
+    if request.api_version == 0 or request.rebalance_timeout_ms < 0:
+        return request.session_timeout_ms
+    return request.rebalance_timeout_ms
+
+
+def _protocol_name(meta: ConsumerGroupMemberMetadataValue | None) -> str | None:
+    if meta is None or meta.classic_member_metadata is None:
+        return None
+    protocols = meta.classic_member_metadata.supported_protocols
+    return protocols[0].name if protocols else None
+
+
+def _supported_by_all(group: ConsumerGroup, names: list[str]) -> bool:
+    """At least one of `names` is supported by every classic member (none: vacuous)."""
+    wanted = set(names)
+    for meta in group.metadata.values():
+        classic = meta.classic_member_metadata
+        if classic is not None:
+            wanted &= {p.name for p in classic.supported_protocols}
+    return bool(wanted)
+
+
+def _common_protocol(group: ConsumerGroup, member_ids: list[str]) -> str | None:
+    """The first protocol of the first member that every member supports."""
+    first = group.metadata[member_ids[0]].classic_member_metadata
+    assert first is not None
+    for protocol in first.supported_protocols:
+        if all(
+            any(
+                p.name == protocol.name
+                for p in (
+                    group.metadata[m].classic_member_metadata or _NO_CLASSIC
+                ).supported_protocols
+            )
+            for m in member_ids
+        ):
+            return protocol.name
+    return None
+
+
+_NO_CLASSIC = ClassicMemberMetadata(0, ())
+
+
+__all__ = ["POLICIES", "ClassicMembers"]
