@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from enum import Enum
 from typing import Any
 
@@ -39,13 +39,14 @@ from protocol.records import (
     TopicPartitions,
 )
 
+from ..assignors.spec import MemberSubscription
 from .member import ConsumerGroupMember, MemberState
 
 __all__ = [
     "ConsumerGroup",
     "ConsumerGroupState",
     "DoubleOwnership",
-    "preferred_assignor",
+    "most_popular",
     "target_from_record",
     "target_to_record",
 ]
@@ -91,6 +92,15 @@ class ConsumerGroup:
         # loaded group checks again on its first heartbeat, as Kafka's refresh deadline).
         self.checked_image_version = -1
         self.dead = False
+        self.assignor_counts: Counter[str] = Counter()  # members' ServerAssignor choices
+        # Derived, not replayed: the assignors' view of the members (member id ->
+        # MemberSubscription) at topic-image version `spec_image_version`, and the topic ids
+        # of each distinct subscription (names, regex) at that version. Kept up to date by
+        # metadata replay when a member's subscription is already known, dropped otherwise
+        # (the manager rebuilds it: resolving names needs the topic image).
+        self.spec_members: dict[str, MemberSubscription] | None = None
+        self.spec_ids: dict[tuple[tuple[str, ...], str | None], frozenset[uuid.UUID]] = {}
+        self.spec_image_version = -1
 
     # -- views -----------------------------------------------------------------------------
 
@@ -149,8 +159,8 @@ class ConsumerGroup:
         return names
 
     def preferred_assignor(self) -> str | None:
-        """The ServerAssignor most members ask for, None if none (see preferred_assignor)."""
-        return preferred_assignor(self.metadata.values())
+        """The ServerAssignor most members ask for, None if none (see most_popular)."""
+        return most_popular(self.assignor_counts)
 
     def iter_members(
         self,
@@ -177,10 +187,17 @@ class ConsumerGroup:
                 and self.static_members.get(old.instance_id) == member_id
             ):
                 del self.static_members[old.instance_id]
+        if old is not None and old.server_assignor:
+            self.assignor_counts[old.server_assignor] -= 1
         if value is None:
             # Kafka's removeMember: the member, its assignment and its ownerships go.
             self._set_current(member_id, None)
+            if self.spec_members is not None:
+                self.spec_members.pop(member_id, None)
             return
+        if value.server_assignor:
+            self.assignor_counts[value.server_assignor] += 1
+        self._update_spec(member_id, value)
         self.metadata[member_id] = value
         self.subscribed_names.update(value.subscribed_topic_names)
         if value.subscribed_topic_regex:
@@ -193,6 +210,15 @@ class ConsumerGroup:
             or current.rebalance_timeout_ms != value.rebalance_timeout_ms
         ):
             self.members[member_id] = _with_metadata(current, value)
+
+    def _update_spec(self, member_id: str, meta: ConsumerGroupMemberMetadataValue) -> None:
+        if self.spec_members is None:
+            return
+        ids = self.spec_ids.get((meta.subscribed_topic_names, meta.subscribed_topic_regex))
+        if ids is None:
+            self.spec_members = None  # a new subscription: the manager resolves it
+        else:
+            self.spec_members[member_id] = MemberSubscription(meta.instance_id, meta.rack_id, ids)
 
     def _unsubscribe(self, meta: ConsumerGroupMemberMetadataValue) -> None:
         self.subscribed_names.subtract(meta.subscribed_topic_names)
@@ -224,26 +250,36 @@ class ConsumerGroup:
         self._set_current(member_id, new)
 
     def _set_current(self, member_id: str, member: ConsumerGroupMember | None) -> None:
+        """Install the member's snapshot and move the ownership index by the difference
+        between its old and new partitions (a member keeps most of them from one record to
+        the next: only what moved is touched)."""
         old = self.members.pop(member_id, None)
-        if old is not None:
-            for topic, partition in old.owned_partitions():
-                by_partition = self.owners.get(topic)
-                if by_partition is not None and by_partition.get(partition) == member_id:
-                    del by_partition[partition]
-                    if not by_partition:
-                        del self.owners[topic]
-        if member is None:
-            return
-        for topic, partition in member.owned_partitions():
-            by_partition = self.owners.setdefault(topic, {})
-            holder = by_partition.get(partition)
-            if holder is not None and holder != member_id:
-                raise DoubleOwnership(
-                    f"group {self.group_id}: partition {topic}-{partition} is held by "
-                    f"{holder}, cannot also be given to {member_id}"
-                )
-            by_partition[partition] = member_id
-        self.members[member_id] = member
+        before = _held(old) if old is not None else {}
+        after = _held(member) if member is not None else {}
+        owners = self.owners
+        for topic, parts in before.items():
+            by_partition = owners.get(topic)
+            if by_partition is None:
+                continue
+            gone = parts - after[topic] if topic in after else parts
+            for p in gone:
+                if by_partition.get(p) == member_id:
+                    del by_partition[p]
+            if not by_partition:
+                del owners[topic]
+        for topic, parts in after.items():
+            by_partition = owners.setdefault(topic, {})
+            new = parts - before[topic] if topic in before else parts
+            for p in new:
+                holder = by_partition.get(p)
+                if holder is not None and holder != member_id:
+                    raise DoubleOwnership(
+                        f"group {self.group_id}: partition {topic}-{p} is held by "
+                        f"{holder}, cannot also be given to {member_id}"
+                    )
+                by_partition[p] = member_id
+        if member is not None:
+            self.members[member_id] = member
 
     def replay_target_member(
         self, member_id: str, value: ConsumerGroupTargetAssignmentMemberValue | None
@@ -280,19 +316,29 @@ class ConsumerGroup:
             self.has_legacy_partition_metadata = value is not None
 
     def replay_regex(self, regex: str, value: ConsumerGroupRegularExpressionValue | None) -> None:
+        self.spec_members = None
+        self.spec_ids = {}
         if value is None:
             self.resolved_regexes.pop(regex, None)
         else:
             self.resolved_regexes[regex] = value
 
 
-def preferred_assignor(metadata: Iterable[ConsumerGroupMemberMetadataValue]) -> str | None:
+def most_popular(counts: Counter[str]) -> str | None:
     """The ServerAssignor most members ask for, None if none. Ties go to the smallest name:
     the choice must depend on the members' choices only, not on the order their records
     were replayed in (which a metadata update changes), or a replayed group could disagree
     with the live one on the assignor it last used."""
-    counts: Counter[str] = Counter(m.server_assignor for m in metadata if m.server_assignor)
-    return min(counts, key=lambda name: (-counts[name], name)) if counts else None
+    live = [name for name, n in counts.items() if n > 0]
+    return min(live, key=lambda name: (-counts[name], name)) if live else None
+
+
+def _held(member: ConsumerGroupMember) -> dict[uuid.UUID, set[int]]:
+    """topic -> partitions the member holds (assigned or pending revocation)."""
+    held = {topic: set(parts) for topic, parts in member.assigned_partitions.items()}
+    for topic, parts in member.partitions_pending_revocation.items():
+        held.setdefault(topic, set()).update(parts)
+    return held
 
 
 def target_to_record(target: TopicAssignment) -> ConsumerGroupTargetAssignmentMemberValue:

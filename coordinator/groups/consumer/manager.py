@@ -70,7 +70,7 @@ from .group import (
     ConsumerGroup,
     ConsumerGroupState,
     TopicAssignment,
-    preferred_assignor,
+    most_popular,
     target_to_record,
 )
 from .member import (
@@ -727,11 +727,7 @@ class ConsumerGroupManager:
         """Run the group's assignor over every member (with `change` applied) and emit the
         members whose target changed plus the new TargetAssignmentMetadata (B.4.7)."""
         gid = group.group_id
-        members: dict[str, MemberSubscription] = {}
-        for member_id, meta in _metadata_after(group, change).items():
-            members[member_id] = MemberSubscription(
-                meta.instance_id, meta.rack_id, self._subscribed_ids(group, change, meta)
-            )
+        members = self._spec_members(group, change)
         previous: dict[str, TopicAssignment] = dict(group.target)
         for member_id, member_target in change.target.items():
             if member_target is None:
@@ -776,6 +772,50 @@ class ConsumerGroupManager:
         """The group's consumer.assignor, else the first of group.consumer.assignors."""
         name = self.shard.consumer_settings(group_id).assignor
         return name if name in self.assignors else self.default_assignor
+
+    def _spec_members(
+        self, group: ConsumerGroup, change: GroupChange
+    ) -> dict[str, MemberSubscription]:
+        """The assignors' view of the members with `change` applied, from the group's cache
+        (group.spec_members, rebuilt here when the topic image moved). Members with the same
+        subscription share one id set, resolved once (the uniform assignor also recognises
+        a homogeneous group by that identity)."""
+        if change.resolved:  # regexes re-resolved now: nothing cached applies
+            ids: dict[tuple[tuple[str, ...], str | None], frozenset[uuid.UUID]] = {}
+            return {
+                member_id: self._member_spec(group, change, meta, ids)
+                for member_id, meta in _metadata_after(group, change).items()
+            }
+        version = self.shard.topics.version
+        if group.spec_members is None or group.spec_image_version != version:
+            group.spec_ids = {}
+            group.spec_members = {
+                member_id: self._member_spec(group, change, meta, group.spec_ids)
+                for member_id, meta in group.metadata.items()
+            }
+            group.spec_image_version = version
+        if not change.metadata:
+            return group.spec_members
+        members = dict(group.spec_members)
+        for member_id, meta in change.metadata.items():
+            if meta is None:
+                members.pop(member_id, None)
+            else:
+                members[member_id] = self._member_spec(group, change, meta, group.spec_ids)
+        return members
+
+    def _member_spec(
+        self,
+        group: ConsumerGroup,
+        change: GroupChange,
+        meta: ConsumerGroupMemberMetadataValue,
+        ids_cache: dict[tuple[tuple[str, ...], str | None], frozenset[uuid.UUID]],
+    ) -> MemberSubscription:
+        key = (meta.subscribed_topic_names, meta.subscribed_topic_regex)
+        ids = ids_cache.get(key)
+        if ids is None:
+            ids = ids_cache[key] = self._subscribed_ids(group, change, meta)
+        return MemberSubscription(meta.instance_id, meta.rack_id, ids)
 
     def _heartbeat_interval(
         self, group_id: str, member: ConsumerGroupMember, target_epoch: int, group_epoch: int
@@ -1024,7 +1064,16 @@ def _regex_users(group: ConsumerGroup, change: GroupChange) -> set[str]:
 
 
 def _preferred_assignor(group: ConsumerGroup, change: GroupChange) -> str | None:
-    return preferred_assignor(_metadata_after(group, change).values())
+    if not change.metadata:
+        return group.preferred_assignor()
+    counts = Counter(group.assignor_counts)
+    for member_id, meta in change.metadata.items():
+        old = group.metadata.get(member_id)
+        if old is not None and old.server_assignor:
+            counts[old.server_assignor] -= 1
+        if meta is not None and meta.server_assignor:
+            counts[meta.server_assignor] += 1
+    return most_popular(counts)
 
 
 def _target_of(group: ConsumerGroup, change: GroupChange, member_id: str) -> TopicAssignment:
