@@ -171,6 +171,13 @@ class Config:
             "(group.consumer.assignment.interval.ms)"
         },
     )
+    group_consumer_offload_min_members: int = field(
+        default=1_000,
+        metadata={
+            "help": "consumer groups this large compute target assignments off the shard's "
+            "loop (ours; per group: consumer.assignor.offload.enable)"
+        },
+    )
     group_consumer_migration_policy: str = field(
         default="bidirectional",
         metadata={

@@ -9,8 +9,8 @@ module is pure: the names and their checks, and the effective settings of a grou
 
 `consumer.assignor` is ours: the server assignor a group uses when none of its members
 names one (Kafka only has the broker-wide `group.consumer.assignors` order). Kafka's
-`consumer.assignor.offload.enable` is accepted and reported; assignments here always run
-on the shard's loop (they take a few milliseconds, see the README's benchmarks).
+`consumer.assignor.offload.enable` (default true) lets a group of at least
+`consumer_offload_min_members` members compute its target assignment in a worker thread.
 """
 
 from __future__ import annotations
@@ -74,7 +74,8 @@ GROUP_CONFIGS: dict[str, GroupConfigSpec] = {
             ASSIGNOR_OFFLOAD,
             "BOOLEAN",
             lambda c: "true",
-            "Accepted for compatibility: assignments run on the shard's loop.",
+            "Whether a large group (group_consumer_offload_min_members) computes its target "
+            "assignment off the loop.",
         ),
         GroupConfigSpec(
             ASSIGNOR,
@@ -92,6 +93,7 @@ class ConsumerGroupSettings:
     heartbeat_interval_ms: int
     assignment_interval_ms: int
     assignor: str
+    assignor_offload: bool = True
 
 
 def _int(name: str, value: str) -> int:
@@ -160,4 +162,5 @@ def settings(config: GroupConfig, overrides: Mapping[str, str]) -> ConsumerGroup
         raise InvalidGroupConfig(
             f"{ASSIGNOR} must be one of {', '.join(config.consumer_assignors)}"
         )
-    return ConsumerGroupSettings(session, heartbeat, interval, assignor)
+    offload = overrides.get(ASSIGNOR_OFFLOAD, "true").lower() == "true"
+    return ConsumerGroupSettings(session, heartbeat, interval, assignor, offload)

@@ -39,6 +39,10 @@ class Result:
 
 
 TimerCallback = Callable[[int], Result]
+# Work offloaded from the shard: `compute()` runs off the shard's loop on inputs it owns;
+# `finish(value, now_ms)` (value: compute's return, or the exception it raised) runs as an
+# event of the shard, like a timer.
+OffloadFinish = Callable[[Any, int], Result]
 
 
 class Timer(Protocol):
@@ -50,6 +54,11 @@ class Timer(Protocol):
     def cancel(self, key: str) -> None: ...
 
     def is_scheduled(self, key: str) -> bool: ...
+
+    def offload(self, key: str, compute: Callable[[], Any], finish: OffloadFinish) -> None:
+        """Run `compute` off the loop, then `finish` as a shard event. A newer offload
+        with the same key (or a cancel of the key) makes the older one's finish not run."""
+        ...
 
 
 class IdSource(Protocol):

@@ -12,8 +12,9 @@ import heapq
 import itertools
 import uuid
 from collections.abc import Callable
+from typing import Any
 
-from .result import Result, TimerCallback
+from .result import OffloadFinish, Result, TimerCallback
 
 
 class ManualTimer:
@@ -23,6 +24,7 @@ class ManualTimer:
         self._live: dict[str, tuple[int, TimerCallback]] = {}
         self._seq = itertools.count()
         self.on_result: Callable[[Result], None] | None = None
+        self.offloaded = 0  # how many computations went through offload()
 
     def schedule(self, key: str, delay_ms: int, callback: TimerCallback) -> None:
         seq = next(self._seq)
@@ -34,6 +36,15 @@ class ManualTimer:
 
     def is_scheduled(self, key: str) -> bool:
         return key in self._live
+
+    def offload(self, key: str, compute: Callable[[], Any], finish: OffloadFinish) -> None:
+        """Computes at once; `finish` runs at the next sleep (as a 0-delay timer `key`)."""
+        try:
+            value: Any = compute()
+        except Exception as e:  # noqa: BLE001 - handed to finish, as the runtime does
+            value = e
+        self.offloaded += 1
+        self.schedule(key, 0, lambda now_ms: finish(value, now_ms))
 
     def deadline(self, key: str) -> int | None:
         entry = self._live.get(key)

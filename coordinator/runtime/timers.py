@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
-from ..groups.result import TimerCallback
+from ..groups.result import OffloadFinish, TimerCallback
 
 
 class _Entry:
@@ -31,6 +32,7 @@ class LoopTimer:
     def __init__(self, fire: Callable[[TimerCallback], None]) -> None:
         self._fire = fire
         self._entries: dict[str, _Entry] = {}
+        self._offloads: dict[str, asyncio.Future[Any]] = {}
 
     def schedule(self, key: str, delay_ms: int, callback: TimerCallback) -> None:
         loop = asyncio.get_running_loop()
@@ -49,6 +51,24 @@ class LoopTimer:
         entry = self._entries.pop(key, None)
         if entry is not None:
             entry.handle.cancel()
+        self._offloads.pop(key, None)
+
+    def offload(self, key: str, compute: Callable[[], Any], finish: OffloadFinish) -> None:
+        """`compute` in the loop's default executor (a thread: with the GIL it shares the
+        CPU, but the interpreter switches threads every few hundred microseconds, so the
+        loop keeps answering meanwhile); `finish` then runs as a shard event."""
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(None, compute)
+        self._offloads[key] = future
+
+        def done(f: asyncio.Future[Any]) -> None:
+            if self._offloads.get(key) is not f:
+                return  # superseded, cancelled, or the shard reloaded meanwhile
+            del self._offloads[key]
+            value: Any = f.exception() if f.exception() is not None else f.result()
+            self._fire(lambda now_ms: finish(value, now_ms))
+
+        future.add_done_callback(done)
 
     def is_scheduled(self, key: str) -> bool:
         return key in self._entries
@@ -57,6 +77,7 @@ class LoopTimer:
         for entry in self._entries.values():
             entry.handle.cancel()
         self._entries.clear()
+        self._offloads.clear()
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -93,6 +93,8 @@ class ConsumerGroup:
         self.checked_image_version = -1
         self.dead = False
         self.assignor_counts: Counter[str] = Counter()  # members' ServerAssignor choices
+        # The group epoch whose target is being computed off the loop (not replayed).
+        self.assigning_epoch: int | None = None
         # Derived, not replayed: the assignors' view of the members (member id ->
         # MemberSubscription) at topic-image version `spec_image_version`, and the topic ids
         # of each distinct subscription (names, regex) at that version. Kept up to date by

@@ -61,7 +61,7 @@ from ..assignors import (
     MemberSubscription,
     PartitionAssignor,
 )
-from ..assignors.spec import PartitionAssignorError
+from ..assignors.spec import PartitionAssignorError, TopicDescriber, TopicMetadata
 from ..classic.group import GroupState
 from ..classic.messages import DescribedGroup, DescribedMember, ListedGroup
 from ..result import Record, Reply, Result
@@ -101,6 +101,8 @@ if TYPE_CHECKING:
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 CONSUMER_GROUP_TYPE = "consumer"
+# Members whose offloaded target is written per shard event (~1-2 ms of replay each).
+OFFLOAD_SLICE = 500
 
 
 def session_timeout_key(group_id: str, member_id: str) -> str:
@@ -129,6 +131,7 @@ class ConsumerGroupManager:
         self.default_assignor = next(iter(self.assignors))
         self.rebalances = 0  # group epoch bumps from heartbeats (Kafka's sensor)
         self.migration = ClassicMembers(self)
+        self.offloaded = 0  # target assignments computed off the loop
 
     @property
     def groups(self) -> dict[str, ConsumerGroup]:
@@ -319,13 +322,15 @@ class ConsumerGroupManager:
         # Target assignment (B.4.7), unless the assignment interval holds it back.
         target_epoch = group.assignment_epoch
         member_target = _target_of(group, change, member_id)
-        if group_epoch > group.assignment_epoch:
-            if self._assignment_due(group, now_ms):
+        if group_epoch > group.assignment_epoch and group.assigning_epoch is None:
+            if not self._assignment_due(group, now_ms):
+                self._schedule_assignment(group, now_ms)
+            elif self._should_offload(group, change):
+                self._offload_target(group, change, group_epoch, now_ms)
+            else:
                 target = self._compute_target(group, change, group_epoch, now_ms, records)
                 target_epoch = group_epoch
                 member_target = target.get(member_id, {})
-            else:
-                self._schedule_assignment(group, now_ms)
 
         # Reconciliation (B.4.8).
         new_member = member
@@ -624,7 +629,15 @@ class ConsumerGroupManager:
         def fire(now_ms: int) -> Result:
             result = Result()
             live = self.groups.get(group_id)
-            if live is not None and live.group_epoch > live.assignment_epoch and live.metadata:
+            if (
+                live is not None
+                and live.group_epoch > live.assignment_epoch
+                and live.metadata
+                and live.assigning_epoch is None
+            ):
+                if self._should_offload(live, GroupChange()):
+                    self._offload_target(live, GroupChange(), live.group_epoch, now_ms)
+                    return result
                 try:
                     self._compute_target(
                         live, GroupChange(), live.group_epoch, now_ms, result.records
@@ -727,7 +740,26 @@ class ConsumerGroupManager:
         """Run the group's assignor over every member (with `change` applied) and emit the
         members whose target changed plus the new TargetAssignmentMetadata (B.4.7)."""
         gid = group.group_id
-        members = self._spec_members(group, change)
+        members, previous, assignor = self._target_inputs(group, change)
+        assignment, member_records = _assign(
+            gid, members, previous, assignor, self.shard.topics, group_epoch
+        )
+        records.extend(member_records)
+        records.append(
+            (
+                ConsumerGroupTargetAssignmentMetadataKey(gid),
+                ConsumerGroupTargetAssignmentMetadataValue(group_epoch, now_ms),
+            )
+        )
+        self.shard.timer.cancel(assignment_key(gid))
+        return assignment
+
+    def _target_inputs(
+        self, group: ConsumerGroup, change: GroupChange
+    ) -> tuple[dict[str, MemberSubscription], dict[str, TopicAssignment], PartitionAssignor]:
+        """The assignor's inputs, as copies the caller may hand to another thread (the
+        members' targets are never mutated, only replaced)."""
+        members = dict(self._spec_members(group, change))
         previous: dict[str, TopicAssignment] = dict(group.target)
         for member_id, member_target in change.target.items():
             if member_target is None:
@@ -738,35 +770,79 @@ class ConsumerGroupManager:
         # (a restart with another config): the default one serves then.
         default = self._default_assignor(group.group_id)
         name = _preferred_assignor(group, change) or default
-        assignor = self.assignors.get(name) or self.assignors[default]
-        try:
-            assignment = assignor.assign(GroupSpec(members, previous), self.shard.topics)
-        except PartitionAssignorError as e:
-            raise HeartbeatError(
-                ErrorCode.UNKNOWN_SERVER_ERROR,
-                f"Failed to compute a new target assignment for epoch {group_epoch}: {e}",
-            ) from None
-        # Only members whose target changed get a record (the lazy result knows which may
-        # have: building every member's target costs more than assigning at 10,000 members).
-        candidates = set(
-            assignment.changed_members() if isinstance(assignment, LazyAssignment) else assignment
+        return members, previous, self.assignors.get(name) or self.assignors[default]
+
+    def _should_offload(self, group: ConsumerGroup, change: GroupChange) -> bool:
+        """Large groups compute their target off the loop (a registered group only: a new
+        one is small, and its object is not the live one yet)."""
+        return (
+            len(group) + len(change.metadata) >= self.shard.config.consumer_offload_min_members
+            and self.groups.get(group.group_id) is group
+            and self.shard.consumer_settings(group.group_id).assignor_offload
         )
-        candidates.update(m for m in members if m not in group.target)
-        for member_id in sorted(candidates):
-            new = assignment[member_id]
-            if member_id in group.target and _same_target(new, previous.get(member_id)):
-                continue
-            records.append(
-                (ConsumerGroupTargetAssignmentMemberKey(gid, member_id), target_to_record(new))
-            )
-        records.append(
+
+    def _offload_target(
+        self, group: ConsumerGroup, change: GroupChange, group_epoch: int, now_ms: int
+    ) -> None:
+        """Compute the target for `group_epoch` in a worker thread; meanwhile the group
+        keeps its current target (heartbeats go on against it, as during an assignment
+        interval). The result is written in slices of OFFLOAD_SLICE members, one shard
+        event each, TargetAssignmentMetadata last, so that no event blocks the loop long.
+        Members that left meanwhile are skipped; those that joined meanwhile get their
+        target from the next assignment (their join moved the group epoch)."""
+        gid = group.group_id
+        members, previous, assignor = self._target_inputs(group, change)
+        image = self.shard.topics
+        topic_ids = {t for sub in members.values() for t in sub.subscribed_topic_ids}
+        counts = TopicMetadata({t: image.num_partitions(t) for t in topic_ids})
+        group.assigning_epoch = group_epoch
+        self.offloaded += 1
+
+        def compute() -> list[Record]:
+            return _assign(gid, members, previous, assignor, counts, group_epoch)[1]
+
+        def finish(value: object, finish_ms: int) -> Result:
+            if self.groups.get(gid) is not group or group.assigning_epoch != group_epoch:
+                return Result()
+            if isinstance(value, BaseException):
+                group.assigning_epoch = None  # the next heartbeat tries again
+                return Result()
+            assert isinstance(value, list)
+            return self._write_target_slice(group, group_epoch, now_ms, value, 0)
+
+        self.shard.timer.offload(assignment_key(gid), compute, finish)
+
+    def _write_target_slice(
+        self,
+        group: ConsumerGroup,
+        group_epoch: int,
+        started_ms: int,
+        records: list[Record],
+        start: int,
+    ) -> Result:
+        gid = group.group_id
+        result = Result()
+        end = start + OFFLOAD_SLICE
+        for key, value in records[start:end]:
+            if key.member_id in group.metadata:
+                result.records.append((key, value))
+        if end < len(records):
+
+            def more(now_ms: int) -> Result:
+                if self.groups.get(gid) is not group or group.assigning_epoch != group_epoch:
+                    return Result()
+                return self._write_target_slice(group, group_epoch, started_ms, records, end)
+
+            self.shard.timer.schedule(assignment_key(gid), 0, more)
+            return result
+        group.assigning_epoch = None
+        result.records.append(
             (
                 ConsumerGroupTargetAssignmentMetadataKey(gid),
-                ConsumerGroupTargetAssignmentMetadataValue(group_epoch, now_ms),
+                ConsumerGroupTargetAssignmentMetadataValue(group_epoch, started_ms),
             )
         )
-        self.shard.timer.cancel(assignment_key(gid))
-        return assignment
+        return result
 
     def _default_assignor(self, group_id: str) -> str:
         """The group's consumer.assignor, else the first of group.consumer.assignors."""
@@ -1074,6 +1150,41 @@ def _preferred_assignor(group: ConsumerGroup, change: GroupChange) -> str | None
         if meta is not None and meta.server_assignor:
             counts[meta.server_assignor] += 1
     return most_popular(counts)
+
+
+def _assign(
+    group_id: str,
+    members: dict[str, MemberSubscription],
+    previous: dict[str, TopicAssignment],
+    assignor: PartitionAssignor,
+    topics: TopicDescriber,
+    group_epoch: int,
+) -> tuple[Mapping[str, TopicAssignment], list[Record]]:
+    """The new target and the TargetAssignmentMember records of the members whose target
+    changed (or who had none). Touches nothing but its arguments: it may run in a thread.
+    Raises HeartbeatError(UNKNOWN_SERVER_ERROR) when the assignor fails."""
+    try:
+        assignment = assignor.assign(GroupSpec(members, previous), topics)
+    except PartitionAssignorError as e:
+        raise HeartbeatError(
+            ErrorCode.UNKNOWN_SERVER_ERROR,
+            f"Failed to compute a new target assignment for epoch {group_epoch}: {e}",
+        ) from None
+    # Only members whose target changed get a record (the lazy result knows which may
+    # have: building every member's target costs more than assigning at 10,000 members).
+    candidates = set(
+        assignment.changed_members() if isinstance(assignment, LazyAssignment) else assignment
+    )
+    candidates.update(m for m in members if m not in previous)
+    records: list[Record] = []
+    for member_id in sorted(candidates):
+        new = assignment[member_id]
+        if member_id in previous and _same_target(new, previous.get(member_id)):
+            continue
+        records.append(
+            (ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), target_to_record(new))
+        )
+    return assignment, records
 
 
 def _target_of(group: ConsumerGroup, change: GroupChange, member_id: str) -> TopicAssignment:

@@ -32,6 +32,7 @@ converted.
 
 from __future__ import annotations
 
+import struct
 import uuid
 from typing import TYPE_CHECKING
 
@@ -296,7 +297,7 @@ class ClassicMembers:
             cm.SyncGroupResponse(
                 protocol_type=CONSUMER_PROTOCOL_TYPE,
                 protocol_name=protocol,
-                assignment=encode_assignment(self._named(member)),
+                assignment=_assignment_bytes(self._named(member), _first_metadata(meta)),
             ),
         )
         return result
@@ -550,7 +551,12 @@ class ClassicMembers:
     ) -> bool:
         """After `removed` leave: if every remaining member uses the classic protocol (and
         the policy and group.max.size allow), replace the consumer group by a classic group
-        (records appended) and start its rebalance from a timer. True if it did."""
+        and start its rebalance from a timer. True if it did; `records` (the removal's
+        tombstones so far) are then replaced, as Kafka's convertToClassicGroup writes them:
+        every tombstone of the group (the removed members' included), then the classic
+        group's GroupMetadata at generation = the group epoch (no bump: `new_epoch` is
+        unused), so a member at that epoch is told REBALANCE_IN_PROGRESS, not
+        ILLEGAL_GENERATION, and rejoins keeping its partitions."""
         remaining = [m for m in group.metadata if m not in removed]
         if (
             not remaining
@@ -586,20 +592,21 @@ class ClassicMembers:
                     rebalance_timeout=meta.rebalance_timeout_ms,
                     session_timeout=classic.session_timeout_ms,
                     subscription=metadata,
-                    assignment=encode_assignment(assigned),
+                    assignment=_assignment_bytes(assigned, metadata),
                 )
             )
             self.manager.cancel_member_timers(gid, member_id)
         for member_id in removed:
             self.manager.cancel_member_timers(gid, member_id)
-        # The consumer group goes (its remaining members' records too), the classic comes.
-        records.extend(self.manager.deletion_records(group))
+        # The consumer group goes (every member's records, regexes included), the classic
+        # comes.
+        records[:] = self.manager.deletion_records(group)
         records.append(
             (
                 GroupMetadataKey(gid),
                 GroupMetadataValue(
                     protocol_type=CONSUMER_PROTOCOL_TYPE,
-                    generation=new_epoch,
+                    generation=group.group_epoch,
                     protocol=protocol,
                     leader=remaining[0],
                     current_state_timestamp=now_ms,
@@ -626,6 +633,24 @@ def _protocol_name(meta: ConsumerGroupMemberMetadataValue | None) -> str | None:
         return None
     protocols = meta.classic_member_metadata.supported_protocols
     return protocols[0].name if protocols else None
+
+
+def _first_metadata(meta: ConsumerGroupMemberMetadataValue) -> bytes:
+    classic = meta.classic_member_metadata
+    assert classic is not None and classic.supported_protocols
+    return classic.supported_protocols[0].metadata
+
+
+def _assignment_bytes(partitions: list[tuple[str, list[int]]], subscription: bytes) -> bytes:
+    """A ConsumerProtocol assignment at the version of the member's subscription, as Kafka
+    writes it (versions 0-3 share one layout: only the version header differs; above 3 it
+    is 3, and unreadable metadata gets 0)."""
+    data = encode_assignment(partitions)
+    try:
+        (version,) = struct.unpack_from(">h", subscription)
+    except struct.error:
+        version = 0
+    return struct.pack(">h", min(max(version, 0), 3)) + data[2:]
 
 
 def _supported_by_all(group: ConsumerGroup, names: list[str]) -> bool:

@@ -1,0 +1,154 @@
+"""Target assignments computed off the shard's loop (large consumer groups): the shard
+side with the ManualTimer (compute at once, finish as a 0-delay timer) and LoopTimer's
+offload on a real event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from coordinator.groups.consumer import manager as consumer_manager
+from coordinator.groups.result import Result
+from coordinator.runtime.timers import LoopTimer
+from protocol.records import (
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMetadataKey,
+)
+from tests.unit.consumer_support import Client, Harness, settle
+
+
+def offloading(**config: Any) -> Harness:
+    config.setdefault("consumer_assignment_interval_ms", 0)
+    return Harness({"foo": 6}, consumer_offload_min_members=2, **config)
+
+
+def test_large_group_target_is_computed_off_the_loop_and_written_after() -> None:
+    h = offloading()
+    a, b = Client(h, "a"), Client(h, "b")
+    assert a.join(["foo"]).member_epoch == 2  # a new group: computed inline
+    assert h.timer.offloaded == 0
+    response = b.join(["foo"])
+    # The epoch moved (3) but the target is computed elsewhere: b reconciles towards the
+    # current target (epoch 2) meanwhile and gets nothing yet.
+    assert h.timer.offloaded == 1
+    assert (h.group().group_epoch, h.group().assignment_epoch) == (3, 2)
+    assert response.member_epoch == 2 and response.assignment == []
+    assert h.group().assigning_epoch == 3
+    # Heartbeats meanwhile start no second computation.
+    a.ack()
+    assert h.timer.offloaded == 1
+
+    written = h.sleep(0)  # the finish event
+    assert h.group().assignment_epoch == 3 and h.group().assigning_epoch is None
+    keys = [type(k) for k, _ in written.records]
+    assert keys[-1] is ConsumerGroupTargetAssignmentMetadataKey
+    assert set(keys[:-1]) == {ConsumerGroupTargetAssignmentMemberKey}
+    settle(h, a, b)
+    sizes = sorted(
+        len(ps)
+        for _, member in h.group().iter_members()
+        for ps in member.assigned_partitions.values()
+    )
+    assert sizes == [3, 3]
+    h.assert_replayed()
+
+
+def test_members_that_leave_during_the_computation_are_skipped() -> None:
+    h = offloading()
+    a, b, c = Client(h, "a"), Client(h, "b"), Client(h, "c")
+    a.join(["foo"])
+    b.join(["foo"])
+    h.sleep(0)
+    settle(h, a, b)
+    c.join(["foo"])  # offloaded: the target for epoch 4 gives c a third
+    assert h.group().assigning_epoch == 4
+    c.leave()  # c goes before the result is written (epoch 5)
+    written = h.sleep(0)
+    members = {k.member_id for k, _ in written.records if hasattr(k, "member_id")}
+    assert "c" not in members and "c" not in h.group().target
+    assert h.group().assignment_epoch == 4 and h.group().group_epoch == 5
+    # The next heartbeat computes the target for epoch 5 (offloaded again).
+    a.ack()
+    h.sleep(0)
+    assert h.group().assignment_epoch == 5
+    settle(h, a, b)
+    assert sorted(len(ps) for ps in h.group().target.values() for ps in ps.values()) == [3, 3]
+    h.assert_replayed()
+
+
+def test_the_result_is_written_in_slices_metadata_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(consumer_manager, "OFFLOAD_SLICE", 1)
+    h = offloading()
+    clients = [Client(h, name) for name in "abc"]
+    clients[0].join(["foo"])
+    h.sleep(0)
+    clients[1].join(["foo"])
+    clients[2].join(["foo"])  # still computing epoch 3: no second computation
+    events: list[Result] = []
+    h.timer.on_result = lambda r: (events.append(r), h.apply(r))  # type: ignore[func-returns-value]
+    h.sleep(0)
+    slices = [e for e in events if e.records]
+    assert len(slices) >= 2  # one member per event
+    for s in slices[:-1]:
+        assert all(type(k) is ConsumerGroupTargetAssignmentMemberKey for k, _ in s.records)
+    assert type(slices[-1].records[-1][0]) is ConsumerGroupTargetAssignmentMetadataKey
+    h.timer.on_result = h.apply
+    clients[0].ack()
+    h.sleep(0)
+    settle(h, *clients)
+    h.assert_replayed()
+
+
+def test_offload_can_be_switched_off_per_group() -> None:
+    h = offloading()
+    h.shard.group_configs = _Configs({"consumer.assignor.offload.enable": "false"})
+    a, b = Client(h, "a"), Client(h, "b")
+    a.join(["foo"])
+    assert b.join(["foo"]).member_epoch == 3  # computed inline
+    assert h.timer.offloaded == 0
+
+
+class _Configs:
+    def __init__(self, overrides: dict[str, str]) -> None:
+        self._overrides = overrides
+
+    def overrides(self, group_id: str) -> dict[str, str]:
+        return self._overrides
+
+
+async def test_loop_timer_offload_runs_in_a_thread_and_finishes_on_the_loop() -> None:
+    finished: list[tuple[Any, int]] = []
+    loop_thread = threading.get_ident()
+    timer = LoopTimer(lambda callback: callback(7))
+
+    def finish(value: Any, now_ms: int) -> Result:
+        assert threading.get_ident() == loop_thread
+        finished.append((value, now_ms))
+        return Result()
+
+    timer.offload("k", threading.get_ident, finish)
+    for _ in range(100):
+        if finished:
+            break
+        await asyncio.sleep(0.01)
+    assert finished and finished[0][0] != loop_thread and finished[0][1] == 7
+
+    # A newer offload of the key supersedes the older; a cancelled one never finishes.
+    finished.clear()
+    release = threading.Event()
+    timer.offload("k", lambda: release.wait(5) and "old", finish)
+    timer.offload("k", lambda: "new", finish)
+    release.set()
+    timer.offload("gone", lambda: "x", finish)
+    timer.cancel("gone")
+    await asyncio.sleep(0.2)
+    assert [v for v, _ in finished] == ["new"]
+
+    # An exception in compute reaches finish as the value.
+    finished.clear()
+    timer.offload("err", lambda: 1 / 0, finish)
+    await asyncio.sleep(0.2)
+    assert isinstance(finished[0][0], ZeroDivisionError)
