@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -710,6 +711,14 @@ def handle_list_groups(conn: Connection, request: Request) -> Any:
     )
 
 
+_NO_THROTTLE = datetime.timedelta(0)
+
+
+@functools.lru_cache(maxsize=64)
+def _interval(ms: int) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=ms)
+
+
 def handle_consumer_group_heartbeat(conn: Connection, request: Request) -> Any:
     """ConsumerGroupHeartbeat v0-v1 (KIP-848). Emits the consumer-group records the shard's
     pipeline writes (consumer/manager.py); the response goes after they are durable. Errors
@@ -743,20 +752,19 @@ def handle_consumer_group_heartbeat(conn: Connection, request: Request) -> Any:
     def respond(r: ccm.HeartbeatResponse) -> Any:
         assignment = None
         if r.assignment is not None:
-            assignment = build(
-                m.Assignment,
+            assignment = m.Assignment(
                 topic_partitions=tuple(
-                    build(m.TopicPartitions, topic_id=t, partitions=tuple(ps))
-                    for t, ps in r.assignment
+                    m.TopicPartitions(topic_id=t, partitions=tuple(ps)) for t, ps in r.assignment
                 ),
             )
-        return build(
-            m.ConsumerGroupHeartbeatResponse,
+        # Both versions have exactly these fields: constructed directly (the hot path).
+        return m.ConsumerGroupHeartbeatResponse(
+            throttle_time=_NO_THROTTLE,
             error_code=r.error_code,
             error_message=r.error_message,
             member_id=r.member_id,
             member_epoch=r.member_epoch,
-            heartbeat_interval=datetime.timedelta(milliseconds=r.heartbeat_interval_ms),
+            heartbeat_interval=_interval(r.heartbeat_interval_ms),
             assignment=assignment,
         )
 

@@ -193,6 +193,10 @@ class ConsumerGroupManager:
         FENCED_INSTANCE_ID, UNRELEASED_INSTANCE_ID, INVALID_REGULAR_EXPRESSION,
         UNKNOWN_SERVER_ERROR (the assignor failed)."""
         result = Result()
+        steady = self._steady(request)
+        if steady is not None:
+            result.reply(reply, steady)
+            return result
         try:
             error = self.validate(request)
             if error is not None:
@@ -207,6 +211,46 @@ class ConsumerGroupManager:
             response = HeartbeatResponse(error_code=e.error, error_message=e.message)
         result.reply(reply, response)
         return result
+
+    def _steady(self, request: HeartbeatRequest) -> HeartbeatResponse | None:
+        """The common heartbeat, answered without the pipeline: a known member at its
+        epoch, reconciled to a target that is current, saying nothing new (no field set,
+        same client). The pipeline would write nothing and change nothing for it but its
+        session timer; anything else (or any doubt) returns None and takes the full path."""
+        group = self.groups.get(request.group_id)
+        if group is None:
+            return None
+        member_id = request.member_id
+        member = group.members.get(member_id)
+        meta = group.metadata.get(member_id)
+        if (
+            member is None
+            or meta is None
+            or request.member_epoch != member.member_epoch
+            or request.member_epoch <= 0
+            or request.rebalance_timeout_ms != -1
+            or request.subscribed_topic_names is not None
+            or request.subscribed_topic_regex is not None
+            or request.server_assignor is not None
+            or request.rack_id is not None
+            or request.topic_partitions is not None
+            or (request.instance_id is not None and request.instance_id != meta.instance_id)
+            or request.client_id != meta.client_id
+            or request.client_host != meta.client_host
+            or meta.classic_member_metadata is not None
+            or group.group_epoch != group.assignment_epoch
+            or group.assigning_epoch is not None
+            or group.checked_image_version != self.shard.topics.version
+            or not member.is_reconciled_to(group.assignment_epoch)
+        ):
+            return None
+        settings = self.shard.consumer_settings(group.group_id)
+        self.schedule_session_timeout(group.group_id, member_id, settings.session_timeout_ms)
+        return HeartbeatResponse(
+            member_id=member_id,
+            member_epoch=member.member_epoch,
+            heartbeat_interval_ms=settings.heartbeat_interval_ms,
+        )
 
     def _heartbeat(
         self, request: HeartbeatRequest, result: Result, now_ms: int

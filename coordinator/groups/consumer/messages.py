@@ -12,7 +12,7 @@ from protocol.errors import ErrorCode
 TopicPartitionList = list[tuple[uuid.UUID, list[int]]]
 
 
-@dataclass
+@dataclass(slots=True)
 class HeartbeatRequest:
     group_id: str
     member_id: str
@@ -37,7 +37,7 @@ class HeartbeatRequest:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class HeartbeatResponse:
     error_code: ErrorCode = ErrorCode.NONE
     error_message: str | None = None
