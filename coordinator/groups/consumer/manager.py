@@ -288,7 +288,11 @@ class ConsumerGroupManager:
             group, change, member, old_meta, new_meta, owned, now_ms, records
         )
         classic = self.shard.classic_group(group.group_id)
-        if classic is not None and not classic.is_empty() and group.group_id not in self.groups:
+        if (
+            classic is not None
+            and classic.state is not GroupState.EMPTY
+            and group.group_id not in self.groups
+        ):
             self.migration.finish_upgrade(classic, result)
 
         send_assignment = (
@@ -426,7 +430,7 @@ class ConsumerGroupManager:
                 raise HeartbeatError(
                     ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
                 )
-            if not classic.is_empty():
+            if classic.state is not GroupState.EMPTY:
                 upgraded = self.migration.upgrade(classic, records, now_ms)
                 if isinstance(upgraded, str):
                     raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, upgraded)
