@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from .connection import Connection
 
 
+_NO_THROTTLE = datetime.timedelta(0)
+
+
 def not_active_error(e: NotActive) -> ErrorCode:
     if e.state is ShardState.LOADING:
         return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
@@ -146,27 +149,16 @@ def handle_offset_commit(conn: Connection, request: Request) -> Any:
             )
 
     def respond(results: list[tuple[str, list[tuple[int, ErrorCode]]]]) -> Any:
-        merged: dict[str, list[tuple[int, ErrorCode]]] = {}
-        for name, parts in results:
-            merged.setdefault(name, []).extend(parts)
-        for name, indexes in invalid.items():
-            merged.setdefault(name, []).extend(
-                (i, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for i in indexes
-            )
-        return build(
-            m.OffsetCommitResponse,
-            topics=tuple(
-                build(
-                    m.OffsetCommitResponseTopic,
-                    name=name,
-                    partitions=tuple(
-                        build(m.OffsetCommitResponsePartition, partition_index=i, error_code=e)
-                        for i, e in parts
-                    ),
+        if invalid:
+            merged: dict[str, list[tuple[int, ErrorCode]]] = {}
+            for name, parts in results:
+                merged.setdefault(name, []).extend(parts)
+            for name, indexes in invalid.items():
+                merged.setdefault(name, []).extend(
+                    (i, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for i in indexes
                 )
-                for name, parts in merged.items()
-            ),
-        )
+            results = list(merged.items())
+        return _commit_response(m, results)
 
     def all_failed(error: ErrorCode) -> Any:
         return respond([(t.name, [(p.index, error) for p in t.partitions]) for t in topics])
@@ -193,6 +185,41 @@ def handle_offset_commit(conn: Connection, request: Request) -> Any:
         lambda r: respond([(t.name, [(p.index, p.error) for p in t.partitions]) for t in r.topics]),
         all_failed,
     )
+
+
+# Response entities are immutable: the common ones (a partition and its error; a topic with
+# one such partition) are made once and reused, bounded so clients cannot grow them.
+_COMMIT_ENTITIES: dict[tuple[Any, ...], Any] = {}
+_COMMIT_ENTITIES_MAX = 100_000
+
+
+def _commit_response(m: Any, results: list[tuple[str, list[tuple[int, ErrorCode]]]]) -> Any:
+    """The OffsetCommitResponse of version module `m` for [(topic, [(partition, error)])]."""
+    cache = _COMMIT_ENTITIES
+    if len(cache) >= _COMMIT_ENTITIES_MAX:
+        cache.clear()
+    partition_cls = m.OffsetCommitResponsePartition
+    topic_cls = m.OffsetCommitResponseTopic
+    topics = []
+    for name, parts in results:
+        entities = []
+        for index, error in parts:
+            key = (partition_cls, index, error)
+            entity = cache.get(key)
+            if entity is None:
+                entity = cache[key] = partition_cls(partition_index=index, error_code=error)
+            entities.append(entity)
+        if len(entities) == 1:
+            key = (topic_cls, name, entities[0])
+            topic = cache.get(key)
+            if topic is None:
+                topic = cache[key] = topic_cls(name=name, partitions=(entities[0],))
+        else:
+            topic = topic_cls(name=name, partitions=tuple(entities))
+        topics.append(topic)
+    if "throttle_time" in m.OffsetCommitResponse.__dataclass_fields__:
+        return m.OffsetCommitResponse(throttle_time=_NO_THROTTLE, topics=tuple(topics))
+    return m.OffsetCommitResponse(topics=tuple(topics))
 
 
 # -- OffsetFetch -----------------------------------------------------------------------------
@@ -709,9 +736,6 @@ def handle_list_groups(conn: Connection, request: Request) -> Any:
             for g in listed
         ),
     )
-
-
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 @functools.lru_cache(maxsize=64)
