@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 
 _NO_THROTTLE = datetime.timedelta(0)
+_NO_REBALANCE_TIMEOUT = datetime.timedelta(milliseconds=-1)  # ConsumerGroupHeartbeat default
 
 
 def not_active_error(e: NotActive) -> ErrorCode:
@@ -753,25 +754,58 @@ def handle_consumer_group_heartbeat(conn: Connection, request: Request) -> Any:
     body = request.body
     version = request.api_version
     m = response_types(ApiKey.CONSUMER_GROUP_HEARTBEAT, version)
-    owned = body.topic_partitions
-    names = body.subscribed_topic_names
-    beat = ccm.HeartbeatRequest(
-        group_id=body.group_id,
-        member_id=body.member_id,
-        member_epoch=body.member_epoch,
-        instance_id=body.instance_id,
-        rack_id=body.rack_id,
-        rebalance_timeout_ms=_ms(body.rebalance_timeout),
-        subscribed_topic_names=None if names is None else list(names),
-        subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None),
-        server_assignor=body.server_assignor,
-        topic_partitions=None
-        if owned is None
-        else [(tp.topic_id, list(tp.partitions)) for tp in owned],
-        api_version=version,
-        client_id=request.header.client_id or "",
-        client_host=_client_host(conn),
+    client_id = request.header.client_id or ""
+    client_host = _client_host(conn)
+
+    def full_request() -> ccm.HeartbeatRequest:
+        owned = body.topic_partitions
+        names = body.subscribed_topic_names
+        return ccm.HeartbeatRequest(
+            group_id=body.group_id,
+            member_id=body.member_id,
+            member_epoch=body.member_epoch,
+            instance_id=body.instance_id,
+            rack_id=body.rack_id,
+            rebalance_timeout_ms=_ms(body.rebalance_timeout),
+            subscribed_topic_names=None if names is None else list(names),
+            subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None),
+            server_assignor=body.server_assignor,
+            topic_partitions=None
+            if owned is None
+            else [(tp.topic_id, list(tp.partitions)) for tp in owned],
+            api_version=version,
+            client_id=client_id,
+            client_host=client_host,
+        )
+
+    # Most heartbeats set no optional field: try the shard's steady path before building
+    # the full request (the pipeline takes any heartbeat the steady path declines).
+    plain = (
+        body.member_epoch > 0
+        and body.rebalance_timeout == _NO_REBALANCE_TIMEOUT
+        and body.topic_partitions is None
+        and body.subscribed_topic_names is None
+        and getattr(body, "subscribed_topic_regex", None) is None
+        and body.server_assignor is None
+        and body.rack_id is None
     )
+
+    def event(reply: Reply, now_ms: int) -> Result:
+        consumer = conn.server.shard_for(body.group_id).consumer
+        if plain:
+            steady = consumer.steady(
+                body.group_id,
+                body.member_id,
+                body.member_epoch,
+                body.instance_id,
+                client_id,
+                client_host,
+            )
+            if steady is not None:
+                result = Result()
+                result.reply(reply, steady)
+                return result
+        return consumer.heartbeat(full_request(), reply, now_ms)
 
     def respond(r: ccm.HeartbeatResponse) -> Any:
         assignment = None
@@ -797,20 +831,12 @@ def handle_consumer_group_heartbeat(conn: Connection, request: Request) -> Any:
 
     if not (body.group_id or "").strip():
         # Nothing to route by: the validation is pure, any shard's answer is the same.
-        invalid = conn.server.coordinator.runners[0].shard.consumer.validate(beat)
+        invalid = conn.server.coordinator.runners[0].shard.consumer.validate(full_request())
         assert invalid is not None
         return respond(
             ccm.HeartbeatResponse(error_code=invalid.error, error_message=invalid.message)
         )
-    return run_on_shard(
-        conn,
-        body.group_id,
-        lambda reply, now_ms: conn.server.shard_for(body.group_id).consumer.heartbeat(
-            beat, reply, now_ms
-        ),
-        respond,
-        failed,
-    )
+    return run_on_shard(conn, body.group_id, event, respond, failed)
 
 
 def handle_consumer_group_describe(conn: Connection, request: Request) -> Any:

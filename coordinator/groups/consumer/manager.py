@@ -213,30 +213,52 @@ class ConsumerGroupManager:
         return result
 
     def _steady(self, request: HeartbeatRequest) -> HeartbeatResponse | None:
-        """The common heartbeat, answered without the pipeline: a known member at its
-        epoch, reconciled to a target that is current, saying nothing new (no field set,
-        same client). The pipeline would write nothing and change nothing for it but its
-        session timer; anything else (or any doubt) returns None and takes the full path."""
-        group = self.groups.get(request.group_id)
-        if group is None:
-            return None
-        member_id = request.member_id
-        member = group.members.get(member_id)
-        meta = group.metadata.get(member_id)
+        """`steady` for a request that sets no optional field."""
         if (
-            member is None
-            or meta is None
-            or request.member_epoch != member.member_epoch
-            or request.member_epoch <= 0
-            or request.rebalance_timeout_ms != -1
+            request.rebalance_timeout_ms != -1
             or request.subscribed_topic_names is not None
             or request.subscribed_topic_regex is not None
             or request.server_assignor is not None
             or request.rack_id is not None
             or request.topic_partitions is not None
-            or (request.instance_id is not None and request.instance_id != meta.instance_id)
-            or request.client_id != meta.client_id
-            or request.client_host != meta.client_host
+        ):
+            return None
+        return self.steady(
+            request.group_id,
+            request.member_id,
+            request.member_epoch,
+            request.instance_id,
+            request.client_id,
+            request.client_host,
+        )
+
+    def steady(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+    ) -> HeartbeatResponse | None:
+        """The common heartbeat, answered without the pipeline: a known member at its
+        epoch, reconciled to a target that is current, saying nothing new (the caller
+        checked that no optional field is set; same client). The pipeline would write
+        nothing and change nothing for it but its session timer; anything else (or any
+        doubt) returns None and takes the full path (`heartbeat`)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        member = group.members.get(member_id)
+        meta = group.metadata.get(member_id)
+        if (
+            member is None
+            or meta is None
+            or member_epoch != member.member_epoch
+            or member_epoch <= 0
+            or (instance_id is not None and instance_id != meta.instance_id)
+            or client_id != meta.client_id
+            or client_host != meta.client_host
             or meta.classic_member_metadata is not None
             or group.group_epoch != group.assignment_epoch
             or group.assigning_epoch is not None
@@ -244,11 +266,11 @@ class ConsumerGroupManager:
             or not member.is_reconciled_to(group.assignment_epoch)
         ):
             return None
-        settings = self.shard.consumer_settings(group.group_id)
-        self.schedule_session_timeout(group.group_id, member_id, settings.session_timeout_ms)
+        settings = self.shard.consumer_settings(group_id)
+        self.schedule_session_timeout(group_id, member_id, settings.session_timeout_ms)
         return HeartbeatResponse(
             member_id=member_id,
-            member_epoch=member.member_epoch,
+            member_epoch=member_epoch,
             heartbeat_interval_ms=settings.heartbeat_interval_ms,
         )
 
