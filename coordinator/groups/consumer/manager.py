@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
@@ -65,6 +65,7 @@ from ..assignors.spec import PartitionAssignorError, TopicDescriber, TopicMetada
 from ..classic.group import GroupState
 from ..classic.messages import DescribedGroup, DescribedMember, ListedGroup
 from ..result import Record, Reply, Result
+from ..topics import TopicImage
 from .change import GroupChange, HeartbeatError
 from .group import (
     ConsumerGroup,
@@ -101,8 +102,8 @@ if TYPE_CHECKING:
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 CONSUMER_GROUP_TYPE = "consumer"
-# Members whose offloaded target is written per shard event (~1-2 ms of replay each).
-OFFLOAD_SLICE = 500
+# Members whose offloaded target is written per shard event (~1 ms of replay each).
+OFFLOAD_SLICE = 200
 
 
 def session_timeout_key(group_id: str, member_id: str) -> str:
@@ -792,12 +793,9 @@ class ConsumerGroupManager:
     def _subscribed_ids(
         self, group: ConsumerGroup, change: GroupChange, meta: ConsumerGroupMemberMetadataValue
     ) -> frozenset[uuid.UUID]:
-        image = self.shard.topics
-        names: Iterable[str] = meta.subscribed_topic_names
-        if meta.subscribed_topic_regex:
-            names = (*names, *self._resolved(group, change, meta.subscribed_topic_regex))
-        ids = (image.topic_id(name) for name in names)
-        return frozenset(i for i in ids if i is not None)
+        return _topic_ids(
+            meta, lambda regex: self._resolved(group, change, regex), self.shard.topics
+        )
 
     def _compute_target(
         self,
@@ -827,9 +825,14 @@ class ConsumerGroupManager:
     def _target_inputs(
         self, group: ConsumerGroup, change: GroupChange
     ) -> tuple[dict[str, MemberSubscription], dict[str, TopicAssignment], PartitionAssignor]:
-        """The assignor's inputs, as copies the caller may hand to another thread (the
-        members' targets are never mutated, only replaced)."""
-        members = dict(self._spec_members(group, change))
+        """The assignor's inputs: the members, the previous target, the assignor."""
+        return (self._spec_members(group, change), *self._previous_target(group, change))
+
+    def _previous_target(
+        self, group: ConsumerGroup, change: GroupChange
+    ) -> tuple[dict[str, TopicAssignment], PartitionAssignor]:
+        """The group's target with `change` applied (a copy the caller may hand to another
+        thread: members' targets are replaced, never mutated), and the assignor to use."""
         previous: dict[str, TopicAssignment] = dict(group.target)
         for member_id, member_target in change.target.items():
             if member_target is None:
@@ -840,7 +843,7 @@ class ConsumerGroupManager:
         # (a restart with another config): the default one serves then.
         default = self._default_assignor(group.group_id)
         name = _preferred_assignor(group, change) or default
-        return members, previous, self.assignors.get(name) or self.assignors[default]
+        return previous, self.assignors.get(name) or self.assignors[default]
 
     def _should_offload(self, group: ConsumerGroup, change: GroupChange) -> bool:
         """Large groups compute their target off the loop (a registered group only: a new
@@ -861,14 +864,44 @@ class ConsumerGroupManager:
         Members that left meanwhile are skipped; those that joined meanwhile get their
         target from the next assignment (their join moved the group epoch)."""
         gid = group.group_id
-        members, previous, assignor = self._target_inputs(group, change)
         image = self.shard.topics
-        topic_ids = {t for sub in members.values() for t in sub.subscribed_topic_ids}
-        counts = TopicMetadata({t: image.num_partitions(t) for t in topic_ids})
+        spec: dict[str, MemberSubscription] | None = None
+        metadata: dict[str, ConsumerGroupMemberMetadataValue] = {}
+        resolved: dict[str, tuple[str, ...]] = {}
+        if (
+            group.spec_members is not None
+            and group.spec_image_version == image.version
+            and not change.resolved
+        ):
+            spec = self._spec_members(group, change)  # warm: a copy with the change
+        else:
+            # Cold: the thread resolves the members' subscriptions from copies.
+            metadata = _metadata_after(group, change)
+            resolved = {r: self._resolved(group, change, r) for r in _regex_users(group, change)}
+        previous, assignor = self._previous_target(group, change)
         group.assigning_epoch = group_epoch
         self.offloaded += 1
 
         def compute() -> list[Record]:
+            # Runs in a worker thread: reads only its copies and the topic image (dict
+            # reads, safe under the GIL; a topic created meanwhile moves the image version
+            # and so the group epoch again).
+            members = spec
+            if members is None:
+                ids: dict[tuple[tuple[str, ...], str | None], frozenset[uuid.UUID]] = {}
+                members = {}
+                for member_id, meta in metadata.items():
+                    key = (meta.subscribed_topic_names, meta.subscribed_topic_regex)
+                    topic_ids = ids.get(key)
+                    if topic_ids is None:
+                        topic_ids = ids[key] = _topic_ids(
+                            meta, lambda regex: resolved.get(regex, ()), image
+                        )
+                    members[member_id] = MemberSubscription(
+                        meta.instance_id, meta.rack_id, topic_ids
+                    )
+            wanted = {t for sub in members.values() for t in sub.subscribed_topic_ids}
+            counts = TopicMetadata({t: image.num_partitions(t) for t in wanted})
             return _assign(gid, members, previous, assignor, counts, group_epoch)[1]
 
         def finish(value: object, finish_ms: int) -> Result:
@@ -1255,6 +1288,20 @@ def _assign(
             (ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), target_to_record(new))
         )
     return assignment, records
+
+
+def _topic_ids(
+    meta: ConsumerGroupMemberMetadataValue,
+    regex_topics: Callable[[str], tuple[str, ...]],
+    image: TopicImage,
+) -> frozenset[uuid.UUID]:
+    """The ids of the existing topics a member subscribes to, by name or by its regex
+    (`regex_topics` gives a regex's resolved topics; an unresolved one matches nothing)."""
+    names: Iterable[str] = meta.subscribed_topic_names
+    if meta.subscribed_topic_regex:
+        names = (*names, *regex_topics(meta.subscribed_topic_regex))
+    ids = (image.topic_id(name) for name in names)
+    return frozenset(i for i in ids if i is not None)
 
 
 def _target_of(group: ConsumerGroup, change: GroupChange, member_id: str) -> TopicAssignment:
