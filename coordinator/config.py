@@ -172,11 +172,15 @@ class Config:
         },
     )
     group_consumer_offload_min_members: int = field(
-        default=1_000,
+        default=200,
         metadata={
-            "help": "consumer groups this large compute target assignments off the shard's "
-            "loop (ours; per group: consumer.assignor.offload.enable)"
+            "help": "consumer groups with this many members compute target assignments off "
+            "the shard's loop (ours; per group: consumer.assignor.offload.enable)"
         },
+    )
+    group_consumer_offload_min_partitions: int = field(
+        default=10_000,
+        metadata={"help": "... or whose subscribed topics have this many partitions (ours)"},
     )
     group_consumer_migration_policy: str = field(
         default="bidirectional",

@@ -32,6 +32,8 @@ class GroupConfig:
     # Ours: the heartbeat interval given to members that are reconciling (0: the normal
     # interval), so released partitions reach their next owner quickly.
     consumer_reconciling_heartbeat_interval_ms: int = 250
-    # Ours: groups this large compute their target assignment off the shard's loop (and
-    # write it in slices), unless the group's consumer.assignor.offload.enable is false.
-    consumer_offload_min_members: int = 1_000
+    # Ours: groups this large (members, or partitions of the topics they subscribe to)
+    # compute their target assignment off the shard's loop and write it in slices, unless
+    # the group's consumer.assignor.offload.enable is false.
+    consumer_offload_min_members: int = 200
+    consumer_offload_min_partitions: int = 10_000

@@ -250,6 +250,7 @@ def group_config(config: Config) -> GroupConfig:
         consumer_assignment_interval_ms=config.group_consumer_assignment_interval_ms,
         consumer_migration_policy=config.group_consumer_migration_policy,
         consumer_offload_min_members=config.group_consumer_offload_min_members,
+        consumer_offload_min_partitions=config.group_consumer_offload_min_partitions,
         consumer_reconciling_heartbeat_interval_ms=(
             config.group_consumer_reconciling_heartbeat_interval_ms
         ),

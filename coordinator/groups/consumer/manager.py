@@ -104,6 +104,7 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 CONSUMER_GROUP_TYPE = "consumer"
 # Members whose offloaded target is written per shard event (~1 ms of replay each).
 OFFLOAD_SLICE = 200
+OFFLOAD_SLICE_PARTITIONS = 20_000
 
 
 def session_timeout_key(group_id: str, member_id: str) -> str:
@@ -846,13 +847,23 @@ class ConsumerGroupManager:
         return previous, self.assignors.get(name) or self.assignors[default]
 
     def _should_offload(self, group: ConsumerGroup, change: GroupChange) -> bool:
-        """Large groups compute their target off the loop (a registered group only: a new
-        one is small, and its object is not the live one yet)."""
-        return (
-            len(group) + len(change.metadata) >= self.shard.config.consumer_offload_min_members
-            and self.groups.get(group.group_id) is group
-            and self.shard.consumer_settings(group.group_id).assignor_offload
+        """Large groups compute their target off the loop: many members, or many
+        partitions (the cost of a target is in the partition sets it writes and replays).
+        A registered group only: a new one is small, and its object is not live yet."""
+        if self.groups.get(group.group_id) is not group:
+            return False
+        if not self.shard.consumer_settings(group.group_id).assignor_offload:
+            return False
+        config = self.shard.config
+        if len(group) + len(change.metadata) >= config.consumer_offload_min_members:
+            return True
+        image = self.shard.topics
+        partitions = sum(
+            max(0, image.num_partitions(topic_id))
+            for name in self._subscribed_names(group, change)
+            if (topic_id := image.topic_id(name)) is not None
         )
+        return partitions >= config.consumer_offload_min_partitions
 
     def _offload_target(
         self, group: ConsumerGroup, change: GroupChange, group_epoch: int, now_ms: int
@@ -925,10 +936,16 @@ class ConsumerGroupManager:
     ) -> Result:
         gid = group.group_id
         result = Result()
-        end = start + OFFLOAD_SLICE
-        for key, value in records[start:end]:
+        end, partitions = start, 0
+        # A slice ends at OFFLOAD_SLICE members or OFFLOAD_SLICE_PARTITIONS partitions.
+        while end < len(records) and end - start < OFFLOAD_SLICE:
+            key, value = records[end]
+            end += 1
             if key.member_id in group.metadata:
                 result.records.append((key, value))
+            partitions += sum(len(tp.partitions) for tp in value.topic_partitions)
+            if partitions >= OFFLOAD_SLICE_PARTITIONS:
+                break
         if end < len(records):
 
             def more(now_ms: int) -> Result:
