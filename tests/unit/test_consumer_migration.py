@@ -1,11 +1,7 @@
 """Online migration between classic and consumer groups (KIP-848, reference B.14) on a pure
-GroupShard: scenarios S64-S81 of shared/reference/scenarios.md, one test each (named after
+GroupShard: scenarios S64-S82 of shared/reference/scenarios.md, one test each (named after
 it, some with variants), plus a full mixed flow (a consumer member and a classic member
 share partitions, the consumer member leaves, the group goes back to classic).
-
-S82 (a static classic member replacing the last consumer-protocol static member triggers
-the downgrade, inheriting the replaced member's target) is not covered: it is not
-implemented (the replacement keeps the consumer group).
 
 The harness extends consumer_support.Harness to play the runtime for both protocols: it
 replays each Result's `records` into the shard, logs `records` and `applied_records` (the
@@ -1490,4 +1486,43 @@ def test_mixed_group_migrates_both_ways() -> None:
     assert h.classic().state is GroupState.STABLE
     assert h.cheartbeat("C", epoch + 1) is NONE
     check()
+    h.assert_replayed()
+
+
+def test_s82_static_classic_member_replaces_the_last_consumer_static_member() -> None:
+    """S82: the last consumer-protocol member is static and temporarily gone (-2); a classic
+    client with its instance id joins: the group becomes a classic group in which the
+    newcomer inherits the replaced member's target, and the join is a classic static
+    rejoin, answered at once with that assignment (no rebalance): the classic member m1
+    keeps its partitions and generation."""
+    h = MigrationHarness()
+    s2 = Client(h, "s2", instance_id="i2")
+    ok(s2.join(["foo"]))
+    m1, joined = h.cjoin_new()
+    generation = ok(joined.response).generation_id
+    ok(h.csync(m1, generation).response)
+    ok(s2.ack())
+    ok(s2.ack())
+    assert h.cheartbeat(m1, generation) is ErrorCode.REBALANCE_IN_PROGRESS
+    generation = ok(h.cjoin(m1).response).generation_id
+    ok(h.csync(m1, generation).response)
+    assert h.group().state() is ConsumerGroupState.STABLE
+    epoch = h.group().group_epoch
+    s2_target = sorted(h.group().target["s2"][h.topic_id("foo")])
+    ok(s2.leave(-2))
+
+    rejoined = h.cjoin(instance="i2")
+    response = ok(rejoined.response)
+    assert h.shard.consumer_group(GROUP) is None
+    group = h.classic()
+    assert group.state is GroupState.STABLE and group.generation_id == epoch
+    newcomer = response.member_id
+    assert newcomer not in ("", "s2") and sorted(group.members) == sorted([m1, newcomer])
+    assert group.static_member_id("i2") == newcomer
+    assert response.generation_id == epoch
+    # The newcomer's assignment is s2's old target; m1's is unchanged.
+    synced = h.csync(newcomer, epoch, instance="i2")
+    assert decode_assignment(ok(synced.response).assignment).partitions == [("foo", s2_target)]
+    assert h.cheartbeat(m1, epoch) is NONE
+    assert not h.timer.is_scheduled(session_timeout_key(GROUP, "s2"))
     h.assert_replayed()

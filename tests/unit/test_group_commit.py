@@ -82,7 +82,8 @@ async def test_fsyncs_run_on_the_flusher_thread_and_close_joins_it(
     assert thread.is_alive() and fsync_threads == {thread.name}
     # Several logs in one iteration: one round, their fsyncs in parallel on the pool.
     offsets = [_append(log) for log in logs]
-    await asyncio.gather(*(committer.wait_durable(log, o) for log, o in zip(logs, offsets)))
+    waits = (committer.wait_durable(log, o) for log, o in zip(logs, offsets, strict=True))
+    await asyncio.gather(*waits)
     assert committer.rounds == 2
     assert [log.durable_offset for log in logs] == [2, 1, 1]
     assert threading.current_thread().name not in fsync_threads

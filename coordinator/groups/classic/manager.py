@@ -124,7 +124,12 @@ class ClassicGroupManager:
                 return self.shard.consumer.migration.join(consumer_group, request, reply, now_ms)
             # An empty consumer group becomes a classic group: deleted in the same write.
             result.records.extend(self.shard.consumer.deletion_records(consumer_group))
+        return self.join_classic_group(request, reply, now_ms, result)
 
+    def join_classic_group(
+        self, request: JoinGroupRequest, reply: Reply, now_ms: int, result: Result
+    ) -> Result:
+        """JoinGroup against the classic group of the id (or a new one), into `result`."""
         is_unknown_member = request.member_id == UNKNOWN_MEMBER_ID
         group = self.shard.classic_group(request.group_id)
         is_new_group = group is None
@@ -975,6 +980,13 @@ class ClassicGroupManager:
             return
         self.shard.groups[key.group] = ClassicGroup.from_record(key.group, value, now_ms)
         self._persisted[key.group] = value
+
+    def adopt(self, group: ClassicGroup) -> None:
+        """A classic group built by a downgrade: register it and start its members'
+        sessions (the caller writes its GroupMetadata record)."""
+        self.shard.groups[group.group_id] = group
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
 
     def after_downgrade(self, group_id: str, now_ms: int) -> Result:
         """A consumer group just became this classic group (its GroupMetadata record was

@@ -176,6 +176,21 @@ class ClassicMembers:
                 and old.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
             ):
                 return fail(ErrorCode.UNRELEASED_INSTANCE_ID)
+            if (
+                group.metadata[static_owner].classic_member_metadata is None
+                and self.downgrade_allowed()
+                and len(group) <= config.max_size
+                and all(
+                    meta.classic_member_metadata is not None
+                    for m, meta in group.metadata.items()
+                    if m != static_owner
+                )
+            ):
+                downgraded = self._downgrade_on_replacement(
+                    group, static_owner, request, reply, now_ms
+                )
+                if downgraded is not None:
+                    return downgraded
             change.replaced = static_owner
             change.metadata[static_owner] = None
             change.target[static_owner] = None
@@ -541,6 +556,104 @@ class ClassicMembers:
     # Downgrade: only classic members are left
     # ========================================================================================
 
+    def _classic_value(
+        self,
+        group: ConsumerGroup,
+        member_ids: list[str],
+        protocol: str,
+        now_ms: int,
+        joining: MemberMetadata | None = None,
+    ) -> GroupMetadataValue:
+        """The GroupMetadata of the classic group that replaces `group`: Stable at
+        generation = the group epoch, its classic members (and `joining`) with their target
+        as assignment, in the ConsumerProtocol version of their subscription."""
+        members = []
+        for member_id in member_ids:
+            meta = group.metadata[member_id]
+            classic = meta.classic_member_metadata
+            assert classic is not None
+            metadata = next(p.metadata for p in classic.supported_protocols if p.name == protocol)
+            members.append(
+                MemberMetadata(
+                    member_id=member_id,
+                    group_instance_id=meta.instance_id,
+                    client_id=meta.client_id,
+                    client_host=meta.client_host,
+                    rebalance_timeout=meta.rebalance_timeout_ms,
+                    session_timeout=classic.session_timeout_ms,
+                    subscription=metadata,
+                    assignment=_assignment_bytes(self._target_names(group, member_id), metadata),
+                )
+            )
+        if joining is not None:
+            members.append(joining)
+        return GroupMetadataValue(
+            protocol_type=CONSUMER_PROTOCOL_TYPE,
+            generation=group.group_epoch,
+            protocol=protocol,
+            leader=members[0].member_id,
+            current_state_timestamp=now_ms,
+            members=tuple(members),
+        )
+
+    def _target_names(self, group: ConsumerGroup, member_id: str) -> list[tuple[str, list[int]]]:
+        image = self.shard.topics
+        return [
+            (name, sorted(parts))
+            for topic_id, parts in sorted(
+                group.target.get(member_id, {}).items(), key=lambda t: t[0].int
+            )
+            if (name := image.topic_name(topic_id)) is not None
+        ]
+
+    def _downgrade_on_replacement(
+        self,
+        group: ConsumerGroup,
+        replaced: str,
+        request: cm.JoinGroupRequest,
+        reply: Reply,
+        now_ms: int,
+    ) -> Result | None:
+        """S82: a classic static member takes the place of the last consumer-protocol
+        (static, temporarily left) member: the group becomes a classic group in which the
+        newcomer inherits the replaced member's target, and its JoinGroup is then served
+        by the classic group (a static rejoin: answered at once with that assignment).
+        None when no protocol is common to everyone (the normal path then applies)."""
+        others = [m for m in group.metadata if m != replaced]
+        supported = [
+            {
+                p.name
+                for p in (group.metadata[m].classic_member_metadata or _NONE).supported_protocols
+            }
+            for m in others
+        ]
+        protocol = next(
+            (name for name, _ in request.protocols if all(name in s for s in supported)), None
+        )
+        if protocol is None:
+            return None
+        gid = group.group_id
+        subscription = next(md for name, md in request.protocols if name == protocol)
+        joining = MemberMetadata(
+            member_id=replaced,
+            group_instance_id=request.group_instance_id,
+            client_id=request.client_id,
+            client_host=request.client_host,
+            rebalance_timeout=_rebalance_timeout(request),
+            session_timeout=request.session_timeout_ms,
+            subscription=bytes(subscription),
+            assignment=_assignment_bytes(self._target_names(group, replaced), subscription),
+        )
+        value = self._classic_value(group, others, protocol, now_ms, joining)
+        for member_id in group.metadata:
+            self.manager.cancel_member_timers(gid, member_id)
+        self.shard.classic.adopt(ClassicGroup.from_record(gid, value, now_ms))
+        result = Result(
+            records=self.manager.deletion_records(group),
+            applied_records=[(GroupMetadataKey(gid), value)],
+        )
+        return self.shard.classic.join_classic_group(request, reply, now_ms, result)
+
     def maybe_downgrade(
         self,
         group: ConsumerGroup,
@@ -569,51 +682,13 @@ class ClassicMembers:
         if protocol is None:
             return False
         gid = group.group_id
-        image = self.shard.topics
-        members = []
-        for member_id in remaining:
-            meta = group.metadata[member_id]
-            classic = meta.classic_member_metadata
-            assert classic is not None
-            metadata = next(p.metadata for p in classic.supported_protocols if p.name == protocol)
-            assigned = [
-                (name, sorted(parts))
-                for topic_id, parts in sorted(
-                    group.target.get(member_id, {}).items(), key=lambda t: t[0].int
-                )
-                if (name := image.topic_name(topic_id)) is not None
-            ]
-            members.append(
-                MemberMetadata(
-                    member_id=member_id,
-                    group_instance_id=meta.instance_id,
-                    client_id=meta.client_id,
-                    client_host=meta.client_host,
-                    rebalance_timeout=meta.rebalance_timeout_ms,
-                    session_timeout=classic.session_timeout_ms,
-                    subscription=metadata,
-                    assignment=_assignment_bytes(assigned, metadata),
-                )
-            )
-            self.manager.cancel_member_timers(gid, member_id)
-        for member_id in removed:
+        value = self._classic_value(group, remaining, protocol, now_ms)
+        for member_id in group.metadata:
             self.manager.cancel_member_timers(gid, member_id)
         # The consumer group goes (every member's records, regexes included), the classic
         # comes.
         records[:] = self.manager.deletion_records(group)
-        records.append(
-            (
-                GroupMetadataKey(gid),
-                GroupMetadataValue(
-                    protocol_type=CONSUMER_PROTOCOL_TYPE,
-                    generation=group.group_epoch,
-                    protocol=protocol,
-                    leader=remaining[0],
-                    current_state_timestamp=now_ms,
-                    members=tuple(members),
-                ),
-            )
-        )
+        records.append((GroupMetadataKey(gid), value))
         self.shard.timer.schedule(
             downgrade_key(gid),
             0,
@@ -651,6 +726,9 @@ def _assignment_bytes(partitions: list[tuple[str, list[int]]], subscription: byt
     except struct.error:
         version = 0
     return struct.pack(">h", min(max(version, 0), 3)) + data[2:]
+
+
+_NONE = ClassicMemberMetadata(0, ())
 
 
 def _supported_by_all(group: ConsumerGroup, names: list[str]) -> bool:
