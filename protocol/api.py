@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import struct
 import sys
 import types
 import typing
@@ -154,12 +155,35 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Reque
 _API_VERSIONS = int(ApiKey.API_VERSIONS)  # an enum member lookup costs ~70 ns per call
 
 
+class Encoded:
+    """A response whose body is already encoded (what follows the response header): a
+    handler that answers the same thing over and over (a steady heartbeat) keeps one and
+    skips building and encoding it each time. `error_code` is for the metrics."""
+
+    __slots__ = ("body", "flexible_header", "error_code")
+
+    def __init__(self, response: Any, api_key: int, version: int) -> None:
+        """Encodes `response` once, with the codec, so the bytes are exactly its."""
+        self.flexible_header = bool(type(response).__flexible__) and api_key != _API_VERSIONS
+        frame = encode_response(api_key, version, 0, response)
+        self.body: bytes = frame[4 + 4 + (1 if self.flexible_header else 0) :]
+        self.error_code = getattr(response, "error_code", 0)
+
+
+_CORRELATION = struct.Struct(">ii")
+
+
 def encode_response(api_key: int, version: int, correlation_id: int, response: Any) -> bytes:
     """Frame a response: size, header (v0, or v1 for flexible versions but ApiVersions), body.
 
     Encoded by code compiled per class (`protocol.encoder`), byte-identical to kio's writer.
     """
     cls = type(response)
+    if cls is Encoded:
+        body: bytes = response.body
+        if response.flexible_header:  # header v1: correlation id, no tagged fields
+            return _CORRELATION.pack(len(body) + 5, correlation_id) + b"\x00" + body
+        return _CORRELATION.pack(len(body) + 4, correlation_id) + body
     flexible = 1 if cls.__flexible__ and api_key != _API_VERSIONS else 0
     return FRAME_ENCODERS[flexible][cls](response, correlation_id)
 

@@ -15,7 +15,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import ApiKey, Request, build, response_types
+from protocol.api import ApiKey, Encoded, Request, build, response_types
 from protocol.errors import ErrorCode
 
 from ..groups import offsets as om
@@ -739,6 +739,12 @@ def handle_list_groups(conn: Connection, request: Request) -> Any:
     )
 
 
+# Encoded steady ConsumerGroupHeartbeat answers by (version, member, epoch, interval),
+# bounded: a member's entry is replaced as its epoch moves, the whole is dropped when full.
+_STEADY_HEARTBEATS: dict[tuple[int, str, int, int], Encoded] = {}
+_STEADY_HEARTBEATS_MAX = 100_000
+
+
 @functools.lru_cache(maxsize=64)
 def _interval(ms: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=ms)
@@ -808,6 +814,20 @@ def handle_consumer_group_heartbeat(conn: Connection, request: Request) -> Any:
         return consumer.heartbeat(full_request(), reply, now_ms)
 
     def respond(r: ccm.HeartbeatResponse) -> Any:
+        if r.assignment is None and r.error_code == ErrorCode.NONE and r.member_id is not None:
+            # A steady answer repeats for the member until its epoch moves: encoded once.
+            key = (version, r.member_id, r.member_epoch, r.heartbeat_interval_ms)
+            encoded = _STEADY_HEARTBEATS.get(key)
+            if encoded is None:
+                if len(_STEADY_HEARTBEATS) >= _STEADY_HEARTBEATS_MAX:
+                    _STEADY_HEARTBEATS.clear()
+                encoded = _STEADY_HEARTBEATS[key] = Encoded(
+                    full(r), ApiKey.CONSUMER_GROUP_HEARTBEAT, version
+                )
+            return encoded
+        return full(r)
+
+    def full(r: ccm.HeartbeatResponse) -> Any:
         assignment = None
         if r.assignment is not None:
             assignment = m.Assignment(

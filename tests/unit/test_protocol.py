@@ -145,3 +145,37 @@ def test_frame_decoder_reassembles_any_chunking(payloads: list[bytes], data: st.
             got.append(f)
     assert got == payloads
     assert decoder.buffered_bytes == 0
+
+
+def test_encoded_response_frames_exactly_as_the_codec() -> None:
+    """An Encoded response (a body encoded once, reused) frames byte for byte as the codec
+    frames the response it was made from, for flexible and non-flexible versions."""
+    import datetime
+
+    from protocol.api import Encoded, encode_response, response_types
+
+    for api_key, version, values in (
+        (
+            68,
+            1,
+            dict(
+                throttle_time=datetime.timedelta(0),
+                error_code=0,
+                error_message=None,
+                member_id="member-1",
+                member_epoch=7,
+                heartbeat_interval=datetime.timedelta(milliseconds=5000),
+                assignment=None,
+            ),
+        ),
+        (12, 0, dict(error_code=0)),
+    ):
+        m = response_types(api_key, version)
+        cls = m.ConsumerGroupHeartbeatResponse if api_key == 68 else m.HeartbeatResponse
+        response = cls(**values)
+        encoded = Encoded(response, api_key, version)
+        for correlation_id in (0, 1, 123456):
+            assert encode_response(api_key, version, correlation_id, encoded) == encode_response(
+                api_key, version, correlation_id, response
+            )
+        assert encoded.error_code == 0
