@@ -165,6 +165,11 @@ class GroupCommitter:
             self._parked -= 1
             if not future.done():
                 future.set_result(None)
+        if heap and log.closed:
+            # Closed between the flush's check and its fsync: what is left can never be
+            # served (nobody else would wake these waiters).
+            self._fail_log(log, LogClosed(f"log {log.directory} is closed"))
+            return
         if not heap:
             del self._waiters[log]
 
