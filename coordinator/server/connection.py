@@ -68,6 +68,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.pending: deque[_Slot] = deque()
         self.peer = "?"
+        self.client_host = "/?"  # the peer as Kafka prints an InetAddress: "/127.0.0.1"
         self.closed = False
         self._reading_paused = False
         self._writing_paused = False
@@ -91,6 +92,7 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.peer = f"{peer[0]}:{peer[1]}"
+            self.client_host = f"/{peer[0]}"
         transport.set_write_buffer_limits(high=self.server.config.connection_write_buffer_bytes_max)
         if not self.server.register(self):
             log.warning("connection refused", peer=self.peer, reason="connections_max reached")

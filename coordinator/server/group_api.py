@@ -466,7 +466,7 @@ def _ms(value: Any) -> int:
 
 def _client_host(conn: Connection) -> str:
     # Kafka prints the InetAddress: "/127.0.0.1".
-    return "/" + conn.peer.rsplit(":", 1)[0]
+    return getattr(conn, "client_host", None) or "/" + conn.peer.rsplit(":", 1)[0]
 
 
 def handle_join_group(conn: Connection, request: Request) -> Any:
