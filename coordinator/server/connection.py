@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -32,11 +33,13 @@ from protocol.errors import ErrorCode
 from protocol.framing import FrameDecoder, FrameTooLarge
 
 from ..observability.logging import get_logger
+from .fast_paths import FAST_PATHS
 
 if TYPE_CHECKING:
     from .app import Server
 
 log = get_logger("groupcoord.connection")
+_KEY_VERSION = struct.Struct(">hh")
 
 
 class _NoResponse:
@@ -133,6 +136,13 @@ class Connection(asyncio.Protocol):
 
     def _handle_frame(self, frame: bytes) -> None:
         started = time.perf_counter()
+        if len(frame) >= 4:
+            fast = FAST_PATHS.get(_KEY_VERSION.unpack_from(frame, 0))
+            if fast is not None:
+                answered = fast(self, frame)
+                if answered is not None:
+                    self._queue(answered[0], started, answered[1])
+                    return
         try:
             request = decode_request(frame, self.server.supported_versions)
         except UnsupportedVersion as e:
@@ -155,6 +165,10 @@ class Connection(asyncio.Protocol):
         if result is NO_RESPONSE:
             self._observe(request, started, None)
             return
+        self._queue(request, started, result)
+
+    def _queue(self, request: Request, started: float, result: Any) -> None:
+        """Queue a request's response (or a future of it) behind the earlier ones."""
         slot = _Slot(request, started)
         if isinstance(result, Awaitable):
             slot.future = asyncio.ensure_future(result)

@@ -750,6 +750,44 @@ def _interval(ms: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=ms)
 
 
+def consumer_heartbeat_response(version: int, r: ccm.HeartbeatResponse) -> Any:
+    """The ConsumerGroupHeartbeat response of `version` for the shard's answer. A steady
+    answer (no error, no assignment) repeats for the member until its epoch moves, so it
+    is encoded once and kept (bounded)."""
+    if r.assignment is None and r.error_code == ErrorCode.NONE and r.member_id is not None:
+        key = (version, r.member_id, r.member_epoch, r.heartbeat_interval_ms)
+        encoded = _STEADY_HEARTBEATS.get(key)
+        if encoded is None:
+            if len(_STEADY_HEARTBEATS) >= _STEADY_HEARTBEATS_MAX:
+                _STEADY_HEARTBEATS.clear()
+            encoded = _STEADY_HEARTBEATS[key] = Encoded(
+                _heartbeat_entity(version, r), ApiKey.CONSUMER_GROUP_HEARTBEAT, version
+            )
+        return encoded
+    return _heartbeat_entity(version, r)
+
+
+def _heartbeat_entity(version: int, r: ccm.HeartbeatResponse) -> Any:
+    m = response_types(ApiKey.CONSUMER_GROUP_HEARTBEAT, version)
+    assignment = None
+    if r.assignment is not None:
+        assignment = m.Assignment(
+            topic_partitions=tuple(
+                m.TopicPartitions(topic_id=t, partitions=tuple(ps)) for t, ps in r.assignment
+            ),
+        )
+    # Both versions have exactly these fields: constructed directly (the hot path).
+    return m.ConsumerGroupHeartbeatResponse(
+        throttle_time=_NO_THROTTLE,
+        error_code=r.error_code,
+        error_message=r.error_message,
+        member_id=r.member_id,
+        member_epoch=r.member_epoch,
+        heartbeat_interval=_interval(r.heartbeat_interval_ms),
+        assignment=assignment,
+    )
+
+
 def handle_consumer_group_heartbeat(conn: Connection, request: Request) -> Any:
     """ConsumerGroupHeartbeat v0-v1 (KIP-848). Emits the consumer-group records the shard's
     pipeline writes (consumer/manager.py); the response goes after they are durable. Errors
@@ -759,7 +797,6 @@ def handle_consumer_group_heartbeat(conn: Connection, request: Request) -> Any:
     UNKNOWN_SERVER_ERROR, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR."""
     body = request.body
     version = request.api_version
-    m = response_types(ApiKey.CONSUMER_GROUP_HEARTBEAT, version)
     client_id = request.header.client_id or ""
     client_host = _client_host(conn)
 
@@ -814,37 +851,7 @@ def handle_consumer_group_heartbeat(conn: Connection, request: Request) -> Any:
         return consumer.heartbeat(full_request(), reply, now_ms)
 
     def respond(r: ccm.HeartbeatResponse) -> Any:
-        if r.assignment is None and r.error_code == ErrorCode.NONE and r.member_id is not None:
-            # A steady answer repeats for the member until its epoch moves: encoded once.
-            key = (version, r.member_id, r.member_epoch, r.heartbeat_interval_ms)
-            encoded = _STEADY_HEARTBEATS.get(key)
-            if encoded is None:
-                if len(_STEADY_HEARTBEATS) >= _STEADY_HEARTBEATS_MAX:
-                    _STEADY_HEARTBEATS.clear()
-                encoded = _STEADY_HEARTBEATS[key] = Encoded(
-                    full(r), ApiKey.CONSUMER_GROUP_HEARTBEAT, version
-                )
-            return encoded
-        return full(r)
-
-    def full(r: ccm.HeartbeatResponse) -> Any:
-        assignment = None
-        if r.assignment is not None:
-            assignment = m.Assignment(
-                topic_partitions=tuple(
-                    m.TopicPartitions(topic_id=t, partitions=tuple(ps)) for t, ps in r.assignment
-                ),
-            )
-        # Both versions have exactly these fields: constructed directly (the hot path).
-        return m.ConsumerGroupHeartbeatResponse(
-            throttle_time=_NO_THROTTLE,
-            error_code=r.error_code,
-            error_message=r.error_message,
-            member_id=r.member_id,
-            member_epoch=r.member_epoch,
-            heartbeat_interval=_interval(r.heartbeat_interval_ms),
-            assignment=assignment,
-        )
+        return consumer_heartbeat_response(version, r)
 
     def failed(error: ErrorCode) -> Any:
         return respond(ccm.HeartbeatResponse(error_code=error))

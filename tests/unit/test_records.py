@@ -109,12 +109,21 @@ def test_record_types_match_the_schemas() -> None:
 
 
 def test_schema_copies_are_unmodified() -> None:
-    shared = Path(__file__).resolve().parents[3] / "shared/kafka-schemas/coordinator-records"
-    if not shared.is_dir():
-        pytest.skip("shared/ is not beside the work tree")
+    """The copies match the checksums taken from Kafka's files (protocol/schemas/SHA256SUMS),
+    and, where the shared reference tree is beside the work tree, those files too."""
+    import hashlib
+
     copies = Path(r.__file__).parent / "schemas"
-    for name in r._SCHEMAS:
-        assert (copies / f"{name}.json").read_bytes() == (shared / f"{name}.json").read_bytes()
+    sums = {}
+    for line in (copies / "SHA256SUMS").read_text().splitlines():
+        digest, file = line.split()
+        sums[file] = digest
+    assert set(sums) == {f"{name}.json" for name in r._SCHEMAS}
+    for file, digest in sums.items():
+        assert hashlib.sha256((copies / file).read_bytes()).hexdigest() == digest, file
+    shared = Path(__file__).resolve().parents[3] / "shared/kafka-schemas/coordinator-records"
+    for file, digest in sums.items() if shared.is_dir() else ():
+        assert hashlib.sha256((shared / file).read_bytes()).hexdigest() == digest, file
 
 
 def test_unknown_key_type() -> None:

@@ -243,17 +243,40 @@ class ConsumerGroupManager:
         client_id: str,
         client_host: str,
     ) -> HeartbeatResponse | None:
-        """The common heartbeat, answered without the pipeline: a known member at its
-        epoch, reconciled to a target that is current, saying nothing new (the caller
-        checked that no optional field is set; same client). The pipeline would write
-        nothing and change nothing for it but its session timer; anything else (or any
-        doubt) returns None and takes the full path (`heartbeat`)."""
+        """The common heartbeat, answered without the pipeline (see `is_steady`): re-arms
+        the member's session. None when the heartbeat is not steady: the caller then takes
+        the full path (`heartbeat`)."""
+        if not self.is_steady(
+            group_id, member_id, member_epoch, instance_id, client_id, client_host
+        ):
+            return None
+        settings = self.shard.consumer_settings(group_id)
+        self.schedule_session_timeout(group_id, member_id, settings.session_timeout_ms)
+        return HeartbeatResponse(
+            member_id=member_id,
+            member_epoch=member_epoch,
+            heartbeat_interval_ms=settings.heartbeat_interval_ms,
+        )
+
+    def is_steady(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+    ) -> bool:
+        """Whether a heartbeat that sets no optional field (the caller checked) is steady:
+        a known member at its epoch, reconciled to a target that is current, same client.
+        For such a heartbeat the pipeline would write nothing and change nothing but the
+        member's session timer. Reads only."""
         group = self.groups.get(group_id)
         if group is None:
-            return None
+            return False
         member = group.members.get(member_id)
         meta = group.metadata.get(member_id)
-        if (
+        return not (
             member is None
             or meta is None
             or member_epoch != member.member_epoch
@@ -266,14 +289,6 @@ class ConsumerGroupManager:
             or group.assigning_epoch is not None
             or group.checked_image_version != self.shard.topics.version
             or not member.is_reconciled_to(group.assignment_epoch)
-        ):
-            return None
-        settings = self.shard.consumer_settings(group_id)
-        self.schedule_session_timeout(group_id, member_id, settings.session_timeout_ms)
-        return HeartbeatResponse(
-            member_id=member_id,
-            member_epoch=member_epoch,
-            heartbeat_interval_ms=settings.heartbeat_interval_ms,
         )
 
     def _heartbeat(

@@ -1,0 +1,109 @@
+"""Requests answered from the raw frame, before the codec decodes them: the steady
+ConsumerGroupHeartbeat (v1), the one request a consumer-protocol member sends every few
+seconds for its whole life.
+
+Why: the codec's decode (header, structural guard, native reader, entity objects) is the
+largest single cost of a heartbeat that changes nothing. A steady heartbeat has a fixed
+shape (every optional field null), so it is recognised and read here with a few struct
+calls. Anything else (another shape, a long or malformed frame, tagged fields, a shard
+that is not active, a heartbeat the shard does not take as steady) returns None and the
+connection decodes the frame as usual: this path only answers what the full path would
+answer (ConsumerGroupManager.steady), never an error of its own.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from protocol.api import ApiKey, Request
+from protocol.header import RequestHeader
+
+from ..groups.consumer.messages import HeartbeatResponse
+from ..groups.result import Reply, Result
+from ..runtime.runner import ShardState
+from .group_api import consumer_heartbeat_response, run_on_shard
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+_FIXED = struct.Struct(">hhih")  # api key, version, correlation id, client id length
+_I32 = struct.Struct(">i")
+# RebalanceTimeoutMs -1, then null SubscribedTopicNames, SubscribedTopicRegex,
+# ServerAssignor and TopicPartitions, and no tagged fields: a steady v1 request's tail.
+_STEADY_TAIL = b"\xff\xff\xff\xff" + b"\x00" * 5
+
+# (connection, frame) -> (the request as the connection records it, the response or a
+# future of it), or None to decode the frame as usual.
+FastPath = Callable[["Connection", bytes], "tuple[Request, Any] | None"]
+
+
+def _compact_string(frame: bytes, pos: int) -> tuple[str | None, int]:
+    """A compact nullable string whose length fits one varint byte (< 127 bytes)."""
+    size = frame[pos]
+    if size & 0x80:
+        raise ValueError("long string: not for the fast path")
+    if size == 0:
+        return None, pos + 1
+    end = pos + size
+    return frame[pos + 1 : end].decode(), end
+
+
+def steady_consumer_heartbeat(conn: Connection, frame: bytes) -> tuple[Request, Any] | None:
+    """A steady ConsumerGroupHeartbeat v1, answered by the shard's steady path."""
+    try:
+        api_key, version, correlation_id, client_size = _FIXED.unpack_from(frame, 0)
+        pos = 10
+        client_id = None
+        if client_size >= 0:
+            client_id = frame[pos : pos + client_size].decode()
+            pos += client_size
+        if frame[pos] != 0:  # header tagged fields
+            return None
+        group_id, pos = _compact_string(frame, pos + 1)
+        member_id, pos = _compact_string(frame, pos)
+        (member_epoch,) = _I32.unpack_from(frame, pos)
+        instance_id, pos = _compact_string(frame, pos + 4)
+        if frame[pos] != 0 or frame[pos + 1 :] != _STEADY_TAIL:  # RackId, then the rest
+            return None
+    except (struct.error, IndexError, ValueError):
+        return None
+    if not group_id or not member_id:
+        return None
+    runner = conn.server.coordinator.runner_for(group_id)
+    if runner.state is not ShardState.ACTIVE:
+        return None
+    consumer = runner.shard.consumer
+    client_host = conn.client_host
+    steady_client_id = client_id or ""
+    if not consumer.is_steady(
+        group_id, member_id, member_epoch, instance_id, steady_client_id, client_host
+    ):
+        return None
+
+    def event(reply: Reply, now_ms: int) -> Result:
+        # Runs at once (run_on_shard): nothing ran since is_steady, so steady answers.
+        answer = consumer.steady(
+            group_id, member_id, member_epoch, instance_id, steady_client_id, client_host
+        )
+        assert answer is not None
+        result = Result()
+        result.reply(reply, answer)
+        return result
+
+    request = Request(RequestHeader(api_key, version, correlation_id, client_id), None)
+    return request, run_on_shard(
+        conn,
+        group_id,
+        event,
+        lambda answer: consumer_heartbeat_response(version, answer),
+        lambda error: consumer_heartbeat_response(version, HeartbeatResponse(error_code=error)),
+    )
+
+
+FAST_PATHS: dict[tuple[int, int], FastPath] = {
+    (int(ApiKey.CONSUMER_GROUP_HEARTBEAT), 1): steady_consumer_heartbeat,
+}
+
+__all__ = ["FAST_PATHS"]

@@ -1,0 +1,104 @@
+"""The steady ConsumerGroupHeartbeat read from the raw frame (coordinator/server/
+fast_paths.py): it answers exactly what the full path answers, and declines (None) every
+frame that is not a steady heartbeat of a steady member, so the codec takes those."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import sys
+from pathlib import Path
+from typing import Any
+
+from coordinator.config import load_config
+from coordinator.server import group_api
+from coordinator.server.app import Server
+from coordinator.server.fast_paths import steady_consumer_heartbeat
+from protocol.api import build, decode_request, encode_response
+from tests.rawclient import encode_request, request_class
+
+M = sys.modules[request_class(68, 1).__module__]
+
+
+class _Conn:
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.peer = "127.0.0.1:5555"
+        self.client_host = "/127.0.0.1"
+
+
+def _frame(**fields: Any) -> bytes:
+    fields.setdefault("rebalance_timeout", datetime.timedelta(milliseconds=-1))
+    body = build(M.ConsumerGroupHeartbeatRequest, **fields)
+    return encode_request(68, 1, 7, body, client_id="client")[4:]
+
+
+async def _answer(result: Any) -> Any:
+    return await result if asyncio.isfuture(result) else result
+
+
+async def test_fast_path_answers_as_the_full_path_and_declines_the_rest(tmp_path: Path) -> None:
+    config = load_config(
+        overrides={"data_dir": str(tmp_path), "metrics_listen": "", "listen": "127.0.0.1:0"},
+        environ={},
+    )
+    server = Server(config)
+    await server.start()
+    try:
+        await server.coordinator.loaded.wait()
+        server.topics.create("t", 3, {})
+        conn = _Conn(server)
+        sup = server.supported_versions
+        join = _frame(
+            group_id="g",
+            member_id="m1",
+            member_epoch=0,
+            rebalance_timeout=datetime.timedelta(milliseconds=5000),
+            subscribed_topic_names=("t",),
+            topic_partitions=(),
+        )
+        assert steady_consumer_heartbeat(conn, join) is None  # a join is not steady
+        joined = await _answer(
+            group_api.handle_consumer_group_heartbeat(conn, decode_request(join, sup))  # type: ignore[arg-type]
+        )
+        epoch = joined.member_epoch
+        assert joined.error_code == 0 and epoch > 0
+
+        steady = _frame(group_id="g", member_id="m1", member_epoch=epoch)
+        # The first heartbeat of a new group checks the topic image once: the full path.
+        assert steady_consumer_heartbeat(conn, steady) is None  # type: ignore[arg-type]
+        await _answer(
+            group_api.handle_consumer_group_heartbeat(conn, decode_request(steady, sup))  # type: ignore[arg-type]
+        )
+        fast = steady_consumer_heartbeat(conn, steady)  # type: ignore[arg-type]
+        assert fast is not None
+        request, result = fast
+        assert (request.api_key, request.api_version, request.header.correlation_id) == (68, 1, 7)
+        assert request.header.client_id == "client"
+        full = await _answer(
+            group_api.handle_consumer_group_heartbeat(conn, decode_request(steady, sup))  # type: ignore[arg-type]
+        )
+        assert encode_response(68, 1, 7, await _answer(result)) == encode_response(68, 1, 7, full)
+
+        declined = [
+            _frame(group_id="g", member_id="m1", member_epoch=epoch + 1),  # fenced: full path
+            _frame(group_id="g", member_id="nobody", member_epoch=epoch),
+            _frame(group_id="other", member_id="m1", member_epoch=epoch),
+            _frame(group_id="g", member_id="m1", member_epoch=epoch, rack_id="r"),
+            _frame(group_id="g", member_id="m1", member_epoch=epoch, subscribed_topic_names=()),
+            _frame(group_id="g", member_id="m1", member_epoch=epoch, topic_partitions=()),
+            _frame(group_id="g", member_id="m1", member_epoch=epoch, server_assignor="range"),
+            _frame(group_id="g", member_id="x" * 200, member_epoch=epoch),  # long string
+            _frame(
+                group_id="g",
+                member_id="m1",
+                member_epoch=epoch,
+                rebalance_timeout=datetime.timedelta(milliseconds=5000),
+            ),
+            steady[:-1],  # truncated
+            steady + b"\x00",  # trailing byte
+        ]
+        for frame in declined:
+            assert steady_consumer_heartbeat(conn, frame) is None, frame  # type: ignore[arg-type]
+    finally:
+        await server.stop()
