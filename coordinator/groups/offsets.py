@@ -638,47 +638,46 @@ class OffsetManager:
     ) -> bool:
         """Consumer groups: offsets of unsubscribed topics expire by commit time; True
         when none is left."""
-        topics = self._offsets.get(group.group_id)
-        if topics is None:
-            return True
-        retention_ms = self.shard.config.offsets_retention_ms
-        subscribed = _ConsumerSubscriptions(group)
-        all_expired = True
-        for topic, parts in topics.items():
-            if subscribed.includes(topic):
-                all_expired = False
-                continue
-            for partition, entry in parts.items():
-                commit_ts, expire_ts = _TIMES.unpack_from(entry)
-                expired = (
-                    now_ms >= expire_ts if expire_ts != -1 else now_ms - commit_ts >= retention_ms
-                )
-                if expired:
-                    records.append((OffsetCommitKey(group.group_id, topic, partition), None))
-                    self.expirations += 1
-                else:
-                    all_expired = False
-        return all_expired
+        return self._expire_offsets(
+            group.group_id, _ConsumerSubscriptions(group), None, now_ms, records
+        )
 
     def _expire_group(self, group: ClassicGroup, now_ms: int, records: list[Record]) -> bool:
         """Tombstone the group's expired offsets; True when none is left."""
-        topics = self._offsets.get(group.group_id)
-        if topics is None:
+        if group.group_id not in self._offsets:
             return True
         # Kafka's ClassicGroup.offsetExpirationCondition: what an offset's age counts from.
-        use_state_timestamp = False
+        since_ms: int | None = None  # None: from the commit
         if group.protocol_type is None:
             pass  # simple group: from the commit
         elif group.state is GroupState.EMPTY:
-            use_state_timestamp = group.state_timestamp_ms >= 0  # else from the commit
+            if group.state_timestamp_ms >= 0:  # else from the commit
+                since_ms = group.state_timestamp_ms
         elif not (
             group.state is GroupState.STABLE
             and group.protocol_type == CONSUMER_PROTOCOL_TYPE
             and group.subscribed_topics() is not None
         ):
             return False  # members may still need them: no expiration
+        return self._expire_offsets(
+            group.group_id, _Subscriptions(group), since_ms, now_ms, records
+        )
+
+    def _expire_offsets(
+        self,
+        group_id: str,
+        subscribed: _Subscriptions | _ConsumerSubscriptions,
+        since_ms: int | None,
+        now_ms: int,
+        records: list[Record],
+    ) -> bool:
+        """Tombstone the group's offsets of topics it does not consume that are expired:
+        past their own expire timestamp (v2-4 commits), else older than the retention,
+        counted from `since_ms` or, when None, from their commit. True when none is left."""
+        topics = self._offsets.get(group_id)
+        if topics is None:
+            return True
         retention_ms = self.shard.config.offsets_retention_ms
-        subscribed = _Subscriptions(group)
         all_expired = True
         for topic, parts in topics.items():
             if subscribed.includes(topic):
@@ -689,10 +688,9 @@ class OffsetManager:
                 if expire_ts != -1:
                     expired = now_ms >= expire_ts
                 else:
-                    base = group.state_timestamp_ms if use_state_timestamp else commit_ts
-                    expired = now_ms - base >= retention_ms
+                    expired = now_ms - (commit_ts if since_ms is None else since_ms) >= retention_ms
                 if expired:
-                    records.append((OffsetCommitKey(group.group_id, topic, partition), None))
+                    records.append((OffsetCommitKey(group_id, topic, partition), None))
                     self.expirations += 1
                 else:
                     all_expired = False

@@ -520,17 +520,7 @@ class ConsumerGroupManager:
             change.target[static_owner] = None
             change.target[member_id] = group.target.get(static_owner, {})
             return replace_static_member(old, member_id), group.metadata[static_owner]
-        if static_owner is None:
-            raise HeartbeatError(
-                ErrorCode.UNKNOWN_MEMBER_ID,
-                f"Instance id {request.instance_id} is unknown.",
-            )
-        if static_owner != member_id:
-            raise HeartbeatError(
-                ErrorCode.FENCED_INSTANCE_ID,
-                f"Static member {member_id} with instance id {request.instance_id} was "
-                f"fenced by member {static_owner}.",
-            )
+        _check_static_owner(static_owner, member_id, request.instance_id)
         member = group.member(member_id)
         assert member is not None
         _check_epoch(member, request)
@@ -576,16 +566,7 @@ class ConsumerGroupManager:
                 )
         else:
             owner = group.static_member_id(request.instance_id)
-            if owner is None:
-                raise HeartbeatError(
-                    ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {request.instance_id} is unknown."
-                )
-            if owner != member_id:
-                raise HeartbeatError(
-                    ErrorCode.FENCED_INSTANCE_ID,
-                    f"Static member {member_id} with instance id {request.instance_id} was "
-                    f"fenced by member {owner}.",
-                )
+            _check_static_owner(owner, member_id, request.instance_id)
         member = group.member(member_id)
         assert member is not None
         if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
@@ -1189,6 +1170,19 @@ class ConsumerGroupManager:
 
 
 # -- helpers -----------------------------------------------------------------------------------
+
+
+def _check_static_owner(owner: str | None, member_id: str, instance_id: str | None) -> None:
+    """A static member's request must come from the member that holds the instance id:
+    UNKNOWN_MEMBER_ID when nobody does, FENCED_INSTANCE_ID when another member does."""
+    if owner is None:
+        raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+    if owner != member_id:
+        raise HeartbeatError(
+            ErrorCode.FENCED_INSTANCE_ID,
+            f"Static member {member_id} with instance id {instance_id} was fenced by member "
+            f"{owner}.",
+        )
 
 
 def _check_epoch(member: ConsumerGroupMember, request: HeartbeatRequest) -> None:
