@@ -6,9 +6,11 @@ Like Kafka's ServerSideAssignorBenchmark (JMH, `doAssignment`), `ours ms` is the
 of `assign(group_spec, topic_describer)` alone: the GroupSpec (members, subscriptions,
 previous target, subscription type) is built before the clock starts, a fresh one per run
 so nothing cached by an earlier run is reused (the member-id sort, ~1.6 ms at 10,000
-members, runs inside `assign`). Member ids are 22-character base64 UUIDs like Kafka's, in
-random order; topic ids are shared UUID objects. `spec ms` is what building the GroupSpec
-costs when it computes the subscription type itself.
+members, runs inside `assign`). Member ids are 22-character base64 UUIDs like Kafka's,
+listed in random (arrival) order for a full run, and for an incremental run as the
+coordinator keeps its member view: in member-id order, a joiner last (the sort of that is
+linear). Topic ids are shared UUID objects. `spec ms` is what building the GroupSpec costs
+when it computes the subscription type itself.
 
 * full: no previous target.
 * join: the previous target is the full assignment (dicts of frozensets); one member joins.
@@ -125,10 +127,15 @@ class Case:
         self._members: dict[str, dict[str, MemberSubscription]] = {}
 
     def members(self, subs: dict[str, frozenset[uuid.UUID]]) -> dict[str, MemberSubscription]:
+        """The members as a spec lists them: for a full run in arrival (random) order; for
+        an incremental run as the coordinator keeps them, in member-id order with a joiner
+        last (consumer/manager.py `_spec_members`)."""
         key = ",".join(sorted(set(subs) ^ set(self.subs)))  # which members joined or left
         members = self._members.get(key)
         if members is None:
-            members = {m: MemberSubscription(None, None, s) for m, s in subs.items()}
+            order = list(subs) if not key else sorted(set(subs) & set(self.subs))
+            order += [m for m in subs if m not in self.subs]
+            members = {m: MemberSubscription(None, None, subs[m]) for m in order}
             self._members[key] = members
         return members
 

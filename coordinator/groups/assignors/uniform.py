@@ -141,7 +141,8 @@ def _departed_by_topic(
     """The partitions (of the given topics) that members which left held in the previous
     target (the spec's assignment entries for ids that are not members), per topic index."""
     amap = group.assignment
-    gone = amap.keys() - group.members.keys()
+    # (filterfalse: a C loop of lookups, cheaper than a set difference of every key.)
+    gone = list(filterfalse(group.members.__contains__, amap))
     if not gone:
         return None
     per_topic: list[set[int]] = [set() for _ in topic_ids]

@@ -897,7 +897,8 @@ class ConsumerGroupManager:
             if members is None:
                 ids: dict[tuple[tuple[str, ...], str | None], frozenset[uuid.UUID]] = {}
                 members = {}
-                for member_id, meta in metadata.items():
+                for member_id in sorted(metadata):
+                    meta = metadata[member_id]
                     key = (meta.subscribed_topic_names, meta.subscribed_topic_regex)
                     topic_ids = ids.get(key)
                     if topic_ids is None:
@@ -981,9 +982,12 @@ class ConsumerGroupManager:
         version = self.shard.topics.version
         if group.spec_members is None or group.spec_image_version != version:
             group.spec_ids = {}
+            # In member-id order, the assignors' iteration order: members joining later are
+            # appended, and the assignor's sort of a nearly sorted view is linear.
+            metadata = group.metadata
             group.spec_members = {
-                member_id: self._member_spec(group, change, meta, group.spec_ids)
-                for member_id, meta in group.metadata.items()
+                member_id: self._member_spec(group, change, metadata[member_id], group.spec_ids)
+                for member_id in sorted(metadata)
             }
             group.spec_image_version = version
         if not change.metadata:
