@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
 
 _NO_THROTTLE = datetime.timedelta(0)
-_NO_REBALANCE_TIMEOUT = datetime.timedelta(milliseconds=-1)  # ConsumerGroupHeartbeat default
 
 
 def not_active_error(e: NotActive) -> ErrorCode:
@@ -821,34 +820,12 @@ def handle_consumer_group_heartbeat(conn: Connection, request: Request) -> Any:
             client_host=client_host,
         )
 
-    # Most heartbeats set no optional field: try the shard's steady path before building
-    # the full request (the pipeline takes any heartbeat the steady path declines).
-    plain = (
-        body.member_epoch > 0
-        and body.rebalance_timeout == _NO_REBALANCE_TIMEOUT
-        and body.topic_partitions is None
-        and body.subscribed_topic_names is None
-        and getattr(body, "subscribed_topic_regex", None) is None
-        and body.server_assignor is None
-        and body.rack_id is None
-    )
-
     def event(reply: Reply, now_ms: int) -> Result:
-        consumer = conn.server.shard_for(body.group_id).consumer
-        if plain:
-            steady = consumer.steady(
-                body.group_id,
-                body.member_id,
-                body.member_epoch,
-                body.instance_id,
-                client_id,
-                client_host,
-            )
-            if steady is not None:
-                result = Result()
-                result.reply(reply, steady)
-                return result
-        return consumer.heartbeat(full_request(), reply, now_ms)
+        # Steady v1 heartbeats rarely get here (fast_paths.py answers them from the raw
+        # frame); the shard's heartbeat tries its steady path first anyway.
+        return conn.server.shard_for(body.group_id).consumer.heartbeat(
+            full_request(), reply, now_ms
+        )
 
     def respond(r: ccm.HeartbeatResponse) -> Any:
         return consumer_heartbeat_response(version, r)
