@@ -620,16 +620,7 @@ class ClassicMembers:
         by the classic group (a static rejoin: answered at once with that assignment).
         None when no protocol is common to everyone (the normal path then applies)."""
         others = [m for m in group.metadata if m != replaced]
-        supported = [
-            {
-                p.name
-                for p in (group.metadata[m].classic_member_metadata or _NONE).supported_protocols
-            }
-            for m in others
-        ]
-        protocol = next(
-            (name for name, _ in request.protocols if all(name in s for s in supported)), None
-        )
+        protocol = _first_common([name for name, _ in request.protocols], group, others)
         if protocol is None:
             return None
         gid = group.group_id
@@ -728,9 +719,6 @@ def _assignment_bytes(partitions: list[tuple[str, list[int]]], subscription: byt
     return struct.pack(">h", min(max(version, 0), 3)) + data[2:]
 
 
-_NONE = ClassicMemberMetadata(0, ())
-
-
 def _supported_by_all(group: ConsumerGroup, names: list[str]) -> bool:
     """At least one of `names` is supported by every classic member (none: vacuous)."""
     wanted = set(names)
@@ -741,25 +729,21 @@ def _supported_by_all(group: ConsumerGroup, names: list[str]) -> bool:
     return bool(wanted)
 
 
+def _protocol_names(group: ConsumerGroup, member_id: str) -> list[str]:
+    """The member's classic protocols in its order of preference (none: not classic)."""
+    classic = group.metadata[member_id].classic_member_metadata
+    return [] if classic is None else [p.name for p in classic.supported_protocols]
+
+
+def _first_common(candidates: list[str], group: ConsumerGroup, member_ids: list[str]) -> str | None:
+    """The first of `candidates` that every one of `member_ids` supports."""
+    supported = [set(_protocol_names(group, m)) for m in member_ids]
+    return next((name for name in candidates if all(name in s for s in supported)), None)
+
+
 def _common_protocol(group: ConsumerGroup, member_ids: list[str]) -> str | None:
     """The first protocol of the first member that every member supports."""
-    first = group.metadata[member_ids[0]].classic_member_metadata
-    assert first is not None
-    for protocol in first.supported_protocols:
-        if all(
-            any(
-                p.name == protocol.name
-                for p in (
-                    group.metadata[m].classic_member_metadata or _NO_CLASSIC
-                ).supported_protocols
-            )
-            for m in member_ids
-        ):
-            return protocol.name
-    return None
-
-
-_NO_CLASSIC = ClassicMemberMetadata(0, ())
+    return _first_common(_protocol_names(group, member_ids[0]), group, member_ids)
 
 
 __all__ = ["POLICIES", "ClassicMembers"]
