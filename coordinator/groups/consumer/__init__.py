@@ -1,6 +1,6 @@
 """Consumer groups (KIP-848 consumer rebalance protocol): member snapshots, the
-reconciliation state machine and KIP-1251 offset-commit fencing. Pure code: no asyncio,
-clock or I/O. Not wired into the server yet."""
+reconciliation state machine, KIP-1251 offset-commit fencing, the group as its records
+build it and the heartbeat pipeline (manager.py). Pure code: no asyncio, clock or I/O."""
 
 from coordinator.groups.consumer.fencing import check_partition, validate_offset_commit
 from coordinator.groups.consumer.member import (

@@ -40,7 +40,7 @@ from protocol.records import (
 )
 
 from ..assignors.spec import MemberSubscription
-from .member import ConsumerGroupMember, MemberState
+from .member import ConsumerGroupMember
 
 __all__ = [
     "ConsumerGroup",
@@ -368,7 +368,3 @@ def _with_metadata(
     return dataclasses.replace(
         member, instance_id=meta.instance_id, rebalance_timeout_ms=meta.rebalance_timeout_ms
     )
-
-
-def is_unrevoked(member: ConsumerGroupMember) -> bool:
-    return member.state is MemberState.UNREVOKED_PARTITIONS

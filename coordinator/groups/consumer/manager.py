@@ -69,7 +69,6 @@ from ..topics import TopicImage
 from .change import GroupChange, HeartbeatError
 from .group import (
     ConsumerGroup,
-    ConsumerGroupState,
     TopicAssignment,
     most_popular,
     target_to_record,
@@ -133,7 +132,6 @@ class ConsumerGroupManager:
         self.default_assignor = next(iter(self.assignors))
         self.rebalances = 0  # group epoch bumps from heartbeats (Kafka's sensor)
         self.migration = ClassicMembers(self)
-        self.offloaded = 0  # target assignments computed off the loop
 
     @property
     def groups(self) -> dict[str, ConsumerGroup]:
@@ -887,7 +885,6 @@ class ConsumerGroupManager:
             resolved = {r: self._resolved(group, change, r) for r in _regex_users(group, change)}
         previous, assignor = self._previous_target(group, change)
         group.assigning_epoch = group_epoch
-        self.offloaded += 1
 
         def compute() -> list[Record]:
             # Runs in a worker thread: reads only its copies and the topic image (dict
@@ -1168,9 +1165,6 @@ class ConsumerGroupManager:
                     self._schedule_rebalance_timeout(group.group_id, member, meta)
             if group.group_epoch > group.assignment_epoch and group.metadata:
                 self._schedule_assignment(group, now_ms)
-
-    def state_counts(self) -> Counter[ConsumerGroupState]:
-        return Counter(group.state() for group in self.groups.values())
 
 
 # -- helpers -----------------------------------------------------------------------------------
