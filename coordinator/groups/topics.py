@@ -12,7 +12,7 @@ reassigns). Reading the image is the only thing the shard does with it: it never
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 
@@ -31,6 +31,19 @@ class TopicImage(Protocol):
         ...
 
     def topic_names(self) -> Iterable[str]: ...
+
+
+def named_partitions(
+    image: TopicImage, partitions: Mapping[uuid.UUID, Iterable[int]]
+) -> list[tuple[str, list[int]]]:
+    """[(topic name, sorted partitions)] in topic-id order, as the classic ConsumerProtocol
+    carries assignments; partitions of topics the image does not know are left out."""
+    out = []
+    for topic_id in sorted(partitions, key=lambda t: t.int):
+        name = image.topic_name(topic_id)
+        if name is not None:
+            out.append((name, sorted(partitions[topic_id])))
+    return out
 
 
 class StaticTopicImage:

@@ -65,7 +65,7 @@ from ..assignors.spec import PartitionAssignorError, TopicDescriber, TopicMetada
 from ..classic.group import GroupState
 from ..classic.messages import DescribedGroup, DescribedMember, ListedGroup
 from ..result import Record, Reply, Result
-from ..topics import TopicImage
+from ..topics import TopicImage, named_partitions
 from .change import GroupChange, HeartbeatError
 from .group import (
     ConsumerGroup,
@@ -1087,13 +1087,7 @@ class ConsumerGroupManager:
         image = self.shard.topics
         members = []
         for meta, member in group.iter_members():
-            assigned = [
-                (name, sorted(parts))
-                for topic_id, parts in sorted(
-                    member.assigned_partitions.items(), key=lambda t: t[0].int
-                )
-                if (name := image.topic_name(topic_id)) is not None
-            ]
+            assigned = named_partitions(image, member.assigned_partitions)
             members.append(
                 DescribedMember(
                     member_id=member.member_id,

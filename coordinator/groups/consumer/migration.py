@@ -62,6 +62,7 @@ from ..classic.consumer_protocol import (
 )
 from ..classic.group import ClassicGroup
 from ..result import Record, Reply, Result
+from ..topics import named_partitions
 from .change import GroupChange, HeartbeatError
 from .group import ConsumerGroup, target_to_record
 from .member import LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroupMember, MemberState
@@ -312,7 +313,10 @@ class ClassicMembers:
             cm.SyncGroupResponse(
                 protocol_type=CONSUMER_PROTOCOL_TYPE,
                 protocol_name=protocol,
-                assignment=_assignment_bytes(self._named(member), _first_metadata(meta)),
+                assignment=_assignment_bytes(
+                    named_partitions(self.shard.topics, member.assigned_partitions),
+                    _first_metadata(meta),
+                ),
             ),
         )
         return result
@@ -383,15 +387,6 @@ class ClassicMembers:
                     if p not in held and group.current_partition_epoch(topic, p) == -1:
                         return True
         return False
-
-    def _named(self, member: ConsumerGroupMember) -> list[tuple[str, list[int]]]:
-        image = self.shard.topics
-        out = []
-        for topic_id, partitions in member.assigned_topic_partitions():
-            name = image.topic_name(topic_id)
-            if name is not None:
-                out.append((name, partitions))
-        return out
 
     # -- timers --------------------------------------------------------------------------
 
@@ -582,7 +577,10 @@ class ClassicMembers:
                     rebalance_timeout=meta.rebalance_timeout_ms,
                     session_timeout=classic.session_timeout_ms,
                     subscription=metadata,
-                    assignment=_assignment_bytes(self._target_names(group, member_id), metadata),
+                    assignment=_assignment_bytes(
+                        named_partitions(self.shard.topics, group.target.get(member_id, {})),
+                        metadata,
+                    ),
                 )
             )
         if joining is not None:
@@ -595,16 +593,6 @@ class ClassicMembers:
             current_state_timestamp=now_ms,
             members=tuple(members),
         )
-
-    def _target_names(self, group: ConsumerGroup, member_id: str) -> list[tuple[str, list[int]]]:
-        image = self.shard.topics
-        return [
-            (name, sorted(parts))
-            for topic_id, parts in sorted(
-                group.target.get(member_id, {}).items(), key=lambda t: t[0].int
-            )
-            if (name := image.topic_name(topic_id)) is not None
-        ]
 
     def _downgrade_on_replacement(
         self,
@@ -633,7 +621,9 @@ class ClassicMembers:
             rebalance_timeout=_rebalance_timeout(request),
             session_timeout=request.session_timeout_ms,
             subscription=bytes(subscription),
-            assignment=_assignment_bytes(self._target_names(group, replaced), subscription),
+            assignment=_assignment_bytes(
+                named_partitions(self.shard.topics, group.target.get(replaced, {})), subscription
+            ),
         )
         value = self._classic_value(group, others, protocol, now_ms, joining)
         for member_id in group.metadata:
