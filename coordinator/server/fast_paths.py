@@ -75,21 +75,15 @@ def steady_consumer_heartbeat(conn: Connection, frame: bytes) -> tuple[Request, 
     if runner.state is not ShardState.ACTIVE:
         return None
     consumer = runner.shard.consumer
-    client_host = conn.client_host
-    steady_client_id = client_id or ""
     if not consumer.is_steady(
-        group_id, member_id, member_epoch, instance_id, steady_client_id, client_host
+        group_id, member_id, member_epoch, instance_id, client_id or "", conn.client_host
     ):
         return None
 
     def event(reply: Reply, now_ms: int) -> Result:
-        # Runs at once (run_on_shard): nothing ran since is_steady, so steady answers.
-        answer = consumer.steady(
-            group_id, member_id, member_epoch, instance_id, steady_client_id, client_host
-        )
-        assert answer is not None
+        # Runs at once (run_on_shard): nothing ran since is_steady accepted it.
         result = Result()
-        result.reply(reply, answer)
+        result.reply(reply, consumer.steady_answer(group_id, member_id, member_epoch))
         return result
 
     request = Request(RequestHeader(api_key, version, correlation_id, client_id), None)

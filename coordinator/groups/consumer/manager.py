@@ -248,6 +248,11 @@ class ConsumerGroupManager:
             group_id, member_id, member_epoch, instance_id, client_id, client_host
         ):
             return None
+        return self.steady_answer(group_id, member_id, member_epoch)
+
+    def steady_answer(self, group_id: str, member_id: str, member_epoch: int) -> HeartbeatResponse:
+        """The answer to a heartbeat `is_steady` accepted (nothing ran since): the member's
+        session re-armed, its epoch and the heartbeat interval."""
         settings = self.shard.consumer_settings(group_id)
         self.schedule_session_timeout(group_id, member_id, settings.session_timeout_ms)
         return HeartbeatResponse(
