@@ -80,6 +80,14 @@ class Config:
     durable_waiters_max: int = field(
         default=100_000, metadata={"help": "produce requests parked awaiting fsync"}
     )
+    syncfs_min_logs: int = field(
+        default=4,
+        metadata={
+            "help": "a group-commit round over at least this many logs is made durable by "
+            "one syncfs() of the data directory's filesystem instead of one fsync per log "
+            "(Linux 5.8+; 0: always per-log fsyncs)"
+        },
+    )
     offsets_partitions: int = field(
         default=50, metadata={"help": "coordinator shards (offsets.topic.num.partitions)"}
     )
@@ -294,6 +302,8 @@ def validate(config: Config) -> None:
     for name in positive:
         if getattr(config, name) <= 0:
             raise ConfigError(f"{name} must be positive")
+    if config.syncfs_min_logs < 0:
+        raise ConfigError("syncfs_min_logs must be 0 or more")
     if config.group_consumer_heartbeat_interval_ms >= config.group_consumer_session_timeout_ms:
         raise ConfigError(
             "group_consumer_heartbeat_interval_ms must be below group_consumer_session_timeout_ms"

@@ -6,7 +6,8 @@ A writer appends to a PartitionLog (page cache only), then awaits
 ``committer.wait_durable(log, last_offset)``. Waiters are parked per log in a heap keyed
 by offset. One background task loops: it takes every log that has waiters, runs their
 ``flush()`` calls in ONE worker-thread call (so the event loop never blocks on a disk;
-the fsyncs of several logs run in parallel threads),
+the fsyncs of several logs run in parallel threads, or a round of many logs is made
+durable by one syncfs() of their filesystem, see syncfs.py),
 then wakes every waiter whose offset is now below its log's durable offset. While that
 round's fsyncs run, new appends and waiters accumulate and are covered by the next round:
 the fsync rate adapts to the disk, never one fsync per request.
@@ -28,8 +29,11 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 
 from .errors import CommitterClosed, LogClosed, TooManyWaiters
 from .log import PartitionLog
+from .syncfs import FilesystemSync
 
 WAITERS_MAX_DEFAULT = 100_000
+# syncfs costs about as much as 2-3 fsyncs of one small append each (syncfs.py).
+SYNCFS_MIN_LOGS_DEFAULT = 4
 
 # (offset, tie-breaker so futures are never compared, future)
 _Waiter = tuple[int, int, "asyncio.Future[None]"]
@@ -39,12 +43,20 @@ class GroupCommitter:
     """Parks waiters until their offsets are durable and batches the fsyncs for them."""
 
     def __init__(
-        self, *, executor: Executor | None = None, waiters_max: int = WAITERS_MAX_DEFAULT
+        self,
+        *,
+        executor: Executor | None = None,
+        waiters_max: int = WAITERS_MAX_DEFAULT,
+        syncfs_min_logs: int = SYNCFS_MIN_LOGS_DEFAULT,
     ) -> None:
-        """`executor` runs the flushes (None: the loop's default executor)."""
+        """`executor` runs the flushes (None: the loop's default executor); a round of at
+        least `syncfs_min_logs` logs is synced with syncfs() where supported (0: never)."""
         if waiters_max < 1:
             raise ValueError("waiters_max must be >= 1")
+        if syncfs_min_logs < 0:
+            raise ValueError("syncfs_min_logs must be >= 0")
         self._executor = executor
+        self.filesystem_sync = FilesystemSync(syncfs_min_logs)
         self._waiters_max = waiters_max
         self._waiters: dict[PartitionLog, list[_Waiter]] = {}
         self._parked = 0
@@ -100,7 +112,7 @@ class GroupCommitter:
         if not targets:
             return
         loop = asyncio.get_running_loop()
-        results = await loop.run_in_executor(self._executor, _flush_logs, targets)
+        results = await loop.run_in_executor(self._executor, self._flush_logs, targets)
         first_error = self._settle(targets, results)
         if first_error is not None:
             raise first_error
@@ -134,7 +146,7 @@ class GroupCommitter:
             logs = [log for log, heap in self._waiters.items() if heap]
             if logs:
                 try:
-                    results = await loop.run_in_executor(self._executor, _flush_logs, logs)
+                    results = await loop.run_in_executor(self._executor, self._flush_logs, logs)
                     self.rounds += 1
                     self._settle(logs, results)
                 except Exception as exc:  # e.g. the executor was shut down
@@ -142,6 +154,14 @@ class GroupCommitter:
                     self._fail_all(exc)
             if self._closed:
                 return
+
+    def _flush_logs(self, logs: list[PartitionLog]) -> list[int | BaseException]:
+        """One worker-thread call: flush each log, an error of one not stopping the others."""
+        if self.filesystem_sync.applies(logs):
+            return self.filesystem_sync.flush(logs)
+        if len(logs) == 1:
+            return [_flush_one(logs[0])]
+        return list(_fsync_pool.map(_flush_one, logs))
 
     def _settle(
         self, logs: list[PartitionLog], results: list[int | BaseException]
@@ -199,10 +219,3 @@ def _flush_one(log: PartitionLog) -> int | BaseException:
 # sum of all (50 coordinator shards written in one round would otherwise queue 50 fsyncs).
 _FSYNC_THREADS = 16
 _fsync_pool = ThreadPoolExecutor(max_workers=_FSYNC_THREADS, thread_name_prefix="fsync")
-
-
-def _flush_logs(logs: list[PartitionLog]) -> list[int | BaseException]:
-    """One worker-thread call: flush each log, an error of one not stopping the others."""
-    if len(logs) == 1:
-        return [_flush_one(logs[0])]
-    return list(_fsync_pool.map(_flush_one, logs))

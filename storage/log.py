@@ -47,6 +47,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from protocol.batches import BatchHeader, record_timestamps
 
@@ -96,6 +97,15 @@ class LogConfig:
             raise ValueError("retention_ms and retention_bytes must be >= -1")
         if self.segment_ms < 1:
             raise ValueError("segment_ms must be >= 1")
+
+
+class FlushPlan(NamedTuple):
+    """What one flush covers, snapshotted by PartitionLog.begin_flush."""
+
+    target: int  # the durable offset once flushed
+    active: Segment
+    rolled: list[Segment]  # rolled since the last flush: data and index files to sync
+    dir_dirty: bool  # segment files created or deleted since the last flush
 
 
 class PartitionLog:
@@ -407,47 +417,74 @@ class PartitionLog:
         end offset and the files to sync are snapshotted under the lock, the fsyncs run
         outside it. Appends made during the fsync are left for the next flush.
         """
-        with self._flush_lock:
+        plan = self.begin_flush()
+        return self._durable_offset if plan is None else self.end_flush(plan, data_synced=False)
+
+    def begin_flush(self) -> FlushPlan | None:
+        """The first half of a flush: takes the flush lock and snapshots what the flush
+        covers. Returns None (lock released) when everything is already durable; else
+        the caller must pass the plan to `end_flush`, which releases the lock.
+
+        Split so a group committer can sync many logs' data with one syncfs() between
+        the halves (storage/group_commit.py). Raises LogFailed after an earlier failure."""
+        self._flush_lock.acquire()
+        try:
             with self._lock:
                 if self._closed:
-                    return self._durable_offset
+                    self._flush_lock.release()
+                    return None
                 if self._failure is not None:
                     raise LogFailed(f"log {self._directory} failed earlier") from self._failure
                 target = self._next_offset
-                active = self._segments[-1]
                 rolled = self._unsealed
                 dir_dirty = self._dir_dirty
                 if target == self._durable_offset and not rolled and not dir_dirty:
-                    return target
+                    self._flush_lock.release()
+                    return None
                 self._unsealed = []
                 self._dir_dirty = False
                 self._flushing = True
-            try:
-                # Data first, then the names (directory), then the index hints and the
-                # recovery point that vouches for them.
+                return FlushPlan(target, self._segments[-1], rolled, dir_dirty)
+        except BaseException:
+            self._flush_lock.release()
+            raise
+
+    def end_flush(self, plan: FlushPlan, data_synced: bool) -> int:
+        """The second half of a flush (see `begin_flush`): fsyncs the segments' data and
+        the directory unless `data_synced` (a syncfs() of the log's filesystem, begun after
+        `begin_flush`, returned without error), then the index hints and the recovery
+        point that vouches for them. Returns the new durable offset."""
+        try:
+            # Data first, then the names (directory), then the index hints and the
+            # recovery point that vouches for them.
+            rolled = plan.rolled
+            if not data_synced:
                 for segment in rolled:
                     segment.fsync()
-                active.fsync()
-                if dir_dirty:
+                plan.active.fsync()
+                if plan.dir_dirty:
                     fsync_directory(self._directory)
-                if rolled:
-                    for segment in rolled:
-                        if not segment.deleted:
-                            segment.sync_index_files()
-                    write_offset_file(self._directory / RECOVERY_POINT_FILE, active.base_offset)
-                    self._recovery_point = active.base_offset
-            except BaseException as exc:
-                with self._lock:
-                    self._failure = exc
-                raise
-            finally:
-                with self._lock:
-                    self._flushing = False
-                    deferred, self._deferred_close = self._deferred_close, []
+            if rolled:
+                for segment in rolled:
+                    if not segment.deleted:
+                        segment.sync_index_files()
+                write_offset_file(self._directory / RECOVERY_POINT_FILE, plan.active.base_offset)
+                self._recovery_point = plan.active.base_offset
+            self._durable_offset = plan.target
+        except BaseException as exc:
+            with self._lock:
+                self._failure = exc
+            raise
+        finally:
+            with self._lock:
+                self._flushing = False
+                deferred, self._deferred_close = self._deferred_close, []
+            try:
                 for segment in deferred:
                     segment.close()
-            self._durable_offset = target
-            return target
+            finally:
+                self._flush_lock.release()
+        return plan.target
 
     # -- reading ------------------------------------------------------------------------
 

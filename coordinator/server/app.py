@@ -43,7 +43,9 @@ class Server:
         self.metrics = ServerMetrics()
         self.topics = TopicRegistry(config)
         self.group_configs = GroupConfigStore(config.data_path / "group_configs.json")
-        self.committer = GroupCommitter(waiters_max=config.durable_waiters_max)
+        self.committer = GroupCommitter(
+            waiters_max=config.durable_waiters_max, syncfs_min_logs=config.syncfs_min_logs
+        )
         self.coordinator = CoordinatorService(
             config.data_path,
             config.offsets_partitions,

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-import storage.group_commit as group_commit
 from protocol.batches import split_batches
 from storage import GroupCommitter, LogConfig, PartitionLog
 
@@ -88,10 +87,10 @@ async def test_a_broken_flush_worker_fails_waiters_instead_of_stranding_them(
 ) -> None:
     log = open_log("p0")
 
-    def broken(logs: list[PartitionLog]) -> list[int | BaseException]:
+    def broken(self: GroupCommitter, logs: list[PartitionLog]) -> list[int | BaseException]:
         raise RuntimeError("pool shut down")  # e.g. executor shut down
 
-    monkeypatch.setattr(group_commit, "_flush_logs", broken)
+    monkeypatch.setattr(GroupCommitter, "_flush_logs", broken)
     committer = GroupCommitter()
     with pytest.raises(RuntimeError, match="pool shut down"):
         await asyncio.wait_for(committer.wait_durable(log, _append(log)), timeout=5)

@@ -1,0 +1,166 @@
+"""A group-commit round over many logs made durable by one syncfs() (storage/syncfs.py):
+used from `syncfs_min_logs` logs on, not below; a failing syncfs falls back to per-log
+fsyncs, which report a failing file against its own log only; rolled segments still get
+their index files and recovery point; every begun flush is ended. Real files under
+pytest's tmp_path; os.fsync and the syncfs function are wrapped to count calls."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+import storage.syncfs as syncfs
+from coordinator.config import Config, ConfigError, validate
+from protocol.batches import split_batches
+from storage import GroupCommitter, LogConfig, PartitionLog
+from storage.errors import LogFailed
+
+pytestmark = pytest.mark.skipif(
+    not syncfs.FilesystemSync.supported(), reason="syncfs needs Linux 5.8+"
+)
+
+
+def _append(log: PartitionLog, size: int = 40) -> int:
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=0,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=10**7,
+    )
+    builder.append(0, timestamp=1, key=None, value=b"v" * size, headers=[])
+    buf = bytearray(builder.build())
+    return log.append(buf, split_batches(buf))
+
+
+@pytest.fixture
+def logs(
+    tmp_path: Path, calls: dict[str, int]
+) -> Iterator[Callable[[int, LogConfig], list[PartitionLog]]]:
+    """Opens logs, flushed once (their new directories) so calls count rounds only."""
+    opened: list[PartitionLog] = []
+
+    def _open(n: int, config: LogConfig | None = None) -> list[PartitionLog]:
+        made = [PartitionLog.open(tmp_path / f"p{i}", config or LogConfig()) for i in range(n)]
+        for log in made:
+            log.flush()
+        calls["fsync"] = 0
+        opened.extend(made)
+        return made
+
+    yield _open
+    for log in opened:
+        try:
+            log.close()
+        except LogFailed:
+            pass
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts os.fsync and syncfs calls; `fail_syncfs` makes syncfs return -1."""
+    counts = {"fsync": 0, "syncfs": 0, "fail_syncfs": 0}
+    real_fsync, real_syncfs = os.fsync, syncfs._SYNCFS
+    assert real_syncfs is not None
+
+    def fsync(fd: int) -> None:
+        counts["fsync"] += 1
+        real_fsync(fd)
+
+    def fake_syncfs(fd: int) -> int:
+        counts["syncfs"] += 1
+        return -1 if counts["fail_syncfs"] else real_syncfs(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(syncfs, "_SYNCFS", fake_syncfs)
+    return counts
+
+
+async def _wait_all(committer: GroupCommitter, logs: list[PartitionLog]) -> list[object]:
+    waits = [committer.wait_durable(log, _append(log)) for log in logs]
+    return list(await asyncio.gather(*waits, return_exceptions=True))
+
+
+async def test_a_round_of_many_logs_is_one_syncfs_and_no_fsync(logs, calls) -> None:
+    many = logs(8)
+    committer = GroupCommitter(syncfs_min_logs=4)
+    assert await _wait_all(committer, many) == [None] * 8
+    assert calls == {"fsync": 0, "syncfs": 1, "fail_syncfs": 0}
+    assert [log.durable_offset for log in many] == [1] * 8
+    await committer.close()
+
+
+async def test_a_round_below_the_threshold_uses_fsyncs(logs, calls) -> None:
+    few = logs(3)
+    committer = GroupCommitter(syncfs_min_logs=4)
+    assert await _wait_all(committer, few) == [None] * 3
+    assert calls["syncfs"] == 0 and calls["fsync"] == 3
+    await committer.close()
+
+
+async def test_zero_turns_syncfs_off(logs, calls) -> None:
+    committer = GroupCommitter(syncfs_min_logs=0)
+    assert await _wait_all(committer, logs(8)) == [None] * 8
+    assert calls["syncfs"] == 0 and calls["fsync"] == 8
+    await committer.close()
+    with pytest.raises(ConfigError, match="syncfs_min_logs"):
+        validate(Config(syncfs_min_logs=-1))
+
+
+async def test_a_failed_syncfs_falls_back_to_each_logs_fsync(logs, calls) -> None:
+    many = logs(5)
+    calls["fail_syncfs"] = 1
+    committer = GroupCommitter(syncfs_min_logs=4)
+    assert await _wait_all(committer, many) == [None] * 5
+    assert calls["syncfs"] == 1 and calls["fsync"] == 5
+    assert [log.durable_offset for log in many] == [1] * 5
+    await committer.close()
+
+
+async def test_a_failing_file_fails_only_its_own_log(logs, calls, monkeypatch) -> None:
+    """syncfs reports an error (as Linux does for a writeback error anywhere on the
+    filesystem); the per-log fsyncs then find which log it was."""
+    many = logs(5)
+    bad_fd = many[2]._segments[-1]._fd  # noqa: SLF001 - the file that fails
+    counting_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if fd == bad_fd:
+            raise OSError(5, "Input/output error")
+        counting_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    calls["fail_syncfs"] = 1
+    committer = GroupCommitter(syncfs_min_logs=4)
+    results = await _wait_all(committer, many)
+    assert [r is None for r in results] == [True, True, False, True, True]
+    assert isinstance(results[2], OSError)
+    with pytest.raises(LogFailed):
+        many[2].flush()
+    # The other logs' flush locks were released: they go on flushing.
+    assert await _wait_all(committer, many[:2] + many[3:]) == [None] * 4
+    with pytest.raises(LogFailed):  # close() flushes every log, and reports the failed one
+        await committer.close()
+
+
+async def test_rolled_segments_keep_their_index_files_and_recovery_point(logs, calls) -> None:
+    many = logs(4, LogConfig(segment_bytes_max=200))
+    for log in many:
+        _append(log, 150)
+    committer = GroupCommitter(syncfs_min_logs=4)
+    assert await _wait_all(committer, many) == [None] * 4  # the second append rolls
+    assert calls["syncfs"] == 1
+    for log in many:
+        assert len(log._segments) == 2  # noqa: SLF001
+        assert log.durable_offset == 2
+        directory = log.directory
+        assert (directory / "recovery-point-offset").read_text().strip() == "1"
+        assert (directory / "00000000000000000000.index").exists()
+    await committer.close()
