@@ -2,7 +2,8 @@
 
 Theory of operation: frames are decoded as they arrive and each request is handed to its
 handler at once (pipelining). A handler returns a response, an awaitable of one, or
-NO_RESPONSE (Produce with acks=0). Responses are queued in request order and written from
+NO_RESPONSE (Produce with acks=0); a shard's answer comes as a Pending, whose completion
+flushes the connection at once. Responses are queued in request order and written from
 the head of the queue as they complete, so a parked request (a long-poll Fetch, a Produce
 awaiting fsync, later a JoinGroup) holds back only the responses behind it on the same
 connection. Reading pauses while too many requests are in flight or too many response bytes
@@ -34,6 +35,7 @@ from protocol.framing import FrameDecoder, FrameTooLarge
 
 from ..observability.logging import get_logger
 from .fast_paths import FAST_PATHS
+from .pending import Pending
 
 if TYPE_CHECKING:
     from .app import Server
@@ -53,12 +55,13 @@ Handler = Callable[["Connection", Request], Any]
 
 
 class _Slot:
-    __slots__ = ("request", "started", "future", "response")
+    __slots__ = ("request", "started", "future", "pending", "response")
 
     def __init__(self, request: Request, started: float) -> None:
         self.request = request
         self.started = started
         self.future: asyncio.Future[Any] | None = None
+        self.pending: Pending | None = None
         self.response: Any = None
 
 
@@ -170,7 +173,13 @@ class Connection(asyncio.Protocol):
     def _queue(self, request: Request, started: float, result: Any) -> None:
         """Queue a request's response (or a future of it) behind the earlier ones."""
         slot = _Slot(request, started)
-        if isinstance(result, Awaitable):
+        if type(result) is Pending:
+            if result.done:
+                slot.response = result.value
+            else:
+                slot.pending = result
+                result.listener = self._flush_ready
+        elif isinstance(result, Awaitable):
             slot.future = asyncio.ensure_future(result)
             slot.future.add_done_callback(self._on_done)
         else:
@@ -208,7 +217,11 @@ class Connection(asyncio.Protocol):
         while pending:
             slot = pending[0]
             future = slot.future
-            if future is not None:
+            if slot.pending is not None:
+                if not slot.pending.done:
+                    break
+                response = slot.pending.value
+            elif future is not None:
                 if not future.done():
                     break
                 if future.cancelled():

@@ -3,13 +3,12 @@ messages, run on the group's shard, and the shard's answers -> kio responses of 
 request's version.
 
 Every adapter returns the response at once when the shard answered synchronously (nothing
-to wait for), else a future completed when the shard's records are durable. While a shard
+to wait for), else a Pending set when the shard's records are durable. While a shard
 loads, requests get COORDINATOR_LOAD_IN_PROGRESS; a failed shard answers NOT_COORDINATOR
 (clients look the coordinator up again)."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import functools
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from ..groups.consumer import messages as ccm
 from ..groups.result import Reply, Result
 from ..groups.shard import GroupShard
 from ..runtime.runner import NotActive, ShardState, StorageFailure
+from .pending import Pending
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -47,39 +47,21 @@ def run_on_shard(
 ) -> Any:
     """Run `event(reply, now_ms)` on the group's shard; the reply is converted to the
     response. Returns the response when the shard answered at once (most heartbeats),
-    else a future of it."""
-    box = _Answer()
+    else a Pending of it."""
+    answer = Pending()
 
-    def reply(answer: Any) -> None:
-        value = (
+    def reply(value: Any) -> None:
+        answer.set(
             on_error(ErrorCode.NOT_COORDINATOR)
-            if isinstance(answer, StorageFailure)
-            else convert(answer)
+            if isinstance(value, StorageFailure)
+            else convert(value)
         )
-        future = box.future
-        if future is None:
-            box.done = True
-            box.value = value
-        elif not future.done():
-            future.set_result(value)
 
     try:
         conn.server.coordinator.run(group_id, lambda now_ms: event(reply, now_ms))
     except NotActive as e:
         return on_error(not_active_error(e))
-    if box.done:
-        return box.value
-    box.future = asyncio.get_running_loop().create_future()
-    return box.future
-
-
-class _Answer:
-    __slots__ = ("done", "value", "future")
-
-    def __init__(self) -> None:
-        self.done = False
-        self.value: Any = None
-        self.future: asyncio.Future[Any] | None = None
+    return answer.value if answer.done else answer
 
 
 def run_group_call(
@@ -103,8 +85,8 @@ def run_group_call(
 
 
 async def gather_responses(parts: list[Any]) -> list[Any]:
-    """Await the futures among shard answers (some may be plain responses already)."""
-    return [await p if isinstance(p, asyncio.Future) else p for p in parts]
+    """Await the Pendings among shard answers (some may be plain responses already)."""
+    return [await p if isinstance(p, Pending) else p for p in parts]
 
 
 def _cls(module: Any, *names: str) -> Any:
@@ -340,7 +322,7 @@ def handle_offset_fetch(conn: Connection, request: Request) -> Any:
             )
         return build(m.OffsetFetchResponse, topics=topics_of(answer), error_code=answer.error)
 
-    if all(not isinstance(p, asyncio.Future) for p in parts):
+    if all(not isinstance(p, Pending) for p in parts):
         return respond(parts)
 
     async def wait() -> Any:
@@ -447,7 +429,7 @@ def handle_delete_groups(conn: Connection, request: Request) -> Any:
             ),
         )
 
-    if all(not isinstance(p, asyncio.Future) for p in parts):
+    if all(not isinstance(p, Pending) for p in parts):
         return respond(parts)
 
     async def wait() -> Any:

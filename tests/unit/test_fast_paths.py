@@ -4,7 +4,6 @@ frame that is not a steady heartbeat of a steady member, so the codec takes thos
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from coordinator.config import load_config
 from coordinator.server import group_api
 from coordinator.server.app import Server
 from coordinator.server.fast_paths import steady_consumer_heartbeat
+from coordinator.server.pending import Pending
 from protocol.api import build, decode_request, encode_response
 from tests.rawclient import encode_request, request_class
 
@@ -34,7 +34,7 @@ def _frame(**fields: Any) -> bytes:
 
 
 async def _answer(result: Any) -> Any:
-    return await result if asyncio.isfuture(result) else result
+    return await result if isinstance(result, Pending) else result
 
 
 async def test_fast_path_answers_as_the_full_path_and_declines_the_rest(tmp_path: Path) -> None:
