@@ -1,21 +1,24 @@
-"""Requests answered from the raw frame, before the codec decodes them: the steady
+"""Requests read from the raw frame, before the codec decodes them: the steady
 ConsumerGroupHeartbeat (v1), the one request a consumer-protocol member sends every few
-seconds for its whole life.
+seconds for its whole life, and OffsetCommit v8-v9 of the usual shape, the request of a
+commit load.
 
 Why: the codec's decode (header, structural guard, native reader, entity objects) is the
-largest single cost of a heartbeat that changes nothing. A steady heartbeat has a fixed
-shape (every optional field null), so it is recognised and read here with a few struct
-calls. Anything else (another shape, a long or malformed frame, tagged fields, a shard
-that is not active, a heartbeat the shard does not take as steady) returns None and the
-connection decodes the frame as usual: this path only answers what the full path would
-answer (ConsumerGroupManager.steady), never an error of its own.
+largest single cost of a heartbeat that changes nothing, and about a seventh of a durable
+commit's. These requests have a simple shape (a steady heartbeat: every optional field
+null; a commit: short strings, small arrays, no tagged fields), so they are recognised
+and read here with a few struct calls. Anything else (another shape, a long or malformed
+frame, tagged fields, a shard that is not active, a heartbeat the shard does not take as
+steady) returns None and the connection decodes the frame as usual: this path only
+answers what the full path would answer (ConsumerGroupManager.steady, group_api.
+offset_commit), never an error of its own.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from protocol.api import ApiKey, Request
 from protocol.header import RequestHeader
@@ -23,13 +26,14 @@ from protocol.header import RequestHeader
 from ..groups.consumer.messages import HeartbeatResponse
 from ..groups.result import Reply, Result
 from ..runtime.runner import ShardState
-from .group_api import consumer_heartbeat_response, run_on_shard
+from .group_api import consumer_heartbeat_response, offset_commit, run_on_shard
 
 if TYPE_CHECKING:
     from .connection import Connection
 
 _FIXED = struct.Struct(">hhih")  # api key, version, correlation id, client id length
 _I32 = struct.Struct(">i")
+_PARTITION = struct.Struct(">iqi")  # index, committed offset, committed leader epoch
 # RebalanceTimeoutMs -1, then null SubscribedTopicNames, SubscribedTopicRegex,
 # ServerAssignor and TopicPartitions, and no tagged fields: a steady v1 request's tail.
 _STEADY_TAIL = b"\xff\xff\xff\xff" + b"\x00" * 5
@@ -96,8 +100,83 @@ def steady_consumer_heartbeat(conn: Connection, frame: bytes) -> tuple[Request, 
     )
 
 
+class _CommitBody(NamedTuple):
+    """An OffsetCommit v8-v9 body, with the codec's attribute names (offset_commit)."""
+
+    group_id: str
+    generation_id_or_member_epoch: int
+    member_id: str | None
+    group_instance_id: str | None
+    topics: list[_CommitTopic]
+
+
+class _CommitTopic(NamedTuple):
+    name: str
+    partitions: list[_CommitPartition]
+
+
+class _CommitPartition(NamedTuple):
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    committed_metadata: str | None
+
+
+def offset_commit_v8_v9(conn: Connection, frame: bytes) -> tuple[Request, Any] | None:
+    """OffsetCommit v8-v9 whose strings are shorter than 127 bytes, arrays shorter than
+    127 items, and with no tagged fields: read here, then answered by offset_commit."""
+    try:
+        api_key, version, correlation_id, client_size = _FIXED.unpack_from(frame, 0)
+        pos = 10
+        client_id = None
+        if client_size >= 0:
+            client_id = frame[pos : pos + client_size].decode()
+            pos += client_size
+        if frame[pos] != 0:  # header tagged fields
+            return None
+        group_id, pos = _compact_string(frame, pos + 1)
+        (generation,) = _I32.unpack_from(frame, pos)
+        member_id, pos = _compact_string(frame, pos + 4)
+        instance_id, pos = _compact_string(frame, pos)
+        topics: list[_CommitTopic] = []
+        for _ in range(_small_count(frame[pos])):
+            name, pos = _compact_string(frame, pos + 1)
+            if name is None:
+                return None
+            partitions: list[_CommitPartition] = []
+            for _ in range(_small_count(frame[pos])):
+                index, offset, epoch = _PARTITION.unpack_from(frame, pos + 1)
+                metadata, pos = _compact_string(frame, pos + 17)
+                if frame[pos] != 0:  # partition tagged fields
+                    return None
+                partitions.append(_CommitPartition(index, offset, epoch, metadata))
+            pos += 1
+            if frame[pos] != 0:  # topic tagged fields
+                return None
+            topics.append(_CommitTopic(name, partitions))
+        pos += 1
+        if frame[pos] != 0 or pos + 1 != len(frame):  # body tagged fields, then the end
+            return None
+    except (struct.error, IndexError, ValueError):
+        return None
+    if group_id is None or member_id is None:
+        return None  # the codec's answer to a null where a string must be
+    request = Request(RequestHeader(api_key, version, correlation_id, client_id), None)
+    body = _CommitBody(group_id, generation, member_id, instance_id, topics)
+    return request, offset_commit(conn, version, body)
+
+
+def _small_count(byte: int) -> int:
+    """A compact array's length from its one-byte varint (null and >= 127 items: no)."""
+    if byte == 0 or byte & 0x80:
+        raise ValueError("null or long array: not for the fast path")
+    return byte - 1
+
+
 FAST_PATHS: dict[tuple[int, int], FastPath] = {
     (int(ApiKey.CONSUMER_GROUP_HEARTBEAT), 1): steady_consumer_heartbeat,
+    (int(ApiKey.OFFSET_COMMIT), 8): offset_commit_v8_v9,
+    (int(ApiKey.OFFSET_COMMIT), 9): offset_commit_v8_v9,
 }
 
 __all__ = ["FAST_PATHS"]

@@ -101,12 +101,16 @@ def _cls(module: Any, *names: str) -> Any:
 
 
 def handle_offset_commit(conn: Connection, request: Request) -> Any:
-    """OffsetCommit v2-v9. Emits OffsetCommit records for accepted partitions. Errors:
-    UNKNOWN_TOPIC_OR_PARTITION (topic or partition does not exist, checked here as Kafka's
-    KafkaApis does), INVALID_GROUP_ID (null group id), and the shard's errors (offsets.py)."""
-    body = request.body
-    version = request.api_version
-    m = response_types(ApiKey.OFFSET_COMMIT, version)
+    """OffsetCommit v2-v9 (see `offset_commit`)."""
+    return offset_commit(conn, request.api_version, request.body)
+
+
+def offset_commit(conn: Connection, version: int, body: Any) -> Any:
+    """OffsetCommit v2-v9, from the decoded request body or from fast_paths.py's reading
+    of the frame (the same attribute names). Emits OffsetCommit records for accepted
+    partitions. Errors: UNKNOWN_TOPIC_OR_PARTITION (topic or partition does not exist,
+    checked here as Kafka's KafkaApis does), INVALID_GROUP_ID (null group id), and the
+    shard's errors (offsets.py)."""
     registry = conn.server.topics
     invalid: dict[str, list[int]] = {}
     topics: list[om.OffsetCommitTopic] = []
@@ -140,17 +144,18 @@ def handle_offset_commit(conn: Connection, request: Request) -> Any:
                     (i, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for i in indexes
                 )
             results = list(merged.items())
-        return _commit_response(m, results)
+        return _commit_response(version, results)
 
     def all_failed(error: ErrorCode) -> Any:
         return respond([(t.name, [(p.index, error) for p in t.partitions]) for t in topics])
 
-    if body.group_id is None:
+    group_id = body.group_id
+    if group_id is None:
         return all_failed(ErrorCode.INVALID_GROUP_ID)
     if not topics:
         return respond([])
     commit = om.OffsetCommitRequest(
-        group_id=body.group_id,
+        group_id=group_id,
         generation_id_or_member_epoch=body.generation_id_or_member_epoch,
         member_id=body.member_id,
         group_instance_id=getattr(body, "group_instance_id", None),
@@ -160,8 +165,8 @@ def handle_offset_commit(conn: Connection, request: Request) -> Any:
     )
     return run_on_shard(
         conn,
-        body.group_id,
-        lambda reply, now_ms: conn.server.shard_for(body.group_id).offsets.commit_offsets(
+        group_id,
+        lambda reply, now_ms: conn.server.shard_for(group_id).offsets.commit_offsets(
             commit, reply, now_ms
         ),
         lambda r: respond([(t.name, [(p.index, p.error) for p in t.partitions]) for t in r.topics]),
@@ -169,39 +174,45 @@ def handle_offset_commit(conn: Connection, request: Request) -> Any:
     )
 
 
-# Response entities are immutable: the common ones (a partition and its error; a topic with
-# one such partition) are made once and reused, bounded so clients cannot grow them.
-_COMMIT_ENTITIES: dict[tuple[Any, ...], Any] = {}
-_COMMIT_ENTITIES_MAX = 100_000
+# The common response (one topic, one partition) is encoded once per (version, topic,
+# partition, error) and reused; bounded so that clients cannot grow it without limit.
+_ONE_PARTITION_RESPONSES: dict[tuple[int, str, int, ErrorCode], Encoded] = {}
+_ONE_PARTITION_RESPONSES_MAX = 100_000
 
 
-def _commit_response(m: Any, results: list[tuple[str, list[tuple[int, ErrorCode]]]]) -> Any:
-    """The OffsetCommitResponse of version module `m` for [(topic, [(partition, error)])]."""
-    cache = _COMMIT_ENTITIES
-    if len(cache) >= _COMMIT_ENTITIES_MAX:
-        cache.clear()
-    partition_cls = m.OffsetCommitResponsePartition
-    topic_cls = m.OffsetCommitResponseTopic
-    topics = []
-    for name, parts in results:
-        entities = []
-        for index, error in parts:
-            key = (partition_cls, index, error)
-            entity = cache.get(key)
-            if entity is None:
-                entity = cache[key] = partition_cls(partition_index=index, error_code=error)
-            entities.append(entity)
-        if len(entities) == 1:
-            key = (topic_cls, name, entities[0])
-            topic = cache.get(key)
-            if topic is None:
-                topic = cache[key] = topic_cls(name=name, partitions=(entities[0],))
-        else:
-            topic = topic_cls(name=name, partitions=tuple(entities))
-        topics.append(topic)
+def _commit_response(version: int, results: list[tuple[str, list[tuple[int, ErrorCode]]]]) -> Any:
+    """The OffsetCommitResponse of `version` for [(topic, [(partition, error)])]."""
+    if len(results) == 1 and len(results[0][1]) == 1:
+        name, ((index, error),) = results[0]
+        key = (version, name, index, error)
+        cached = _ONE_PARTITION_RESPONSES.get(key)
+        if cached is None:
+            if len(_ONE_PARTITION_RESPONSES) >= _ONE_PARTITION_RESPONSES_MAX:
+                _ONE_PARTITION_RESPONSES.clear()
+            cached = _ONE_PARTITION_RESPONSES[key] = Encoded(
+                _build_commit_response(version, results), ApiKey.OFFSET_COMMIT, version
+            )
+        return cached
+    return _build_commit_response(version, results)
+
+
+def _build_commit_response(
+    version: int, results: list[tuple[str, list[tuple[int, ErrorCode]]]]
+) -> Any:
+    m = response_types(ApiKey.OFFSET_COMMIT, version)
+    topics = tuple(
+        m.OffsetCommitResponseTopic(
+            name=name,
+            partitions=tuple(
+                m.OffsetCommitResponsePartition(partition_index=index, error_code=error)
+                for index, error in parts
+            ),
+        )
+        for name, parts in results
+    )
     if "throttle_time" in m.OffsetCommitResponse.__dataclass_fields__:
-        return m.OffsetCommitResponse(throttle_time=_NO_THROTTLE, topics=tuple(topics))
-    return m.OffsetCommitResponse(topics=tuple(topics))
+        return m.OffsetCommitResponse(throttle_time=_NO_THROTTLE, topics=topics)
+    return m.OffsetCommitResponse(topics=topics)
 
 
 # -- OffsetFetch -----------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 from coordinator.config import load_config
 from coordinator.server import group_api
 from coordinator.server.app import Server
-from coordinator.server.fast_paths import steady_consumer_heartbeat
+from coordinator.server.fast_paths import offset_commit_v8_v9, steady_consumer_heartbeat
 from coordinator.server.pending import Pending
 from protocol.api import build, decode_request, encode_response
 from tests.rawclient import encode_request, request_class
@@ -100,5 +100,96 @@ async def test_fast_path_answers_as_the_full_path_and_declines_the_rest(tmp_path
         ]
         for frame in declined:
             assert steady_consumer_heartbeat(conn, frame) is None, frame  # type: ignore[arg-type]
+    finally:
+        await server.stop()
+
+
+def _commit_frame(version: int, topics: dict[str, list[tuple[int, int]]], **fields: Any) -> bytes:
+    """An OffsetCommit frame; `topics`: name -> [(partition, offset)]."""
+    m = sys.modules[request_class(8, version).__module__]
+    fields.setdefault("group_id", "cg")
+    fields.setdefault("generation_id_or_member_epoch", -1)
+    fields.setdefault("member_id", "")
+    fields.setdefault("group_instance_id", None)
+    metadata = fields.pop("metadata", None)
+    body = build(
+        m.OffsetCommitRequest,
+        topics=tuple(
+            build(
+                m.OffsetCommitRequestTopic,
+                name=name,
+                partitions=tuple(
+                    build(
+                        m.OffsetCommitRequestPartition,
+                        partition_index=p,
+                        committed_offset=o,
+                        committed_leader_epoch=3,
+                        committed_metadata=metadata,
+                    )
+                    for p, o in parts
+                ),
+            )
+            for name, parts in topics.items()
+        ),
+        **fields,
+    )
+    return encode_request(8, version, 9, body, client_id="committer")[4:]
+
+
+async def test_offset_commit_fast_path_answers_as_the_full_path(tmp_path: Path) -> None:
+    """OffsetCommit v8-v9 read from the frame: the same response bytes as the codec's path
+    for every shape it takes (one or many partitions and topics, unknown topics and
+    partitions, metadata, instance ids, member commits to an unknown group), the same
+    committed offsets, and None for the shapes it leaves to the codec."""
+    config = load_config(
+        overrides={"data_dir": str(tmp_path), "metrics_listen": "", "listen": "127.0.0.1:0"},
+        environ={},
+    )
+    server = Server(config)
+    await server.start()
+    try:
+        await server.coordinator.loaded.wait()
+        server.topics.create("t", 3, {})
+        server.topics.create("u", 1, {})
+        conn = _Conn(server)
+        sup = server.supported_versions
+        taken = [
+            _commit_frame(9, {"t": [(0, 10)]}),
+            _commit_frame(8, {"t": [(1, 11), (2, 12)], "u": [(0, 5)]}, metadata="meta"),
+            _commit_frame(9, {"t": [(0, 13), (7, 1)], "nope": [(0, 1)]}),  # unknown ones
+            _commit_frame(9, {"t": [(0, 14)]}, group_instance_id="i-1"),
+            _commit_frame(9, {"t": [(0, 15)]}, generation_id_or_member_epoch=4, member_id="m"),
+            _commit_frame(9, {"t": [(0, 16)]}, group_id=""),
+            _commit_frame(9, {}),
+        ]
+        for frame in taken:
+            fast = offset_commit_v8_v9(conn, frame)  # type: ignore[arg-type]
+            assert fast is not None, frame
+            request, result = fast
+            version = request.api_version
+            assert (request.api_key, request.header.correlation_id) == (8, 9)
+            assert request.header.client_id == "committer"
+            got = encode_response(8, version, 9, await _answer(result))
+            full = group_api.handle_offset_commit(conn, decode_request(frame, sup))  # type: ignore[arg-type]
+            assert got == encode_response(8, version, 9, await _answer(full)), frame
+        offsets = server.shard_for("cg").offsets
+
+        def committed(topic: str, partition: int) -> int | None:
+            entry = offsets.get("cg", topic, partition)
+            return None if entry is None else entry.offset
+
+        assert committed("t", 0) == 14  # the last accepted commit (the member one: rejected)
+        assert (committed("t", 1), committed("u", 0), committed("t", 7)) == (11, 5, None)
+
+        frame = taken[0]
+        declined = [
+            _commit_frame(9, {"t": [(0, 1)]}, group_id="g" * 200),  # long string
+            _commit_frame(9, {"t": [(p % 3, 1) for p in range(130)]}),  # long array
+            frame[:-1],  # truncated
+            frame + b"\x00",  # trailing byte
+            frame[:-1] + b"\x01",  # body tagged fields
+        ]
+        for frame in declined:
+            assert offset_commit_v8_v9(conn, frame) is None, frame  # type: ignore[arg-type]
     finally:
         await server.stop()
