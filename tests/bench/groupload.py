@@ -515,6 +515,7 @@ class CommitDriver:
         self.sent: dict[int, tuple[int, int, float]] = {}  # cid -> slot, offset, time
         self.stats = stats
         self.err_at = 4 + 1 + 4 + 1 + 1 + len(topic.encode()) + 1 + 4
+        self.cursor = 0  # the next key of an open-loop send
         conn.on_raw = self.on_raw
 
     def start(self) -> None:
@@ -530,6 +531,16 @@ class CommitDriver:
         self.next_offset[j] = off + 1
         self.sent[cid] = (j, off, now)
         return self.templates[j].frame(cid, off)
+
+    def send(self, k: int, now: float) -> None:
+        """Open loop: `k` more commits now, over the keys in turn (several may be in flight
+        on one key: offsets only grow, and one connection is answered in order)."""
+        slots = len(self.templates)
+        first = self.cursor
+        self.cursor = (first + k) % slots
+        self.conn.transport.write(  # type: ignore[union-attr]
+            b"".join(self._frame((first + i) % slots, now) for i in range(k))
+        )
 
     def on_raw(self, buf: bytearray, got: list[tuple[int, int]]) -> None:
         now = time.perf_counter()
