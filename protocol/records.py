@@ -21,7 +21,7 @@ Two codecs live here:
   generic codec at every version.
 
 Two more things make replay fast. Frozen dataclasses are built through a slotted twin class
-(``_fast_new``): a frozen ``__init__`` pays for ``object.__setattr__`` per field (about 3.5x a
+(``fast_new``): a frozen ``__init__`` pays for ``object.__setattr__`` per field (about 3.5x a
 plain one). And decoded keys are memoised on their bytes (bounded), since an uncompacted log
 commits the same (group, topic, partition) over and over; keys are immutable, so sharing them
 is safe.
@@ -49,6 +49,9 @@ from importlib import resources
 from typing import Any, ClassVar, Final, TypeAlias, TypeVar, cast
 
 __all__ = [
+    "fast_new",
+    "new_offset_commit_key",
+    "new_offset_commit_value",
     "ClassicMemberMetadata",
     "ClassicProtocol",
     "ConsumerGroupCurrentMemberAssignmentKey",
@@ -538,7 +541,7 @@ def _put_count(out: list[bytes], n: int, flexible: bool) -> None:
     out.append(_uvarint(n + 1) if flexible else _I32.pack(n))
 
 
-def _fast_new(cls: type[_T]) -> Callable[..., _T]:
+def fast_new(cls: type[_T]) -> Callable[..., _T]:
     """A positional constructor for the frozen slotted dataclass ``cls`` at plain-class speed.
 
     A frozen dataclass ``__init__`` sets each field through ``object.__setattr__``. Instead,
@@ -828,7 +831,7 @@ class _Compiler:
         if unread:
             raise TypeError(f"{where}: {cls.__name__} fields {unread} are not in the schema")
         tag_write.sort(key=lambda t: t[0])
-        new: Callable[..., Any] = _fast_new(cls)
+        new: Callable[..., Any] = fast_new(cls)
 
         def read(buf: bytes, pos: int) -> tuple[Any, int]:
             vals = base.copy()
@@ -1029,15 +1032,15 @@ def _generic_encode_value(value: Value, version: int) -> bytes:
 # --------------------------------------------------------------------------------------------
 # Fast paths
 
-_new_offset_commit_key = _fast_new(OffsetCommitKey)
-_new_group_metadata_key = _fast_new(GroupMetadataKey)
-_new_offset_commit_value = _fast_new(OffsetCommitValue)
-_new_group_metadata_value = _fast_new(GroupMetadataValue)
-_new_member_metadata = _fast_new(MemberMetadata)
+new_offset_commit_key = fast_new(OffsetCommitKey)
+_new_group_metadata_key = fast_new(GroupMetadataKey)
+new_offset_commit_value = fast_new(OffsetCommitValue)
+_new_group_metadata_value = fast_new(GroupMetadataValue)
+_new_member_metadata = fast_new(MemberMetadata)
 
 
 def _decode_offset_commit_key(data: bytes) -> OffsetCommitKey:
-    return _new_offset_commit_key(*offset_commit_key_fields(data))
+    return new_offset_commit_key(*offset_commit_key_fields(data))
 
 
 def _decode_group_metadata_key(data: bytes) -> GroupMetadataKey:
@@ -1145,10 +1148,10 @@ def _decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
             if size == 42 and data[14] == 1 and data[23:26] == b"\x01\x00\x10":
                 _, offset, leader_epoch, _, commit, _, raw = _OCV4_TOPIC_ID.unpack(data)
                 topic_id = _uuid(raw) if raw != _ZERO_UUID_BYTES else None
-                return _new_offset_commit_value(offset, leader_epoch, "", commit, -1, topic_id)
+                return new_offset_commit_value(offset, leader_epoch, "", commit, -1, topic_id)
             if size == 24 and data[14] == 1 and data[23] == 0:
                 _, offset, leader_epoch, _, commit, _ = _OCV4_BARE.unpack(data)
-                return _new_offset_commit_value(offset, leader_epoch, "", commit, -1, None)
+                return new_offset_commit_value(offset, leader_epoch, "", commit, -1, None)
             _, offset, leader_epoch = _HQI.unpack_from(data, 0)
             n = data[14]
             if n < 0x80:
@@ -1174,19 +1177,19 @@ def _decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
                     p += field_size
             if n < 0 or n > _MAX_STRING or p != size:
                 raise MalformedRecord("OffsetCommitValue: bad lengths or trailing bytes")
-            return _new_offset_commit_value(offset, leader_epoch, metadata, commit, -1, topic_id)
+            return new_offset_commit_value(offset, leader_epoch, metadata, commit, -1, topic_id)
         if version == 3:
             if size == 24:  # empty metadata
                 _, offset, leader_epoch, n, commit = _OCV3_BARE.unpack(data)
                 if n == 0:
-                    return _new_offset_commit_value(offset, leader_epoch, "", commit, -1, None)
+                    return new_offset_commit_value(offset, leader_epoch, "", commit, -1, None)
             _, offset, leader_epoch, n = _HQIH.unpack_from(data, 0)
             q = 16 + n
             metadata = data[16:q].decode() if n > 0 else ""
             (commit,) = _I64.unpack_from(data, q)
             if n < 0 or q + 8 != size:
                 raise MalformedRecord("OffsetCommitValue: bad lengths or trailing bytes")
-            return _new_offset_commit_value(offset, leader_epoch, metadata, commit, -1, None)
+            return new_offset_commit_value(offset, leader_epoch, metadata, commit, -1, None)
         if version <= 2:
             _, offset, n = _HQH.unpack_from(data, 0)
             q = 12 + n
@@ -1200,7 +1203,7 @@ def _decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
                 end = q + 8
             if n < 0 or end != size:
                 raise MalformedRecord("OffsetCommitValue: bad lengths or trailing bytes")
-            return _new_offset_commit_value(offset, -1, metadata, commit, expire, None)
+            return new_offset_commit_value(offset, -1, metadata, commit, expire, None)
     except _DECODE_ERRORS as e:
         raise MalformedRecord(f"OffsetCommitValue: {e}") from e
     if version & 0x8000:

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from protocol.api import ApiKey, Request
 from protocol.header import RequestHeader
 
 from ..groups.consumer.messages import HeartbeatResponse
+from ..groups.offsets import OffsetCommitPartition, new_commit_partition
 from ..groups.result import Reply, Result
 from ..runtime.runner import ShardState
 from .group_api import consumer_heartbeat_response, offset_commit, run_on_shard
@@ -100,28 +101,6 @@ def steady_consumer_heartbeat(conn: Connection, frame: bytes) -> tuple[Request, 
     )
 
 
-class _CommitBody(NamedTuple):
-    """An OffsetCommit v8-v9 body, with the codec's attribute names (offset_commit)."""
-
-    group_id: str
-    generation_id_or_member_epoch: int
-    member_id: str | None
-    group_instance_id: str | None
-    topics: list[_CommitTopic]
-
-
-class _CommitTopic(NamedTuple):
-    name: str
-    partitions: list[_CommitPartition]
-
-
-class _CommitPartition(NamedTuple):
-    partition_index: int
-    committed_offset: int
-    committed_leader_epoch: int
-    committed_metadata: str | None
-
-
 def offset_commit_v8_v9(conn: Connection, frame: bytes) -> tuple[Request, Any] | None:
     """OffsetCommit v8-v9 whose strings are shorter than 127 bytes, arrays shorter than
     127 items, and with no tagged fields: read here, then answered by offset_commit."""
@@ -138,22 +117,22 @@ def offset_commit_v8_v9(conn: Connection, frame: bytes) -> tuple[Request, Any] |
         (generation,) = _I32.unpack_from(frame, pos)
         member_id, pos = _compact_string(frame, pos + 4)
         instance_id, pos = _compact_string(frame, pos)
-        topics: list[_CommitTopic] = []
+        topics: list[tuple[str, list[OffsetCommitPartition]]] = []
         for _ in range(_small_count(frame[pos])):
             name, pos = _compact_string(frame, pos + 1)
             if name is None:
                 return None
-            partitions: list[_CommitPartition] = []
+            partitions: list[OffsetCommitPartition] = []
             for _ in range(_small_count(frame[pos])):
                 index, offset, epoch = _PARTITION.unpack_from(frame, pos + 1)
                 metadata, pos = _compact_string(frame, pos + 17)
                 if frame[pos] != 0:  # partition tagged fields
                     return None
-                partitions.append(_CommitPartition(index, offset, epoch, metadata))
+                partitions.append(new_commit_partition(index, offset, epoch, metadata))
             pos += 1
             if frame[pos] != 0:  # topic tagged fields
                 return None
-            topics.append(_CommitTopic(name, partitions))
+            topics.append((name, partitions))
         pos += 1
         if frame[pos] != 0 or pos + 1 != len(frame):  # body tagged fields, then the end
             return None
@@ -162,8 +141,9 @@ def offset_commit_v8_v9(conn: Connection, frame: bytes) -> tuple[Request, Any] |
     if group_id is None or member_id is None:
         return None  # the codec's answer to a null where a string must be
     request = Request(RequestHeader(api_key, version, correlation_id, client_id), None)
-    body = _CommitBody(group_id, generation, member_id, instance_id, topics)
-    return request, offset_commit(conn, version, body)
+    return request, offset_commit(
+        conn, version, group_id, generation, member_id, instance_id, -1, topics
+    )
 
 
 def _small_count(byte: int) -> int:

@@ -102,37 +102,64 @@ def _cls(module: Any, *names: str) -> Any:
 
 def handle_offset_commit(conn: Connection, request: Request) -> Any:
     """OffsetCommit v2-v9 (see `offset_commit`)."""
-    return offset_commit(conn, request.api_version, request.body)
+    body = request.body
+    return offset_commit(
+        conn,
+        request.api_version,
+        body.group_id,
+        body.generation_id_or_member_epoch,
+        body.member_id,
+        getattr(body, "group_instance_id", None),
+        getattr(body, "retention_time_ms", -1),
+        [
+            (
+                t.name,
+                [
+                    om.new_commit_partition(
+                        p.partition_index,
+                        p.committed_offset,
+                        getattr(p, "committed_leader_epoch", -1),
+                        p.committed_metadata,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in body.topics
+        ],
+    )
 
 
-def offset_commit(conn: Connection, version: int, body: Any) -> Any:
-    """OffsetCommit v2-v9, from the decoded request body or from fast_paths.py's reading
-    of the frame (the same attribute names). Emits OffsetCommit records for accepted
-    partitions. Errors: UNKNOWN_TOPIC_OR_PARTITION (topic or partition does not exist,
-    checked here as Kafka's KafkaApis does), INVALID_GROUP_ID (null group id), and the
-    shard's errors (offsets.py)."""
+def offset_commit(
+    conn: Connection,
+    version: int,
+    group_id: str | None,
+    generation_id_or_member_epoch: int,
+    member_id: str,
+    group_instance_id: str | None,
+    retention_time_ms: int,
+    requested: list[tuple[str, list[om.OffsetCommitPartition]]],
+) -> Any:
+    """OffsetCommit v2-v9, from the decoded request (handle_offset_commit) or from
+    fast_paths.py's reading of the frame; `requested` is [(topic, partitions)]. Emits
+    OffsetCommit records for accepted partitions. Errors: UNKNOWN_TOPIC_OR_PARTITION
+    (topic or partition does not exist, checked here as Kafka's KafkaApis does),
+    INVALID_GROUP_ID (null group id), and the shard's errors (offsets.py)."""
     registry = conn.server.topics
     invalid: dict[str, list[int]] = {}
     topics: list[om.OffsetCommitTopic] = []
-    for t in body.topics:
-        topic = registry.get(t.name)
-        valid = []
-        for p in t.partitions:
-            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
-                invalid.setdefault(t.name, []).append(p.partition_index)
-                continue
-            valid.append(
-                om.OffsetCommitPartition(
-                    index=p.partition_index,
-                    offset=p.committed_offset,
-                    leader_epoch=getattr(p, "committed_leader_epoch", -1),
-                    metadata=p.committed_metadata,
-                )
+    for name, partitions in requested:
+        topic = registry.get(name)
+        if topic is None:
+            invalid.setdefault(name, []).extend(p.index for p in partitions)
+            continue
+        count = len(topic.partitions)
+        valid = [p for p in partitions if 0 <= p.index < count]
+        if len(valid) != len(partitions):
+            invalid.setdefault(name, []).extend(
+                p.index for p in partitions if not 0 <= p.index < count
             )
         if valid:
-            topics.append(
-                om.OffsetCommitTopic(t.name, valid, topic.topic_id if topic is not None else None)
-            )
+            topics.append(om.new_commit_topic(name, valid, topic.topic_id))
 
     def respond(results: list[tuple[str, list[tuple[int, ErrorCode]]]]) -> Any:
         if invalid:
@@ -149,26 +176,24 @@ def offset_commit(conn: Connection, version: int, body: Any) -> Any:
     def all_failed(error: ErrorCode) -> Any:
         return respond([(t.name, [(p.index, error) for p in t.partitions]) for t in topics])
 
-    group_id = body.group_id
     if group_id is None:
         return all_failed(ErrorCode.INVALID_GROUP_ID)
     if not topics:
         return respond([])
-    commit = om.OffsetCommitRequest(
-        group_id=group_id,
-        generation_id_or_member_epoch=body.generation_id_or_member_epoch,
-        member_id=body.member_id,
-        group_instance_id=getattr(body, "group_instance_id", None),
-        retention_time_ms=getattr(body, "retention_time_ms", -1),
-        version=version,
-        topics=topics,
+    commit = om.new_commit_request(
+        group_id,
+        generation_id_or_member_epoch,
+        member_id,
+        group_instance_id,
+        retention_time_ms,
+        version,
+        topics,
     )
+    shard = conn.server.shard_for(group_id)
     return run_on_shard(
         conn,
         group_id,
-        lambda reply, now_ms: conn.server.shard_for(group_id).offsets.commit_offsets(
-            commit, reply, now_ms
-        ),
+        lambda reply, now_ms: shard.offsets.commit_offsets(commit, reply, now_ms),
         lambda r: respond([(t.name, [(p.index, p.error) for p in t.partitions]) for t in r.topics]),
         all_failed,
     )
