@@ -171,7 +171,7 @@ def test_key_memo_pauses_while_keys_do_not_repeat(monkeypatch: pytest.MonkeyPatc
 
 
 def test_fast_constructor_builds_ordinary_frozen_instances() -> None:
-    new = r._fast_new(MemberMetadata)
+    new = r.fast_new(MemberMetadata)
     args = ("m", None, "c", "h", 1, 2, b"s", b"a")
     built = new(*args)
     expected = MemberMetadata(
