@@ -1219,7 +1219,7 @@ def _encode_offset_commit_value(value: OffsetCommitValue, version: int) -> bytes
     if version == 4:
         tagged = b"\x00"
         topic_id = value.topic_id
-        if topic_id is not None and topic_id != _ZERO_UUID:
+        if topic_id is not None and topic_id.int:  # (not UUID.__eq__: Python code)
             tagged = b"\x01\x00\x10" + topic_id.bytes
         return b"".join(
             (

@@ -7,7 +7,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from .histogram import FastHistogram
+from .fast_metrics import FastCounter, FastHistogram
 
 LATENCY_BUCKETS_S = (
     0.0001,
@@ -37,12 +37,12 @@ class ServerMetrics:
         self._request_children: dict[tuple[int, int, int], tuple[Any, Any]] = {}
         self.registry = CollectorRegistry()
         r = self.registry
-        self.requests = Counter(
+        self.requests = FastCounter(
             "groupcoord_requests",
             "Requests answered, by API, version and top-level error",
             ["api", "version", "error"],
-            registry=r,
         )
+        r.register(self.requests)
         self.request_latency = FastHistogram(
             "groupcoord_request_latency_seconds",
             "Time from a request's arrival to its response being written, by API",

@@ -173,19 +173,20 @@ class Connection(asyncio.Protocol):
     def _queue(self, request: Request, started: float, result: Any) -> None:
         """Queue a request's response (or a future of it) behind the earlier ones."""
         slot = _Slot(request, started)
+        self.pending.append(slot)
+        self.idle.clear()
         if type(result) is Pending:
-            if result.done:
-                slot.response = result.value
-            else:
+            if not result.done:
                 slot.pending = result
                 result.listener = self._flush_ready
+                self._update_reading()  # nothing to flush until it is set
+                return
+            slot.response = result.value
         elif isinstance(result, Awaitable):
             slot.future = asyncio.ensure_future(result)
             slot.future.add_done_callback(self._on_done)
         else:
             slot.response = result
-        self.pending.append(slot)
-        self.idle.clear()
         self._flush_ready()
 
     def _answer_unsupported(self, e: UnsupportedVersion, started: float) -> None:
