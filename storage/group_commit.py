@@ -21,10 +21,11 @@ flushes themselves.
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import itertools
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 
 from .errors import CommitterClosed, LogClosed, TooManyWaiters
@@ -35,8 +36,10 @@ WAITERS_MAX_DEFAULT = 100_000
 # syncfs costs about as much as 2-3 fsyncs of one small append each (syncfs.py).
 SYNCFS_MIN_LOGS_DEFAULT = 4
 
-# (offset, tie-breaker so futures are never compared, future)
-_Waiter = tuple[int, int, "asyncio.Future[None]"]
+# Called with None once durable, or with the exception that means it never will be.
+DurableCallback = Callable[[BaseException | None], None]
+# (offset, tie-breaker so callbacks are never compared, callback)
+_Waiter = tuple[int, int, DurableCallback]
 
 
 class GroupCommitter:
@@ -86,20 +89,32 @@ class GroupCommitter:
         """
         if log.durable_offset > offset:
             return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.call_when_durable(log, offset, functools.partial(_settle_future, future))
+        await future
+
+    def call_when_durable(self, log: PartitionLog, offset: int, callback: DurableCallback) -> None:
+        """Park `callback` until every offset up to and including `offset` of `log` is
+        fsynced: then it is called with None, or with the exception that means it never
+        will be (a failed flush, a closed log or committer). Cheaper than wait_durable for a
+        caller that needs no coroutine (a shard runner's batch). Raises as wait_durable
+        does, before parking; an offset already durable is not parked (callback(None) at
+        once)."""
+        if log.durable_offset > offset:
+            callback(None)
+            return
         if self._closed:
             raise CommitterClosed("group committer is closed")
         if offset >= log.next_offset:
             raise ValueError(f"offset {offset} is not appended yet (next {log.next_offset})")
         if self._parked >= self._waiters_max:
             raise TooManyWaiters(f"{self._parked} waiters already parked")
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiters.setdefault(log, []), (offset, next(self._sequence), future))
+        heapq.heappush(self._waiters.setdefault(log, []), (offset, next(self._sequence), callback))
         self._parked += 1
         self._logs.add(log)
         self._wakeup.set()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="group-commit-flusher")
-        await future
 
     async def flush_all_now(self, logs: Iterable[PartitionLog] | None = None) -> None:
         """Flush `logs` (default: every log seen) right away and wake their waiters.
@@ -181,10 +196,9 @@ class GroupCommitter:
         heap = self._waiters[log]
         durable = log.durable_offset
         while heap and heap[0][0] < durable:
-            future = heapq.heappop(heap)[2]
+            callback = heapq.heappop(heap)[2]
             self._parked -= 1
-            if not future.done():
-                future.set_result(None)
+            callback(None)
         if heap and log.closed:
             # Closed between the flush's check and its fsync: what is left can never be
             # served (nobody else would wake these waiters).
@@ -194,14 +208,22 @@ class GroupCommitter:
             del self._waiters[log]
 
     def _fail_log(self, log: PartitionLog, exc: BaseException) -> None:
-        for _, _, future in self._waiters.pop(log, []):
+        for _, _, callback in self._waiters.pop(log, []):
             self._parked -= 1
-            if not future.done():
-                future.set_exception(exc)
+            callback(exc)
 
     def _fail_all(self, exc: BaseException) -> None:
         for log in list(self._waiters):
             self._fail_log(log, exc)
+
+
+def _settle_future(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():  # its waiter was cancelled
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
 
 
 def _flush_one(log: PartitionLog) -> int | BaseException:
