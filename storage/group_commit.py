@@ -10,7 +10,10 @@ the fsyncs of several logs run in parallel threads, or a round of many logs is m
 durable by one syncfs() of their filesystem, see syncfs.py),
 then wakes every waiter whose offset is now below its log's durable offset. While that
 round's fsyncs run, new appends and waiters accumulate and are covered by the next round:
-the fsync rate adapts to the disk, never one fsync per request.
+the fsync rate adapts to the disk, never one fsync per request. A writer may also defer
+its appends until just before the next round (``before_next_round``) and append them
+then as one batch. Waiters are futures (``wait_durable``) or plain callbacks
+(``call_when_durable``).
 
 A flush that raises fails that log's parked waiters with the exception (the log is then
 failed until reopened, see PartitionLog); so does a log closed under its waiters. The
@@ -71,6 +74,9 @@ class GroupCommitter:
         self._closed = False
         # Completed background flush rounds (a metric; tests count fsync batching).
         self.rounds = 0
+        # True while a round's flushes run: what is appended now waits for the next one.
+        self.round_in_flight = False
+        self._before_round: list[Callable[[], None]] = []
 
     @property
     def parked(self) -> int:
@@ -158,17 +164,41 @@ class GroupCommitter:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
+            self._run_before_round()
             logs = [log for log, heap in self._waiters.items() if heap]
             if logs:
                 try:
-                    results = await loop.run_in_executor(self._executor, self._flush_logs, logs)
+                    self.round_in_flight = True
+                    try:
+                        results = await loop.run_in_executor(self._executor, self._flush_logs, logs)
+                    finally:
+                        self.round_in_flight = False
                     self.rounds += 1
                     self._settle(logs, results)
                 except Exception as exc:  # e.g. the executor was shut down
                     # Parked waiters must never hang on a broken flusher.
                     self._fail_all(exc)
             if self._closed:
+                self._run_before_round()  # nothing is left waiting for a round
                 return
+
+    def before_next_round(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once, just before the next flush round takes its logs: a writer
+        whose appends could not be covered by the round in flight anyway (see
+        round_in_flight) appends them then, in one batch instead of one per loop
+        iteration. After close() it is called at once."""
+        if self._closed:
+            callback()
+            return
+        self._before_round.append(callback)
+        self._wakeup.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="group-commit-flusher")
+
+    def _run_before_round(self) -> None:
+        callbacks, self._before_round = self._before_round, []
+        for callback in callbacks:
+            callback()
 
     def _flush_logs(self, logs: list[PartitionLog]) -> list[int | BaseException]:
         """One worker-thread call: flush each log, an error of one not stopping the others."""

@@ -4,10 +4,11 @@ Theory of operation. Everything runs on the event loop thread, so a shard has ex
 writer. An event (a request handler bound to its arguments, or a timer callback) runs
 synchronously against the shard and returns a Result. The runner replays the Result's
 `records` into the shard, encodes them with `applied_records` into the batch being
-gathered for this loop iteration, and keeps the Result's replies with that batch. At the
-end of the iteration the batch is appended to the shard's log as one record batch and the
-group committer is asked for durability; when the fsync round that covers it completes,
-the replies are delivered. A Result without records whose shard has nothing in flight is
+gathered, and keeps the Result's replies with that batch. At the end of the loop
+iteration (or, while a flush round is in flight, just before the next round starts:
+nothing appended meanwhile could be covered by the round in flight) the batch is appended
+to the shard's log as one record batch and the group committer is asked for durability;
+when the fsync round that covers it completes, the replies are delivered. A Result without records whose shard has nothing in flight is
 answered at once (heartbeats that change nothing write nothing and wait for nothing); one
 that arrives while writes are in flight waits for them ("read after pending writes").
 
@@ -229,7 +230,13 @@ class ShardRunner:
         batch = self._batch
         if batch is None:
             batch = self._batch = _Batch()
-            asyncio.get_running_loop().call_soon(self._seal)
+            if self.committer.round_in_flight:
+                # Nothing appended now can be durable before the next round: gather the
+                # records until it starts, so a shard appends one batch a round rather
+                # than one per loop iteration (a batch of one record under a paced load).
+                self.committer.before_next_round(self._seal)
+            else:
+                asyncio.get_running_loop().call_soon(self._seal)
         for key, value in written:
             batch.records.append((encode_key(key), None if value is None else encode_value(value)))
         batch.replies.extend(result.replies)
