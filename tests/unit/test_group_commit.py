@@ -16,6 +16,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.batches import split_batches
 from storage import GroupCommitter, LogConfig, PartitionLog
+from storage.errors import LogFailed
 
 
 def _batch(n: int) -> bytearray:
@@ -117,3 +118,78 @@ async def test_close_waits_for_the_round_in_flight(
     await asyncio.wait_for(committer.close(), timeout=5)
     assert all(w.done() and w.exception() is None for w in waiters)
     assert committer.parked == 0 and log.durable_offset == 5
+
+
+async def test_call_when_durable_calls_back_once_durable_or_with_the_failure(
+    open_log: Callable[[str], PartitionLog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = open_log("p0")
+    committer = GroupCommitter()
+    got: list[BaseException | None] = []
+    done = asyncio.Event()
+
+    def callback(error: BaseException | None) -> None:
+        got.append(error)
+        done.set()
+
+    committer.call_when_durable(log, _append(log, 1), callback)
+    assert got == []  # parked until its round
+    await asyncio.wait_for(done.wait(), timeout=5)
+    assert got == [None] and log.durable_offset == 1
+    committer.call_when_durable(log, 0, callback)  # already durable: at once
+    assert got == [None, None]
+    with pytest.raises(ValueError):
+        committer.call_when_durable(log, 5, callback)  # not appended: raised, not parked
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    done.clear()
+    committer.call_when_durable(log, _append(log, 2), callback)
+    await asyncio.wait_for(done.wait(), timeout=5)
+    assert isinstance(got[-1], OSError) and committer.parked == 0
+    monkeypatch.undo()
+    with pytest.raises(LogFailed):  # close() flushes every log, and reports the failed one
+        await committer.close()
+
+
+async def test_before_next_round_runs_before_the_round_takes_its_logs(
+    open_log: Callable[[str], PartitionLog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that appends while a round is in flight defers its append to just before
+    the next round: its data is covered by that round, in one append."""
+    log = open_log("p0")
+    in_fsync, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def gated_fsync(fd: int) -> None:
+        in_fsync.set()
+        release.wait(5)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", gated_fsync)
+    committer = GroupCommitter()
+    first = asyncio.create_task(committer.wait_durable(log, _append(log, 1)))
+    while not in_fsync.is_set():
+        await asyncio.sleep(0.001)
+    assert committer.round_in_flight
+    deferred: list[asyncio.Task[None]] = []
+
+    def append_now() -> None:
+        assert not committer.round_in_flight  # the first round is over
+        deferred.append(asyncio.ensure_future(committer.wait_durable(log, _append(log, 2))))
+
+    committer.before_next_round(append_now)
+    await asyncio.sleep(0.02)
+    assert deferred == []  # not while the first round runs
+    release.set()
+    await first
+    while not deferred:
+        await asyncio.sleep(0.001)
+    await deferred[0]
+    assert log.durable_offset == 2 and committer.rounds == 2
+    await committer.close()
+    called: list[int] = []
+    committer.before_next_round(lambda: called.append(1))  # closed: at once
+    assert called == [1]
