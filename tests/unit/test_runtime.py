@@ -4,9 +4,12 @@ the log, and the same state after the log is compacted (hypothesis)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -69,6 +72,45 @@ async def test_replies_wait_for_the_fsync_and_state_survives_reload(tmp_path: Pa
     again = await _runner(tmp_path / "shard", committer)
     assert _state(again) == ({("g", "t", 0): 42}, {"g"})
     await again.close()
+    await committer.close()
+
+
+async def test_commits_during_a_flush_round_are_appended_as_one_batch_before_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a round's fsync runs, commits of several loop iterations gather in memory and
+    go to the log as one record batch just before the next round; all are answered."""
+    committer = GroupCommitter()
+    runner = await _runner(tmp_path / "shard", committer)
+    in_fsync, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def gated_fsync(fd: int) -> None:
+        in_fsync.set()
+        release.wait(5)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", gated_fsync)
+    replies: list[Any] = []
+    _commit(runner, "g", "t", 0, 1, replies)
+    while not in_fsync.is_set():
+        await asyncio.sleep(0.001)
+    assert runner.log is not None
+    appended = runner.log.next_offset
+    for i in range(5):  # five loop iterations while the first round runs
+        _commit(runner, "g", "t", 1 + i, 10 + i, replies)
+        await asyncio.sleep(0.005)
+    assert runner.log.next_offset == appended  # held back, not appended yet
+    release.set()
+    for _ in range(200):
+        await asyncio.sleep(0.005)
+        if len(replies) == 6:
+            break
+    assert len(replies) == 6
+    assert runner.log.next_offset == appended + 5
+    batches = runner.log.read(appended, 1 << 20)
+    assert int.from_bytes(batches[57:61], "big") == 5  # one batch holding the five records
+    await runner.close()
     await committer.close()
 
 
