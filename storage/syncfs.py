@@ -21,6 +21,7 @@ import os
 import platform
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 
 from .errors import LogClosed
@@ -56,6 +57,7 @@ class FilesystemSync:
         # writeback error once per descriptor, so the same one must be asked every time.
         self._fds: dict[int, int] = {}
         self.calls = 0  # syncfs() calls made (a metric; tests check it is used)
+        self._devices: weakref.WeakKeyDictionary[PartitionLog, int] = weakref.WeakKeyDictionary()
 
     @staticmethod
     def supported() -> bool:
@@ -72,7 +74,7 @@ class FilesystemSync:
         synced: dict[int, bool] = {}
         try:
             for i, log in enumerate(logs):
-                results[i] = _begin(i, log, plans)
+                results[i] = self._begin(i, log, plans)
             for _, log, _, device in plans:
                 if device not in synced:
                     synced[device] = device >= 0 and self._syncfs(device, log)
@@ -81,6 +83,34 @@ class FilesystemSync:
             for i, log, plan, device in plans:
                 results[i] = _end(log, plan, synced.get(device, False))
         return results
+
+    def _begin(
+        self, index: int, log: PartitionLog, plans: list[tuple[int, PartitionLog, FlushPlan, int]]
+    ) -> int | BaseException:
+        """Begin `log`'s flush; a begun one joins `plans` with its filesystem's device (-1:
+        unknown, synced by its own fsyncs). Returns the log's result if it needs no sync."""
+        if log.closed:
+            return LogClosed(f"log {log.directory} is closed")
+        try:
+            plan = log.begin_flush()
+        except Exception as exc:
+            return exc
+        if plan is None:
+            return log.durable_offset
+        plans.append((index, log, plan, self._device(log)))
+        return 0
+
+    def _device(self, log: PartitionLog) -> int:
+        """The device of `log`'s directory, looked up once per log (a stat per log and
+        round cost as much as the syncfs itself while the disk is busy)."""
+        device = self._devices.get(log)
+        if device is None:
+            try:
+                device = os.stat(log.directory).st_dev
+            except OSError:
+                return -1
+            self._devices[log] = device
+        return device
 
     def _syncfs(self, device: int, log: PartitionLog) -> bool:
         assert _SYNCFS is not None
@@ -94,27 +124,6 @@ class FilesystemSync:
                 self._fds[device] = fd
             self.calls += 1
         return _SYNCFS(fd) == 0
-
-
-def _begin(
-    index: int, log: PartitionLog, plans: list[tuple[int, PartitionLog, FlushPlan, int]]
-) -> int | BaseException:
-    """Begin `log`'s flush; a begun one joins `plans` with its filesystem's device (-1:
-    unknown, synced by its own fsyncs). Returns the log's result if it needs no sync."""
-    if log.closed:
-        return LogClosed(f"log {log.directory} is closed")
-    try:
-        plan = log.begin_flush()
-    except Exception as exc:
-        return exc
-    if plan is None:
-        return log.durable_offset
-    try:
-        device = os.stat(log.directory).st_dev
-    except OSError:
-        device = -1
-    plans.append((index, log, plan, device))
-    return 0
 
 
 def _end(log: PartitionLog, plan: FlushPlan, data_synced: bool) -> int | BaseException:
