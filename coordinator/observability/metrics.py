@@ -50,8 +50,13 @@ class ServerMetrics:
             LATENCY_BUCKETS_S,
         )
         r.register(self.request_latency)
-        self.bytes_in = Counter("groupcoord_network_in_bytes", "Request bytes received", registry=r)
-        self.bytes_out = Counter("groupcoord_network_out_bytes", "Response bytes sent", registry=r)
+        # Updated per read and per write: lock-free counters (fast_metrics.py).
+        network_in = FastCounter("groupcoord_network_in_bytes", "Request bytes received", [])
+        network_out = FastCounter("groupcoord_network_out_bytes", "Response bytes sent", [])
+        r.register(network_in)
+        r.register(network_out)
+        self.bytes_in = network_in.labels()
+        self.bytes_out = network_out.labels()
         self.connections = Gauge("groupcoord_connections", "Open client connections", registry=r)
         self.connection_errors = Counter(
             "groupcoord_connection_errors",

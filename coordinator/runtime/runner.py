@@ -8,9 +8,10 @@ gathered, and keeps the Result's replies with that batch. At the end of the loop
 iteration (or, while a flush round is in flight, just before the next round starts:
 nothing appended meanwhile could be covered by the round in flight) the batch is appended
 to the shard's log as one record batch and the group committer is asked for durability;
-when the fsync round that covers it completes, the replies are delivered. A Result without records whose shard has nothing in flight is
-answered at once (heartbeats that change nothing write nothing and wait for nothing); one
-that arrives while writes are in flight waits for them ("read after pending writes").
+when the fsync round that covers it completes, the replies are delivered. A Result
+without records whose shard has nothing in flight is answered at once (heartbeats that
+change nothing write nothing and wait for nothing); one that arrives while writes are in
+flight waits for them ("read after pending writes").
 
 A failed append or fsync fails the replies waiting on it with a StorageFailure and reloads
 the shard from its log, as Kafka does with a failed coordinator partition.

@@ -776,7 +776,7 @@ def build_rows(args) -> list[tuple]:
         ("  p99", "ms", ("commits_paced", "p99_ms"), "lower"),
         ("  p99.9", "ms", ("commits_paced", "p999_ms"), "lower"),
         ("  errors", "", ("commits_paced", "errors"), None),
-        ("  OffsetFetch != last acked offset", "keys", ("commits_paced", "verify_mismatches"), None),
+        ("  OffsetFetch != last acked", "keys", ("commits_paced", "verify_mismatches"), None),
         ("  server CPU", "cores", ("commits_paced", "server_cores"), None),
         (
             f"form {args.members:,} members (groups of {args.group_size})",
@@ -848,9 +848,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hb-inflight", type=int, default=64)
     ap.add_argument("--commit-conns", type=int, default=100)
     ap.add_argument("--commit-inflight", type=int, default=8)
-    ap.add_argument(
-        "--commit-rate", type=float, default=50_000, help="paced commit run (0: skip)"
-    )
+    ap.add_argument("--commit-rate", type=float, default=50_000, help="paced commit run (0: skip)")
     ap.add_argument("--duration", type=float, help="load window seconds (10; --quick 3)")
     ap.add_argument("--formation-sizes", default="20,100")
     ap.add_argument("--formation-session-ms", type=int, help="(45000; --quick 10000)")
