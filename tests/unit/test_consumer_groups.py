@@ -26,6 +26,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
+from coordinator.groups.assignors import uniform
 from coordinator.groups.consumer.group import ConsumerGroupState
 from coordinator.groups.consumer.manager import (
     assignment_key,
@@ -756,6 +759,37 @@ def test_s26_dynamic_member_leaves() -> None:
     response = ok(m1.ack())
     assert response.member_epoch == epoch + 1
     assert assignment(response) == parts(h, foo=list(range(6)), bar=[0, 1, 2])
+    h.assert_replayed()
+
+
+def test_a_leave_tells_the_assignor_what_the_member_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The leaver's target tombstone keeps what it held as a departed target (replayed
+    from the records); the next target hands it to the assignor as a departed member's
+    entry, so the freed partitions are known without scanning every partition; and any
+    target that moves afterwards drops it (those partitions may be someone's now)."""
+    h = harness(topics={"foo": 12})
+    clients = [Client(h, f"m{i}") for i in range(1, 4)]
+    for c in clients:
+        ok(c.join(["foo"]))
+    settle(h, *clients)
+    m1, m2, m3 = clients
+    held = h.group().target["m2"]
+    ok(m2.leave())
+    assert h.group().departed_targets == {"m2": held}
+
+    def no_scan(*args: Any) -> Any:
+        raise AssertionError("the freed partitions were looked for by a scan")
+
+    monkeypatch.setattr(uniform, "_complement", no_scan)
+    settle(h, m1, m3)
+    target = h.group().target
+    assert sorted(target) == ["m1", "m3"]
+    foo = h.topic_id("foo")
+    assert sorted(p for t in target.values() for p in t[foo]) == list(range(12))
+    assert [len(t[foo]) for t in target.values()] == [6, 6]
+    assert h.group().departed_targets == {}  # the new target moved: nothing departed now
     h.assert_replayed()
 
 

@@ -832,13 +832,28 @@ class ConsumerGroupManager:
         self, group: ConsumerGroup, change: GroupChange
     ) -> tuple[dict[str, TopicAssignment], PartitionAssignor]:
         """The group's target with `change` applied (a copy the caller may hand to another
-        thread: members' targets are replaced, never mutated), and the assignor to use."""
+        thread: members' targets are replaced, never mutated), plus the entries of departed
+        members, and the assignor to use."""
         previous: dict[str, TopicAssignment] = dict(group.target)
+        departed = dict(group.departed_targets)
         for member_id, member_target in change.target.items():
             if member_target is None:
-                previous.pop(member_id, None)
+                held = previous.pop(member_id, None)
+                if held:
+                    departed[member_id] = held
             else:
                 previous[member_id] = member_target
+                departed.clear()  # as a target record's replay does (group.py)
+        # What members that are gone held (no one holds it now): entries of non-members
+        # tell the assignor what is unassigned (ConsumerGroup.departed_targets).
+        for member_id, held in departed.items():
+            gone = (
+                change.metadata[member_id] is None
+                if member_id in change.metadata
+                else member_id not in group.metadata
+            )
+            if gone and member_id not in previous:
+                previous[member_id] = held
         # A member's assignor may have left group.consumer.assignors since it asked for it
         # (a restart with another config): the default one serves then.
         default = self._default_assignor(group.group_id)
