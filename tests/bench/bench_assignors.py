@@ -15,9 +15,13 @@ when it computes the subscription type itself.
 * full: no previous target.
 * join: the previous target is the full assignment (dicts of frozensets); one member joins.
 * leave: one member leaves; the spec's assignment is the whole previous target, the
-  leaver's entry included (what a coordinator has at hand), which says what it freed.
+  leaver's entry included, which says what it freed. This is what our coordinator hands
+  the assignor: a member's target tombstone keeps what it held as a departed target until
+  any target moves (ConsumerGroup.departed_targets).
 * leave (scan): the same without the leaver's entry, so the freed partitions are found by
-  looking at the previous sets (the fallback; slow for one huge topic).
+  looking at the previous sets: the fallback, slow for one huge topic, which the
+  coordinator reaches only when a target moved between the leave and the next assignment
+  (a static member replaced meanwhile).
 
 `assign` returns a LazyAssignment: a member's dict of frozensets is built when read. Two more
 columns give what reading costs: `read chg` builds the assignments of `changed_members()`
