@@ -7,9 +7,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -138,3 +140,18 @@ def make_batch(
             headers=list(headers),
         )
     return bytes(builder.build())
+
+
+def gate_fsync(monkeypatch: Any) -> tuple[threading.Event, threading.Event]:
+    """Make every os.fsync wait until `release` is set; `entered` is set once one waits.
+    For tests that act while a group-commit round is inside its fsync."""
+    entered, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def gated_fsync(fd: int) -> None:
+        entered.set()
+        release.wait(5)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", gated_fsync)
+    return entered, release

@@ -55,18 +55,25 @@ def _compact_string(frame: bytes, pos: int) -> tuple[str | None, int]:
     return frame[pos + 1 : end].decode(), end
 
 
+def _header(frame: bytes) -> tuple[RequestHeader, int]:
+    """A request header v2 without tagged fields, and the position of the body after it.
+    Raises ValueError for tagged fields (struct.error, IndexError for a short frame)."""
+    api_key, version, correlation_id, client_size = _FIXED.unpack_from(frame, 0)
+    pos = 10
+    client_id = None
+    if client_size >= 0:
+        client_id = frame[pos : pos + client_size].decode()
+        pos += client_size
+    if frame[pos] != 0:
+        raise ValueError("header tagged fields: not for the fast path")
+    return RequestHeader(api_key, version, correlation_id, client_id), pos + 1
+
+
 def steady_consumer_heartbeat(conn: Connection, frame: bytes) -> tuple[Request, Any] | None:
     """A steady ConsumerGroupHeartbeat v1, answered by the shard's steady path."""
     try:
-        api_key, version, correlation_id, client_size = _FIXED.unpack_from(frame, 0)
-        pos = 10
-        client_id = None
-        if client_size >= 0:
-            client_id = frame[pos : pos + client_size].decode()
-            pos += client_size
-        if frame[pos] != 0:  # header tagged fields
-            return None
-        group_id, pos = _compact_string(frame, pos + 1)
+        header, pos = _header(frame)
+        group_id, pos = _compact_string(frame, pos)
         member_id, pos = _compact_string(frame, pos)
         (member_epoch,) = _I32.unpack_from(frame, pos)
         instance_id, pos = _compact_string(frame, pos + 4)
@@ -81,7 +88,12 @@ def steady_consumer_heartbeat(conn: Connection, frame: bytes) -> tuple[Request, 
         return None
     consumer = runner.shard.consumer
     if not consumer.is_steady(
-        group_id, member_id, member_epoch, instance_id, client_id or "", conn.client_host
+        group_id,
+        member_id,
+        member_epoch,
+        instance_id,
+        header.client_id or "",
+        conn.client_host,
     ):
         return None
 
@@ -91,8 +103,8 @@ def steady_consumer_heartbeat(conn: Connection, frame: bytes) -> tuple[Request, 
         result.reply(reply, consumer.steady_answer(group_id, member_id, member_epoch))
         return result
 
-    request = Request(RequestHeader(api_key, version, correlation_id, client_id), None)
-    return request, run_on_shard(
+    version = header.api_version
+    return Request(header, None), run_on_shard(
         conn,
         group_id,
         event,
@@ -105,15 +117,8 @@ def offset_commit_v8_v9(conn: Connection, frame: bytes) -> tuple[Request, Any] |
     """OffsetCommit v8-v9 whose strings are shorter than 127 bytes, arrays shorter than
     127 items, and with no tagged fields: read here, then answered by offset_commit."""
     try:
-        api_key, version, correlation_id, client_size = _FIXED.unpack_from(frame, 0)
-        pos = 10
-        client_id = None
-        if client_size >= 0:
-            client_id = frame[pos : pos + client_size].decode()
-            pos += client_size
-        if frame[pos] != 0:  # header tagged fields
-            return None
-        group_id, pos = _compact_string(frame, pos + 1)
+        header, pos = _header(frame)
+        group_id, pos = _compact_string(frame, pos)
         (generation,) = _I32.unpack_from(frame, pos)
         member_id, pos = _compact_string(frame, pos + 4)
         instance_id, pos = _compact_string(frame, pos)
@@ -140,9 +145,8 @@ def offset_commit_v8_v9(conn: Connection, frame: bytes) -> tuple[Request, Any] |
         return None
     if group_id is None or member_id is None:
         return None  # the codec's answer to a null where a string must be
-    request = Request(RequestHeader(api_key, version, correlation_id, client_id), None)
-    return request, offset_commit(
-        conn, version, group_id, generation, member_id, instance_id, -1, topics
+    return Request(header, None), offset_commit(
+        conn, header.api_version, group_id, generation, member_id, instance_id, -1, topics
     )
 
 

@@ -199,25 +199,37 @@ def offset_commit(
     )
 
 
-# The common response (one topic, one partition) is encoded once per (version, topic,
-# partition, error) and reused; bounded so that clients cannot grow it without limit.
-_ONE_PARTITION_RESPONSES: dict[tuple[int, str, int, ErrorCode], Encoded] = {}
-_ONE_PARTITION_RESPONSES_MAX = 100_000
+class _EncodedResponses:
+    """Responses that repeat, encoded once per key and reused; bounded (emptied when full)
+    so that clients cannot grow it without limit. The key starts with the version."""
+
+    __slots__ = ("api_key", "_encoded")
+    LIMIT = 100_000
+
+    def __init__(self, api_key: ApiKey) -> None:
+        self.api_key = api_key
+        self._encoded: dict[tuple[Any, ...], Encoded] = {}
+
+    def get(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Encoded:
+        encoded = self._encoded.get(key)
+        if encoded is None:
+            if len(self._encoded) >= self.LIMIT:
+                self._encoded.clear()
+            encoded = self._encoded[key] = Encoded(build(), self.api_key, key[0])
+        return encoded
+
+
+# The common commit response: one topic, one partition, by (version, topic, partition, error).
+_ONE_PARTITION_COMMITS = _EncodedResponses(ApiKey.OFFSET_COMMIT)
 
 
 def _commit_response(version: int, results: list[tuple[str, list[tuple[int, ErrorCode]]]]) -> Any:
     """The OffsetCommitResponse of `version` for [(topic, [(partition, error)])]."""
     if len(results) == 1 and len(results[0][1]) == 1:
         name, ((index, error),) = results[0]
-        key = (version, name, index, error)
-        cached = _ONE_PARTITION_RESPONSES.get(key)
-        if cached is None:
-            if len(_ONE_PARTITION_RESPONSES) >= _ONE_PARTITION_RESPONSES_MAX:
-                _ONE_PARTITION_RESPONSES.clear()
-            cached = _ONE_PARTITION_RESPONSES[key] = Encoded(
-                _build_commit_response(version, results), ApiKey.OFFSET_COMMIT, version
-            )
-        return cached
+        return _ONE_PARTITION_COMMITS.get(
+            (version, name, index, error), lambda: _build_commit_response(version, results)
+        )
     return _build_commit_response(version, results)
 
 
@@ -756,10 +768,8 @@ def handle_list_groups(conn: Connection, request: Request) -> Any:
     )
 
 
-# Encoded steady ConsumerGroupHeartbeat answers by (version, member, epoch, interval),
-# bounded: a member's entry is replaced as its epoch moves, the whole is dropped when full.
-_STEADY_HEARTBEATS: dict[tuple[int, str, int, int], Encoded] = {}
-_STEADY_HEARTBEATS_MAX = 100_000
+# Encoded steady ConsumerGroupHeartbeat answers by (version, member, epoch, interval).
+_STEADY_HEARTBEATS = _EncodedResponses(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 
 
 @functools.lru_cache(maxsize=64)
@@ -772,15 +782,10 @@ def consumer_heartbeat_response(version: int, r: ccm.HeartbeatResponse) -> Any:
     answer (no error, no assignment) repeats for the member until its epoch moves, so it
     is encoded once and kept (bounded)."""
     if r.assignment is None and r.error_code == ErrorCode.NONE and r.member_id is not None:
-        key = (version, r.member_id, r.member_epoch, r.heartbeat_interval_ms)
-        encoded = _STEADY_HEARTBEATS.get(key)
-        if encoded is None:
-            if len(_STEADY_HEARTBEATS) >= _STEADY_HEARTBEATS_MAX:
-                _STEADY_HEARTBEATS.clear()
-            encoded = _STEADY_HEARTBEATS[key] = Encoded(
-                _heartbeat_entity(version, r), ApiKey.CONSUMER_GROUP_HEARTBEAT, version
-            )
-        return encoded
+        return _STEADY_HEARTBEATS.get(
+            (version, r.member_id, r.member_epoch, r.heartbeat_interval_ms),
+            lambda: _heartbeat_entity(version, r),
+        )
     return _heartbeat_entity(version, r)
 
 

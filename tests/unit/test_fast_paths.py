@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import datetime
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from coordinator.config import load_config
 from coordinator.server import group_api
@@ -18,6 +21,20 @@ from protocol.api import build, decode_request, encode_response
 from tests.rawclient import encode_request, request_class
 
 M = sys.modules[request_class(68, 1).__module__]
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[Server]:
+    """A started server (no listener traffic: the tests call the paths directly)."""
+    config = load_config(
+        overrides={"data_dir": str(tmp_path), "metrics_listen": "", "listen": "127.0.0.1:0"},
+        environ={},
+    )
+    started = Server(config)
+    await started.start()
+    await started.coordinator.loaded.wait()
+    yield started
+    await started.stop()
 
 
 class _Conn:
@@ -37,71 +54,61 @@ async def _answer(result: Any) -> Any:
     return await result if isinstance(result, Pending) else result
 
 
-async def test_fast_path_answers_as_the_full_path_and_declines_the_rest(tmp_path: Path) -> None:
-    config = load_config(
-        overrides={"data_dir": str(tmp_path), "metrics_listen": "", "listen": "127.0.0.1:0"},
-        environ={},
+async def test_fast_path_answers_as_the_full_path_and_declines_the_rest(server: Server) -> None:
+    server.topics.create("t", 3, {})
+    conn = _Conn(server)
+    sup = server.supported_versions
+    join = _frame(
+        group_id="g",
+        member_id="m1",
+        member_epoch=0,
+        rebalance_timeout=datetime.timedelta(milliseconds=5000),
+        subscribed_topic_names=("t",),
+        topic_partitions=(),
     )
-    server = Server(config)
-    await server.start()
-    try:
-        await server.coordinator.loaded.wait()
-        server.topics.create("t", 3, {})
-        conn = _Conn(server)
-        sup = server.supported_versions
-        join = _frame(
+    assert steady_consumer_heartbeat(conn, join) is None  # a join is not steady
+    joined = await _answer(
+        group_api.handle_consumer_group_heartbeat(conn, decode_request(join, sup))  # type: ignore[arg-type]
+    )
+    epoch = joined.member_epoch
+    assert joined.error_code == 0 and epoch > 0
+
+    steady = _frame(group_id="g", member_id="m1", member_epoch=epoch)
+    # The first heartbeat of a new group checks the topic image once: the full path.
+    assert steady_consumer_heartbeat(conn, steady) is None  # type: ignore[arg-type]
+    await _answer(
+        group_api.handle_consumer_group_heartbeat(conn, decode_request(steady, sup))  # type: ignore[arg-type]
+    )
+    fast = steady_consumer_heartbeat(conn, steady)  # type: ignore[arg-type]
+    assert fast is not None
+    request, result = fast
+    assert (request.api_key, request.api_version, request.header.correlation_id) == (68, 1, 7)
+    assert request.header.client_id == "client"
+    full = await _answer(
+        group_api.handle_consumer_group_heartbeat(conn, decode_request(steady, sup))  # type: ignore[arg-type]
+    )
+    assert encode_response(68, 1, 7, await _answer(result)) == encode_response(68, 1, 7, full)
+
+    declined = [
+        _frame(group_id="g", member_id="m1", member_epoch=epoch + 1),  # fenced: full path
+        _frame(group_id="g", member_id="nobody", member_epoch=epoch),
+        _frame(group_id="other", member_id="m1", member_epoch=epoch),
+        _frame(group_id="g", member_id="m1", member_epoch=epoch, rack_id="r"),
+        _frame(group_id="g", member_id="m1", member_epoch=epoch, subscribed_topic_names=()),
+        _frame(group_id="g", member_id="m1", member_epoch=epoch, topic_partitions=()),
+        _frame(group_id="g", member_id="m1", member_epoch=epoch, server_assignor="range"),
+        _frame(group_id="g", member_id="x" * 200, member_epoch=epoch),  # long string
+        _frame(
             group_id="g",
             member_id="m1",
-            member_epoch=0,
+            member_epoch=epoch,
             rebalance_timeout=datetime.timedelta(milliseconds=5000),
-            subscribed_topic_names=("t",),
-            topic_partitions=(),
-        )
-        assert steady_consumer_heartbeat(conn, join) is None  # a join is not steady
-        joined = await _answer(
-            group_api.handle_consumer_group_heartbeat(conn, decode_request(join, sup))  # type: ignore[arg-type]
-        )
-        epoch = joined.member_epoch
-        assert joined.error_code == 0 and epoch > 0
-
-        steady = _frame(group_id="g", member_id="m1", member_epoch=epoch)
-        # The first heartbeat of a new group checks the topic image once: the full path.
-        assert steady_consumer_heartbeat(conn, steady) is None  # type: ignore[arg-type]
-        await _answer(
-            group_api.handle_consumer_group_heartbeat(conn, decode_request(steady, sup))  # type: ignore[arg-type]
-        )
-        fast = steady_consumer_heartbeat(conn, steady)  # type: ignore[arg-type]
-        assert fast is not None
-        request, result = fast
-        assert (request.api_key, request.api_version, request.header.correlation_id) == (68, 1, 7)
-        assert request.header.client_id == "client"
-        full = await _answer(
-            group_api.handle_consumer_group_heartbeat(conn, decode_request(steady, sup))  # type: ignore[arg-type]
-        )
-        assert encode_response(68, 1, 7, await _answer(result)) == encode_response(68, 1, 7, full)
-
-        declined = [
-            _frame(group_id="g", member_id="m1", member_epoch=epoch + 1),  # fenced: full path
-            _frame(group_id="g", member_id="nobody", member_epoch=epoch),
-            _frame(group_id="other", member_id="m1", member_epoch=epoch),
-            _frame(group_id="g", member_id="m1", member_epoch=epoch, rack_id="r"),
-            _frame(group_id="g", member_id="m1", member_epoch=epoch, subscribed_topic_names=()),
-            _frame(group_id="g", member_id="m1", member_epoch=epoch, topic_partitions=()),
-            _frame(group_id="g", member_id="m1", member_epoch=epoch, server_assignor="range"),
-            _frame(group_id="g", member_id="x" * 200, member_epoch=epoch),  # long string
-            _frame(
-                group_id="g",
-                member_id="m1",
-                member_epoch=epoch,
-                rebalance_timeout=datetime.timedelta(milliseconds=5000),
-            ),
-            steady[:-1],  # truncated
-            steady + b"\x00",  # trailing byte
-        ]
-        for frame in declined:
-            assert steady_consumer_heartbeat(conn, frame) is None, frame  # type: ignore[arg-type]
-    finally:
-        await server.stop()
+        ),
+        steady[:-1],  # truncated
+        steady + b"\x00",  # trailing byte
+    ]
+    for frame in declined:
+        assert steady_consumer_heartbeat(conn, frame) is None, frame  # type: ignore[arg-type]
 
 
 def _commit_frame(version: int, topics: dict[str, list[tuple[int, int]]], **fields: Any) -> bytes:
@@ -136,60 +143,50 @@ def _commit_frame(version: int, topics: dict[str, list[tuple[int, int]]], **fiel
     return encode_request(8, version, 9, body, client_id="committer")[4:]
 
 
-async def test_offset_commit_fast_path_answers_as_the_full_path(tmp_path: Path) -> None:
+async def test_offset_commit_fast_path_answers_as_the_full_path(server: Server) -> None:
     """OffsetCommit v8-v9 read from the frame: the same response bytes as the codec's path
     for every shape it takes (one or many partitions and topics, unknown topics and
     partitions, metadata, instance ids, member commits to an unknown group), the same
     committed offsets, and None for the shapes it leaves to the codec."""
-    config = load_config(
-        overrides={"data_dir": str(tmp_path), "metrics_listen": "", "listen": "127.0.0.1:0"},
-        environ={},
-    )
-    server = Server(config)
-    await server.start()
-    try:
-        await server.coordinator.loaded.wait()
-        server.topics.create("t", 3, {})
-        server.topics.create("u", 1, {})
-        conn = _Conn(server)
-        sup = server.supported_versions
-        taken = [
-            _commit_frame(9, {"t": [(0, 10)]}),
-            _commit_frame(8, {"t": [(1, 11), (2, 12)], "u": [(0, 5)]}, metadata="meta"),
-            _commit_frame(9, {"t": [(0, 13), (7, 1)], "nope": [(0, 1)]}),  # unknown ones
-            _commit_frame(9, {"t": [(0, 14)]}, group_instance_id="i-1"),
-            _commit_frame(9, {"t": [(0, 15)]}, generation_id_or_member_epoch=4, member_id="m"),
-            _commit_frame(9, {"t": [(0, 16)]}, group_id=""),
-            _commit_frame(9, {}),
-        ]
-        for frame in taken:
-            fast = offset_commit_v8_v9(conn, frame)  # type: ignore[arg-type]
-            assert fast is not None, frame
-            request, result = fast
-            version = request.api_version
-            assert (request.api_key, request.header.correlation_id) == (8, 9)
-            assert request.header.client_id == "committer"
-            got = encode_response(8, version, 9, await _answer(result))
-            full = group_api.handle_offset_commit(conn, decode_request(frame, sup))  # type: ignore[arg-type]
-            assert got == encode_response(8, version, 9, await _answer(full)), frame
-        offsets = server.shard_for("cg").offsets
+    server.topics.create("t", 3, {})
+    server.topics.create("u", 1, {})
+    conn = _Conn(server)
+    sup = server.supported_versions
+    taken = [
+        _commit_frame(9, {"t": [(0, 10)]}),
+        _commit_frame(8, {"t": [(1, 11), (2, 12)], "u": [(0, 5)]}, metadata="meta"),
+        _commit_frame(9, {"t": [(0, 13), (7, 1)], "nope": [(0, 1)]}),  # unknown ones
+        _commit_frame(9, {"t": [(0, 14)]}, group_instance_id="i-1"),
+        _commit_frame(9, {"t": [(0, 15)]}, generation_id_or_member_epoch=4, member_id="m"),
+        _commit_frame(9, {"t": [(0, 16)]}, group_id=""),
+        _commit_frame(9, {}),
+    ]
+    for frame in taken:
+        fast = offset_commit_v8_v9(conn, frame)  # type: ignore[arg-type]
+        assert fast is not None, frame
+        request, result = fast
+        version = request.api_version
+        assert (request.api_key, request.header.correlation_id) == (8, 9)
+        assert request.header.client_id == "committer"
+        got = encode_response(8, version, 9, await _answer(result))
+        full = group_api.handle_offset_commit(conn, decode_request(frame, sup))  # type: ignore[arg-type]
+        assert got == encode_response(8, version, 9, await _answer(full)), frame
+    offsets = server.shard_for("cg").offsets
 
-        def committed(topic: str, partition: int) -> int | None:
-            entry = offsets.get("cg", topic, partition)
-            return None if entry is None else entry.offset
+    def committed(topic: str, partition: int) -> int | None:
+        entry = offsets.get("cg", topic, partition)
+        return None if entry is None else entry.offset
 
-        assert committed("t", 0) == 14  # the last accepted commit (the member one: rejected)
-        assert (committed("t", 1), committed("u", 0), committed("t", 7)) == (11, 5, None)
+    assert committed("t", 0) == 14  # the last accepted commit (the member one: rejected)
+    assert (committed("t", 1), committed("u", 0), committed("t", 7)) == (11, 5, None)
 
-        frame = taken[0]
-        declined = [
-            _commit_frame(9, {"t": [(0, 1)]}, group_id="g" * 200),  # long string
-            _commit_frame(9, {"t": [(p % 3, 1) for p in range(130)]}),  # long array
-            frame[:-1],  # truncated
-            frame + b"\x00",  # trailing byte
-            frame[:-1] + b"\x01",  # body tagged fields
-        ]
-        for frame in declined:
-            assert offset_commit_v8_v9(conn, frame) is None, frame  # type: ignore[arg-type]
-    finally:
-        await server.stop()
+    frame = taken[0]
+    declined = [
+        _commit_frame(9, {"t": [(0, 1)]}, group_id="g" * 200),  # long string
+        _commit_frame(9, {"t": [(p % 3, 1) for p in range(130)]}),  # long array
+        frame[:-1],  # truncated
+        frame + b"\x00",  # trailing byte
+        frame[:-1] + b"\x01",  # body tagged fields
+    ]
+    for frame in declined:
+        assert offset_commit_v8_v9(conn, frame) is None, frame  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from protocol.batches import split_batches
 from storage import GroupCommitter, LogConfig, PartitionLog
 from storage.errors import LogFailed
+from tests.support import gate_fsync
 
 
 def _batch(n: int) -> bytearray:
@@ -58,15 +59,7 @@ async def test_appends_during_a_round_wait_for_the_next_fsync(
 ) -> None:
     """A write is acknowledged only after an fsync that started after its append."""
     log = open_log("p0")
-    in_fsync, release = threading.Event(), threading.Event()
-    real_fsync = os.fsync
-
-    def gated_fsync(fd: int) -> None:
-        in_fsync.set()
-        release.wait(5)
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", gated_fsync)
+    in_fsync, release = gate_fsync(monkeypatch)
     committer = GroupCommitter()
     first = asyncio.create_task(committer.wait_durable(log, _append(log, 1)))
     while not in_fsync.is_set():
@@ -160,15 +153,7 @@ async def test_before_next_round_runs_before_the_round_takes_its_logs(
     """A writer that appends while a round is in flight defers its append to just before
     the next round: its data is covered by that round, in one append."""
     log = open_log("p0")
-    in_fsync, release = threading.Event(), threading.Event()
-    real_fsync = os.fsync
-
-    def gated_fsync(fd: int) -> None:
-        in_fsync.set()
-        release.wait(5)
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", gated_fsync)
+    in_fsync, release = gate_fsync(monkeypatch)
     committer = GroupCommitter()
     first = asyncio.create_task(committer.wait_durable(log, _append(log, 1)))
     while not in_fsync.is_set():

@@ -4,8 +4,6 @@ the log, and the same state after the log is compacted (hypothesis)."""
 from __future__ import annotations
 
 import asyncio
-import os
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ from coordinator.groups import offsets as om
 from coordinator.groups.config import GroupConfig
 from coordinator.runtime.runner import ShardRunner, ShardState
 from storage import GroupCommitter, LogConfig, compact
+from tests.support import gate_fsync
 
 
 def _commit(
@@ -82,15 +81,7 @@ async def test_commits_during_a_flush_round_are_appended_as_one_batch_before_the
     go to the log as one record batch just before the next round; all are answered."""
     committer = GroupCommitter()
     runner = await _runner(tmp_path / "shard", committer)
-    in_fsync, release = threading.Event(), threading.Event()
-    real_fsync = os.fsync
-
-    def gated_fsync(fd: int) -> None:
-        in_fsync.set()
-        release.wait(5)
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", gated_fsync)
+    in_fsync, release = gate_fsync(monkeypatch)
     replies: list[Any] = []
     _commit(runner, "g", "t", 0, 1, replies)
     while not in_fsync.is_set():

@@ -12,31 +12,21 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 import storage.syncfs as syncfs
 from coordinator.config import Config, ConfigError, validate
 from protocol.batches import split_batches
 from storage import GroupCommitter, LogConfig, PartitionLog
 from storage.errors import LogFailed
+from tests.support import make_batch
 
 pytestmark = pytest.mark.skipif(
     not syncfs.FilesystemSync.supported(), reason="syncfs needs Linux 5.8+"
 )
 
 
-def _append(log: PartitionLog, size: int = 40) -> int:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=0,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=10**7,
-    )
-    builder.append(0, timestamp=1, key=None, value=b"v" * size, headers=[])
-    buf = bytearray(builder.build())
+def _append(log: PartitionLog, records: int = 1) -> int:
+    buf = bytearray(make_batch(records))
     return log.append(buf, split_batches(buf))
 
 
@@ -151,16 +141,16 @@ async def test_a_failing_file_fails_only_its_own_log(logs, calls, monkeypatch) -
 
 
 async def test_rolled_segments_keep_their_index_files_and_recovery_point(logs, calls) -> None:
-    many = logs(4, LogConfig(segment_bytes_max=200))
+    many = logs(4, LogConfig(segment_bytes_max=len(make_batch(3)) + 10))
     for log in many:
-        _append(log, 150)
+        _append(log, 3)
     committer = GroupCommitter(syncfs_min_logs=4)
     assert await _wait_all(committer, many) == [None] * 4  # the second append rolls
     assert calls["syncfs"] == 1
     for log in many:
         assert len(log._segments) == 2  # noqa: SLF001
-        assert log.durable_offset == 2
+        assert log.durable_offset == 4
         directory = log.directory
-        assert (directory / "recovery-point-offset").read_text().strip() == "1"
+        assert (directory / "recovery-point-offset").read_text().strip() == "3"
         assert (directory / "00000000000000000000.index").exists()
     await committer.close()
