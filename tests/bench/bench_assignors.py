@@ -129,6 +129,8 @@ class Case:
             self.type = SubscriptionType.HOMOGENEOUS
 
         self._members: dict[str, dict[str, MemberSubscription]] = {}
+        # id(previous target) -> (it, its sizes, its topics): the coordinator's hints.
+        self._hints: dict[int, tuple[dict, dict[str, int], set[uuid.UUID]]] = {}
 
     def members(self, subs: dict[str, frozenset[uuid.UUID]]) -> dict[str, MemberSubscription]:
         """The members as a spec lists them: for a full run in arrival (random) order; for
@@ -145,8 +147,17 @@ class Case:
 
     def spec(self, subs: dict[str, frozenset[uuid.UUID]], previous: dict) -> GroupSpec:
         """A fresh GroupSpec (nothing cached), subscription type given as Kafka's benchmark
-        does (a consumer group maintains it)."""
-        return GroupSpec(self.members(subs), previous, self.type)
+        does (a consumer group maintains it), and with a previous target the sizes and
+        topics of its entries, which our coordinator maintains as it replays target records
+        (ConsumerGroup.target_sizes / target_topics)."""
+        if not previous:
+            return GroupSpec(self.members(subs), previous, self.type)
+        hints = self._hints.get(id(previous))
+        if hints is None:
+            sizes = {m: sum(map(len, a.values())) for m, a in previous.items()}
+            topics = {t for a in previous.values() for t in a}
+            hints = self._hints[id(previous)] = (previous, sizes, topics)
+        return GroupSpec(self.members(subs), previous, self.type, hints[1], hints[2])
 
     def spec_cost(self, subs: dict[str, frozenset[uuid.UUID]], previous: dict) -> float:
         """ms to build the GroupSpec computing the subscription type itself."""

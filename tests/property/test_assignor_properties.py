@@ -143,6 +143,24 @@ def test_uniform_homogeneous_balanced_and_sticky(scenario):
 
 
 @SETTINGS
+@given(scenarios(), st.booleans())
+def test_uniform_same_result_with_the_coordinators_hints(scenario, extra_topic):
+    """GroupSpec.assignment_sizes / assignment_topics (what a consumer group maintains)
+    change nothing but the cost: the same targets and the same changed members, whether
+    the topics hint is exact or a superset."""
+    members, previous, counts = scenario
+    metadata = TopicMetadata(counts)
+    plain = UNIFORM.assign(GroupSpec(members, previous), metadata)
+    sizes = {m: size(a) for m, a in previous.items()}
+    topics = {t for a in previous.values() for t in a}
+    if extra_topic:
+        topics.add(TOPICS[-1])
+    hinted = UNIFORM.assign(GroupSpec(members, previous, None, sizes, topics), metadata)
+    assert hinted.to_dict() == plain.to_dict()
+    assert sorted(hinted.changed_members()) == sorted(plain.changed_members())
+
+
+@SETTINGS
 @given(scenarios(homogeneous=True), st.text("xyz", min_size=1, max_size=3), st.booleans())
 def test_uniform_homogeneous_join_moves_only_what_balance_requires(scenario, new_id, static):
     members, previous, counts = scenario

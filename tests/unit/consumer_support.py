@@ -5,6 +5,7 @@ captures replies) and holds a StaticTopicImage the test can change."""
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from typing import Any
 
 from coordinator.groups.assignors import Assignment, GroupSpec, TopicDescriber
@@ -153,6 +154,9 @@ def group_state(group: ConsumerGroup) -> dict[str, Any]:
         "resolved_regexes": dict(group.resolved_regexes),
         "legacy": group.has_legacy_partition_metadata,
         "state": group.state(),
+        "departed_targets": {m: dict(t) for m, t in group.departed_targets.items()},
+        "target_sizes": dict(group.target_sizes),
+        "target_topics": +group.target_topics,
     }
 
 
@@ -160,6 +164,18 @@ def assert_same_groups(live: GroupShard, replayed: GroupShard) -> None:
     assert set(live.consumer_groups) == set(replayed.consumer_groups)
     for group_id, group in live.consumer_groups.items():
         assert group_state(group) == group_state(replayed.consumer_groups[group_id]), group_id
+        assert_target_hints(group)
+
+
+def assert_target_hints(group: ConsumerGroup) -> None:
+    """What the group keeps beside its target agrees with it: partitions per member and
+    members per topic (the assignor's hints), and departed targets that no target holds."""
+    target = group.target
+    assert group.target_sizes == {m: sum(map(len, t.values())) for m, t in target.items()}
+    assert +group.target_topics == Counter(t for held in target.values() for t in held)
+    held = {(t, p) for tp in target.values() for t, ps in tp.items() for p in ps}
+    for departed in group.departed_targets.values():
+        assert not held & {(t, p) for t, ps in departed.items() for p in ps}
 
 
 class Client:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Protocol
@@ -94,21 +94,40 @@ class GroupSpec:
     same reason). `subscription_type` is computed from the subscriptions unless given (a
     consumer group can maintain it incrementally, as Kafka does).
 
+    Two optional hints, which a coordinator maintains as target records are replayed, spare
+    the uniform assignor a pass over every member's previous sets (an incremental assignment
+    otherwise costs more than a full one, which reads none): `assignment_sizes`, member id ->
+    the number of partitions of its entry in `assignment` (exact; members without one may be
+    left out), and `assignment_topics`, a collection holding every topic id that appears in
+    `assignment` (more is allowed). They must agree with `assignment`: they are trusted.
+
     The spec does not copy its inputs: do not mutate them while an assignment is computed, or
     while a `LazyAssignment` computed from them is still read (it refers to the previous
     target's sets it kept).
     """
 
-    __slots__ = ("members", "assignment", "subscription_type", "_member_ids", "_owners")
+    __slots__ = (
+        "members",
+        "assignment",
+        "subscription_type",
+        "assignment_sizes",
+        "assignment_topics",
+        "_member_ids",
+        "_owners",
+    )
 
     def __init__(
         self,
         members: Mapping[str, MemberSubscription],
         assignment: Mapping[str, MemberAssignment] | None = None,
         subscription_type: SubscriptionType | None = None,
+        assignment_sizes: Mapping[str, int] | None = None,
+        assignment_topics: Collection[TopicId] | None = None,
     ) -> None:
         self.members = members
         self.assignment: Mapping[str, MemberAssignment] = assignment if assignment else {}
+        self.assignment_sizes = assignment_sizes
+        self.assignment_topics = assignment_topics
         self.subscription_type = (
             subscription_type if subscription_type is not None else subscription_type_of(members)
         )

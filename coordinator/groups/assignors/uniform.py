@@ -215,6 +215,25 @@ def _find_missing(
     return out
 
 
+class _Previous(Sequence[MemberAssignment]):
+    """The members' previous targets, in member order, looked up when read."""
+
+    __slots__ = ("amap", "member_ids")
+
+    def __init__(self, amap: Mapping[str, MemberAssignment], member_ids: Sequence[str]) -> None:
+        self.amap = amap
+        self.member_ids = member_ids
+
+    def __len__(self) -> int:
+        return len(self.member_ids)
+
+    def __getitem__(self, i: int) -> MemberAssignment:  # type: ignore[override]
+        return self.amap.get(self.member_ids[i], _EMPTY)
+
+    def __iter__(self) -> Iterator[MemberAssignment]:
+        return map(self.amap.get, self.member_ids, repeat(_EMPTY))
+
+
 class _Pool:
     """Unassigned partitions as consecutive segments (topic index, Seq)."""
 
@@ -298,6 +317,24 @@ def assign_homogeneous(group: GroupSpec, topics: TopicDescriber) -> Assignment:
     tindex = _TopicIndex(topic_ids)
 
     amap = group.assignment
+    sizes, present = group.assignment_sizes, group.assignment_topics
+    if sizes is not None and present is not None and subscribed.issuperset(present):
+        # The coordinator's hints: the previous target holds only subscribed topics, and
+        # its sizes are known. Nothing to normalize, and no previous set is looked at
+        # unless it is read (the members above target, a member's new target).
+        try:
+            return _homogeneous(
+                group,
+                member_ids,
+                topic_ids,
+                counts,
+                tindex,
+                _Previous(amap, member_ids),
+                [],
+                list(map(sizes.get, member_ids, repeat(0))),
+            )
+        except _Inconsistent:
+            pass  # repaired below, as without the hints
     prevs: list[MemberAssignment] = list(map(amap.get, member_ids, repeat(_EMPTY)))
     normalized: list[int] = []
     # Are all keys of the previous target the subscription's own topic objects? Looking at
@@ -325,23 +362,26 @@ def _homogeneous(
     topic_ids: list[TopicId],
     counts: list[int],
     tindex: _TopicIndex,
-    prevs: list[MemberAssignment],
+    prevs: Sequence[MemberAssignment],
     normalized: list[int],
+    owned: list[int] | None = None,
 ) -> Assignment:
+    """`owned`: the members' previous sizes when known (GroupSpec.assignment_sizes)."""
     n = len(member_ids)
     minq, extra = divmod(sum(counts), n)
 
-    # Partitions each member holds in the previous target (all of subscribed topics now).
-    # Most members hold partitions of one topic: one len per member, empty ones count 0.
-    lens = [len(s) for d in prevs for s in (d.values() if d else _NOTHING)]
-    if len(lens) == n:
-        owned = lens
-    else:
-        nitems = [len(d) or 1 for d in prevs]
-        prefix = list(accumulate(lens, initial=0))
-        upto = [prefix[j] for j in accumulate(nitems)]
-        owned = [b - a for a, b in zip([0, *upto[:-1]], upto, strict=True)]
-    claimed = sum(lens)
+    if owned is None:
+        # Partitions each member holds in the previous target (all of subscribed topics
+        # now). Most hold partitions of one topic: one len per member, empty ones count 0.
+        lens = [len(s) for d in prevs for s in (d.values() if d else _NOTHING)]
+        if len(lens) == n:
+            owned = lens
+        else:
+            nitems = [len(d) or 1 for d in prevs]
+            prefix = list(accumulate(lens, initial=0))
+            upto = [prefix[j] for j in accumulate(nitems)]
+            owned = [b - a for a, b in zip([0, *upto[:-1]], upto, strict=True)]
+    claimed = sum(owned)
 
     targets = _targets(owned, minq, extra)
     diff = [t - o for t, o in zip(targets, owned, strict=True)]

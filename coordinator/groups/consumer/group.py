@@ -87,6 +87,10 @@ class ConsumerGroup:
         # entries of departed members, which tells it what is unassigned without scanning
         # every partition (uniform.py _find_missing: 47 ms -> 3 ms at 500,000 partitions).
         self.departed_targets: dict[str, TopicAssignment] = {}
+        # Hints for the assignor, kept with `target` (GroupSpec.assignment_sizes and
+        # assignment_topics): partitions per member, and members per topic in the target.
+        self.target_sizes: dict[str, int] = {}
+        self.target_topics: Counter[uuid.UUID] = Counter()
         self.static_members: dict[str, str] = {}  # instance id -> member id
         self.owners: dict[uuid.UUID, dict[int, str]] = {}  # topic -> partition -> member
         self.subscribed_names: Counter[str] = Counter()
@@ -291,14 +295,23 @@ class ConsumerGroup:
     def replay_target_member(
         self, member_id: str, value: ConsumerGroupTargetAssignmentMemberValue | None
     ) -> None:
+        held = self.target.pop(member_id, None)
+        if held is not None:
+            del self.target_sizes[member_id]
+            topics = self.target_topics
+            for topic in held:
+                topics[topic] -= 1
+                if not topics[topic]:
+                    del topics[topic]
         if value is None:
-            held = self.target.pop(member_id, None)
             if held:
                 self.departed_targets[member_id] = held
-        else:
-            # Targets move now: what departed members held may be someone's from here on.
-            self.departed_targets.clear()
-            self.target[member_id] = target_from_record(value.topic_partitions)
+            return
+        # Targets move now: what departed members held may be someone's from here on.
+        self.departed_targets.clear()
+        target = self.target[member_id] = target_from_record(value.topic_partitions)
+        self.target_sizes[member_id] = sum(map(len, target.values()))
+        self.target_topics.update(target.keys())
 
     def replay_target_metadata(self, assignment_epoch: int, timestamp_ms: int) -> None:
         self.assignment_epoch = assignment_epoch

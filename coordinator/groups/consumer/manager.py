@@ -36,7 +36,7 @@ import hashlib
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from protocol.errors import ErrorCode
 from protocol.records import (
@@ -824,25 +824,30 @@ class ConsumerGroupManager:
 
     def _target_inputs(
         self, group: ConsumerGroup, change: GroupChange
-    ) -> tuple[dict[str, MemberSubscription], dict[str, TopicAssignment], PartitionAssignor]:
+    ) -> tuple[dict[str, MemberSubscription], PreviousTarget, PartitionAssignor]:
         """The assignor's inputs: the members, the previous target, the assignor."""
         return (self._spec_members(group, change), *self._previous_target(group, change))
 
     def _previous_target(
         self, group: ConsumerGroup, change: GroupChange
-    ) -> tuple[dict[str, TopicAssignment], PartitionAssignor]:
-        """The group's target with `change` applied (a copy the caller may hand to another
+    ) -> tuple[PreviousTarget, PartitionAssignor]:
+        """The group's target with `change` applied (copies the caller may hand to another
         thread: members' targets are replaced, never mutated), plus the entries of departed
-        members, and the assignor to use."""
+        members, with the hints the assignor takes (sizes, topics), and the assignor to use."""
         previous: dict[str, TopicAssignment] = dict(group.target)
+        sizes = dict(group.target_sizes)
+        topics = set(group.target_topics)  # a superset of the topics in `previous` will do
         departed = dict(group.departed_targets)
         for member_id, member_target in change.target.items():
             if member_target is None:
                 held = previous.pop(member_id, None)
+                sizes.pop(member_id, None)
                 if held:
                     departed[member_id] = held
             else:
                 previous[member_id] = member_target
+                sizes[member_id] = sum(map(len, member_target.values()))
+                topics.update(member_target)
                 departed.clear()  # as a target record's replay does (group.py)
         # What members that are gone held (no one holds it now): entries of non-members
         # tell the assignor what is unassigned (ConsumerGroup.departed_targets).
@@ -854,11 +859,13 @@ class ConsumerGroupManager:
             )
             if gone and member_id not in previous:
                 previous[member_id] = held
+                topics.update(held)
         # A member's assignor may have left group.consumer.assignors since it asked for it
         # (a restart with another config): the default one serves then.
         default = self._default_assignor(group.group_id)
         name = _preferred_assignor(group, change) or default
-        return previous, self.assignors.get(name) or self.assignors[default]
+        assignor = self.assignors.get(name) or self.assignors[default]
+        return PreviousTarget(previous, sizes, topics), assignor
 
     def _should_offload(self, group: ConsumerGroup, change: GroupChange) -> bool:
         """Large groups compute their target off the loop: many members, or many
@@ -1293,10 +1300,20 @@ def _preferred_assignor(group: ConsumerGroup, change: GroupChange) -> str | None
     return most_popular(counts)
 
 
+class PreviousTarget(NamedTuple):
+    """A group's previous target as the assignor gets it (GroupSpec's assignment and its
+    hints): member id -> target, entries of departed members included; partitions per
+    member entry; a superset of the topics in it."""
+
+    target: dict[str, TopicAssignment]
+    sizes: dict[str, int]
+    topics: set[uuid.UUID]
+
+
 def _assign(
     group_id: str,
     members: dict[str, MemberSubscription],
-    previous: dict[str, TopicAssignment],
+    previous: PreviousTarget,
     assignor: PartitionAssignor,
     topics: TopicDescriber,
     group_epoch: int,
@@ -1304,8 +1321,9 @@ def _assign(
     """The new target and the TargetAssignmentMember records of the members whose target
     changed (or who had none). Touches nothing but its arguments: it may run in a thread.
     Raises HeartbeatError(UNKNOWN_SERVER_ERROR) when the assignor fails."""
+    spec = GroupSpec(members, previous.target, None, previous.sizes, previous.topics)
     try:
-        assignment = assignor.assign(GroupSpec(members, previous), topics)
+        assignment = assignor.assign(spec, topics)
     except PartitionAssignorError as e:
         raise HeartbeatError(
             ErrorCode.UNKNOWN_SERVER_ERROR,
@@ -1316,11 +1334,12 @@ def _assign(
     candidates = set(
         assignment.changed_members() if isinstance(assignment, LazyAssignment) else assignment
     )
-    candidates.update(m for m in members if m not in previous)
+    target = previous.target
+    candidates.update(m for m in members if m not in target)
     records: list[Record] = []
     for member_id in sorted(candidates):
         new = assignment[member_id]
-        if member_id in previous and _same_target(new, previous.get(member_id)):
+        if member_id in target and _same_target(new, target.get(member_id)):
             continue
         records.append(
             (ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), target_to_record(new))
