@@ -198,7 +198,12 @@ class GroupCommitter:
     def _run_before_round(self) -> None:
         callbacks, self._before_round = self._before_round, []
         for callback in callbacks:
-            callback()
+            try:
+                callback()
+            except Exception as exc:  # reported as the loop reports a failed callback
+                asyncio.get_running_loop().call_exception_handler(
+                    {"message": "before_next_round callback failed", "exception": exc}
+                )
 
     def _flush_logs(self, logs: list[PartitionLog]) -> list[int | BaseException]:
         """One worker-thread call: flush each log, an error of one not stopping the others."""
