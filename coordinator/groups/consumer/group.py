@@ -308,6 +308,9 @@ class ConsumerGroup:
                 self.departed_targets[member_id] = held
             return
         # Targets move now: what departed members held may be someone's from here on.
+        # (Writers put a member's target tombstone before the targets that take over its
+        # partitions, as a static replacement does; tests check departed targets are
+        # held by no target: consumer_support.assert_target_hints.)
         self.departed_targets.clear()
         target = self.target[member_id] = target_from_record(value.topic_partitions)
         self.target_sizes[member_id] = sum(map(len, target.values()))

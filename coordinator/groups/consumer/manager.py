@@ -838,6 +838,7 @@ class ConsumerGroupManager:
         sizes = dict(group.target_sizes)
         topics = set(group.target_topics)  # a superset of the topics in `previous` will do
         departed = dict(group.departed_targets)
+        moved = False
         for member_id, member_target in change.target.items():
             if member_target is None:
                 held = previous.pop(member_id, None)
@@ -848,7 +849,9 @@ class ConsumerGroupManager:
                 previous[member_id] = member_target
                 sizes[member_id] = sum(map(len, member_target.values()))
                 topics.update(member_target)
-                departed.clear()  # as a target record's replay does (group.py)
+                moved = True
+        if moved:  # what departed members held may be someone's now (as in group.py)
+            departed.clear()
         # What members that are gone held (no one holds it now): entries of non-members
         # tell the assignor what is unassigned (ConsumerGroup.departed_targets).
         for member_id, held in departed.items():
