@@ -140,7 +140,13 @@ async def bench_commits(peer, args, rate: float | None = None) -> dict:
         stats = gl.LoadStats()
         drivers = [
             gl.CommitDriver(
-                c, f"bench-commit-{i:03d}", COMMIT_TOPIC, args.commit_inflight, stats, OFFSET_MARKER
+                c,
+                f"bench-commit-{i:03d}",
+                COMMIT_TOPIC,
+                args.commit_inflight,
+                stats,
+                OFFSET_MARKER,
+                args.commit_partitions,
             )
             for i, c in enumerate(conns)
         ]
@@ -185,26 +191,31 @@ async def bench_commits(peer, args, rate: float | None = None) -> dict:
             resp = await d.conn.call(
                 gl.OFFSET_FETCH,
                 8,
-                gl.offset_fetch_body(d.group, {COMMIT_TOPIC: list(range(len(d.acked)))}),
+                gl.offset_fetch_body(
+                    d.group, {COMMIT_TOPIC: list(range(len(d.acked) * d.partitions))}
+                ),
             )
             g = resp.groups[0]
             if g.error_code != 0:
                 fetch_errors += 1
                 continue
             got = {p.partition_index: p.committed_offset for t in g.topics for p in t.partitions}
-            for j, want in enumerate(d.acked):
-                if got.get(j) != want:
+            for p in range(len(d.acked) * d.partitions):
+                want = d.acked[p // d.partitions]
+                if got.get(p) != want:
                     mismatches += 1
                     if len(examples) < 5:
-                        examples.append(f"{d.group} p{j}: acked {want}, fetched {got.get(j)}")
+                        examples.append(f"{d.group} p{p}: acked {want}, fetched {got.get(p)}")
         return {
             "target_per_s": rate,
             "connections": args.commit_conns,
             "inflight_per_conn": None if rate else args.commit_inflight,
             "keys": args.commit_conns * args.commit_inflight,
             "duration_s": args.duration,
+            "partitions_per_commit": args.commit_partitions,
             "commits": stats.done,
             "commits_per_s": stats.done / args.duration,
+            "offsets_per_s": stats.done * args.commit_partitions / args.duration,
             **latency_summary(stats.latencies),
             "errors": sum(stats.errors.values()),
             "error_codes": stats.errors,
@@ -735,7 +746,9 @@ def run_server(name: str, runner, work: Path, args) -> dict:
                 res[f"pid_{label}"] = peer.pid
                 res[f"rss_start_{label}_mib"] = group_rss_bytes(peer.pid) / MiB
                 if label == "a":
-                    create_topics(peer, [(COMMIT_TOPIC, args.commit_inflight)])
+                    create_topics(
+                        peer, [(COMMIT_TOPIC, args.commit_inflight * args.commit_partitions)]
+                    )
                 asyncio.run(body(peer, args, res, phase))
                 res[f"server_alive_{label}"] = peer.pid and os.path.exists(f"/proc/{peer.pid}")
         except Exception as e:
@@ -849,6 +862,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commit-conns", type=int, default=100)
     ap.add_argument("--commit-inflight", type=int, default=8)
     ap.add_argument("--commit-rate", type=float, default=50_000, help="paced commit run (0: skip)")
+    ap.add_argument(
+        "--commit-partitions",
+        type=int,
+        default=1,
+        help="partitions per OffsetCommit request (a consumer commits all it owns at once)",
+    )
     ap.add_argument("--duration", type=float, help="load window seconds (10; --quick 3)")
     ap.add_argument("--formation-sizes", default="20,100")
     ap.add_argument("--formation-session-ms", type=int, help="(45000; --quick 10000)")

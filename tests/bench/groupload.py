@@ -131,8 +131,11 @@ def heartbeat_body(
     )
 
 
-def commit_body(group: str, topic: str, partition: int, offset: int, version: int = 9) -> Any:
-    """A simple-consumer commit (generation -1, no member id) of one partition."""
+def commit_body(
+    group: str, topic: str, partition: int, offset: int, version: int = 9, count: int = 1
+) -> Any:
+    """A simple-consumer commit (generation -1, no member id) of partitions
+    partition .. partition + count - 1, all at `offset`."""
     m = _mod(OFFSET_COMMIT, version)
     return build(
         m.OffsetCommitRequest,
@@ -145,14 +148,15 @@ def commit_body(group: str, topic: str, partition: int, offset: int, version: in
             build(
                 m.OffsetCommitRequestTopic,
                 name=topic,
-                partitions=(
+                partitions=tuple(
                     build(
                         m.OffsetCommitRequestPartition,
-                        partition_index=partition,
+                        partition_index=p,
                         committed_offset=offset,
                         committed_leader_epoch=-1,
                         committed_metadata="",
-                    ),
+                    )
+                    for p in range(partition, partition + count)
                 ),
             ),
         ),
@@ -183,7 +187,7 @@ class Template:
     """A pre-encoded request frame whose correlation id (and optionally one i64 field)
     is patched in place, so sending costs a bytes join and no encoding."""
 
-    __slots__ = ("head", "tail", "mid", "offset_at")
+    __slots__ = ("head", "parts")
 
     def __init__(self, api_key: int, version: int, body: Any, i64_marker: int | None = None):
         frame = encode_request(api_key, version, 0x7EADBEEF, body)
@@ -191,24 +195,15 @@ class Template:
         assert _I32.unpack_from(frame, 8)[0] == 0x7EADBEEF
         self.head = frame[:8]
         rest = frame[12:]
-        self.offset_at = None
-        self.mid = b""
-        if i64_marker is not None:
-            marker = struct.pack(">q", i64_marker)
-            at = rest.find(marker)
-            assert at >= 0 and rest.find(marker, at + 1) < 0, "marker not unique"
-            self.tail = rest[at + 8 :]
-            self.mid = rest[:at]
-            self.offset_at = at
-        else:
-            self.tail = rest
+        # The bytes around each occurrence of the marker (every one takes the value).
+        self.parts = [rest] if i64_marker is None else rest.split(struct.pack(">q", i64_marker))
+        assert i64_marker is None or len(self.parts) > 1, "marker not found"
 
     def frame(self, correlation_id: int, value: int | None = None) -> bytes:
-        if self.offset_at is None:
-            return self.head + _I32.pack(correlation_id) + self.tail
-        return (
-            self.head + _I32.pack(correlation_id) + self.mid + struct.pack(">q", value) + self.tail
-        )
+        head = self.head + _I32.pack(correlation_id)
+        if len(self.parts) == 1:
+            return head + self.parts[0]
+        return head + struct.pack(">q", value).join(self.parts)
 
 
 # --- connections ---------------------------------------------------------------------------
@@ -502,12 +497,25 @@ class CommitDriver:
     """
 
     def __init__(
-        self, conn: Conn, group: str, topic: str, slots: int, stats: LoadStats, marker: int
+        self,
+        conn: Conn,
+        group: str,
+        topic: str,
+        slots: int,
+        stats: LoadStats,
+        marker: int,
+        partitions: int = 1,
     ):
         self.conn = conn
         self.group, self.topic = group, topic
+        self.partitions = partitions  # per request: slot j commits j*n .. j*n + n - 1
         self.templates = [
-            Template(OFFSET_COMMIT, 9, commit_body(group, topic, j, marker), i64_marker=marker)
+            Template(
+                OFFSET_COMMIT,
+                9,
+                commit_body(group, topic, j * partitions, marker, count=partitions),
+                i64_marker=marker,
+            )
             for j in range(slots)
         ]
         self.next_offset = [1] * slots
@@ -554,10 +562,13 @@ class CommitDriver:
                 st.unmatched += 1
                 continue
             j, off, t = entry
-            if buf[at + 9] != 2:  # not exactly one topic in the response
+            # Exactly one topic, with our partitions (each: index i32, error i16, tagged).
+            if buf[at + 9] != 2 or buf[at + self.err_at - 5] != self.partitions + 1:
                 st.errors[-1] = st.errors.get(-1, 0) + 1
             else:
-                err = unpack16(buf, at + self.err_at)[0]
+                err = 0
+                for k in range(self.partitions):
+                    err = err or unpack16(buf, at + self.err_at + 7 * k)[0]
                 if err:
                     st.errors[err] = st.errors.get(err, 0) + 1
                 else:
