@@ -10,6 +10,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .groups.config import MIGRATION_POLICIES
+
 MiB = 1024 * 1024
 DAY_MS = 24 * 3600 * 1000
 
@@ -311,12 +313,7 @@ def validate(config: Config) -> None:
     assignors = [a.strip() for a in config.group_consumer_assignors.split(",") if a.strip()]
     if not assignors or not set(assignors) <= {"uniform", "range"}:
         raise ConfigError("group_consumer_assignors: a comma-separated list of uniform, range")
-    if config.group_consumer_migration_policy.lower() not in (
-        "bidirectional",
-        "upgrade",
-        "downgrade",
-        "disabled",
-    ):
+    if config.group_consumer_migration_policy.lower() not in MIGRATION_POLICIES:
         raise ConfigError(
             "group_consumer_migration_policy: bidirectional, upgrade, downgrade or disabled"
         )

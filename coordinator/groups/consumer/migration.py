@@ -75,8 +75,6 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION = 4
 SYNC_REQUIRES_PROTOCOL_VERSION = 5
 
-POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
-
 
 def join_key(group_id: str, member_id: str) -> str:
     return f"join-{group_id}-{member_id}"
@@ -736,4 +734,4 @@ def _common_protocol(group: ConsumerGroup, member_ids: list[str]) -> str | None:
     return _first_common(_protocol_names(group, member_ids[0]), group, member_ids)
 
 
-__all__ = ["POLICIES", "ClassicMembers"]
+__all__ = ["ClassicMembers"]
