@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -10,10 +11,22 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@contextlib.contextmanager
+def serving(data_dir: Path, **settings: object) -> Iterator[ServerProcess]:
+    """A started server with `--set name=value` per setting, killed on exit."""
+    args = [arg for name, value in settings.items() for arg in ("--set", f"{name}={value}")]
+    proc = ServerProcess(data_dir, args).start()
+    try:
+        yield proc
+    finally:
+        proc.kill()
 
 
 def free_port() -> int:

@@ -5,16 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ServerProcess
+from tests.support import ServerProcess, serving
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path / "data").start()
-    try:
+    with serving(tmp_path / "data") as proc:
         yield proc
-    finally:
-        proc.kill()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests.rawclient import RawClient, encode_request, request_class
-from tests.support import ServerProcess
+from tests.support import ServerProcess, serving
 
 FUZZ_SETTINGS = settings(
     max_examples=int(os.environ.get("FUZZ_EXAMPLES", "150")),
@@ -28,13 +28,8 @@ FUZZ_SETTINGS = settings(
 
 @pytest.fixture(scope="module")
 def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = ServerProcess(
-        Path(tmp_path_factory.mktemp("fuzz")) / "data", ["--set", "frame_bytes_max=1048576"]
-    ).start()
-    try:
+    with serving(Path(tmp_path_factory.mktemp("fuzz")) / "data", frame_bytes_max=1048576) as proc:
         yield proc
-    finally:
-        proc.kill()
 
 
 @pytest.fixture(scope="module")

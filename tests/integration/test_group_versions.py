@@ -15,7 +15,7 @@ from protocol.api import ApiKey, build
 from tests.integration.raw_groups import subscription
 from tests.integration.test_clients import create_topic
 from tests.rawclient import RawClient, request_class
-from tests.support import ServerProcess
+from tests.support import ServerProcess, serving
 
 
 def _m(api_key: int, version: int) -> Any:
@@ -29,14 +29,11 @@ def _versions(key: ApiKey) -> range:
 
 @pytest.fixture(scope="module")
 def versions_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = ServerProcess(
-        tmp_path_factory.mktemp("gv") / "data", ["--set", "group_initial_rebalance_delay_ms=0"]
-    ).start()
-    create_topic(proc.bootstrap, "gv-topic", 2)
-    try:
+    with serving(
+        tmp_path_factory.mktemp("gv") / "data", group_initial_rebalance_delay_ms=0
+    ) as proc:
+        create_topic(proc.bootstrap, "gv-topic", 2)
         yield proc
-    finally:
-        proc.kill()
 
 
 def _join(client: RawClient, group: str, version: int, member_id: str = "") -> Any:

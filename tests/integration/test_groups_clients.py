@@ -12,17 +12,13 @@ from confluent_kafka import Consumer, TopicPartition
 
 from tests.integration.group_support import produce
 from tests.integration.test_clients import create_topic
-from tests.support import ServerProcess
+from tests.support import ServerProcess, serving
 
 
 @pytest.fixture
 def group_server(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path / "data", ["--set", "group_initial_rebalance_delay_ms=300"])
-    proc.start()
-    try:
+    with serving(tmp_path / "data", group_initial_rebalance_delay_ms=300) as proc:
         yield proc
-    finally:
-        proc.kill()
 
 
 def test_kafka_python_static_group(group_server: ServerProcess) -> None:

@@ -16,19 +16,15 @@ from tests.integration.group_support import (
     wait_until,
 )
 from tests.integration.test_clients import create_topic
-from tests.support import ServerProcess
+from tests.support import ServerProcess, serving
 
 PARTITIONS = 12
 
 
 @pytest.fixture
 def group_server(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path / "data", ["--set", "group_initial_rebalance_delay_ms=300"])
-    proc.start()
-    try:
+    with serving(tmp_path / "data", group_initial_rebalance_delay_ms=300) as proc:
         yield proc
-    finally:
-        proc.kill()
 
 
 @pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])

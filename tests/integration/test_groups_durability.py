@@ -13,7 +13,7 @@ import pytest
 from tests.integration.raw_groups import commit, fetch_offsets, heartbeat, join_until_member, sync
 from tests.integration.test_clients import create_topic
 from tests.rawclient import RawClient
-from tests.support import ServerProcess
+from tests.support import ServerProcess, serving
 
 GROUPS = 8
 PARTITIONS = 4
@@ -21,12 +21,8 @@ PARTITIONS = 4
 
 @pytest.fixture
 def group_server(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path / "data", ["--set", "group_initial_rebalance_delay_ms=0"])
-    proc.start()
-    try:
+    with serving(tmp_path / "data", group_initial_rebalance_delay_ms=0) as proc:
         yield proc
-    finally:
-        proc.kill()
 
 
 def test_sigkill_under_commit_load_keeps_every_acknowledged_commit(

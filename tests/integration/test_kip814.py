@@ -14,17 +14,13 @@ import pytest
 
 from tests.integration.raw_groups import heartbeat, join, join_until_member, sync
 from tests.rawclient import RawClient
-from tests.support import ServerProcess
+from tests.support import ServerProcess, serving
 
 
 @pytest.fixture
 def group_server(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path / "data", ["--set", "group_initial_rebalance_delay_ms=200"])
-    proc.start()
-    try:
+    with serving(tmp_path / "data", group_initial_rebalance_delay_ms=200) as proc:
         yield proc
-    finally:
-        proc.kill()
 
 
 def _stable_group(server: ServerProcess, group: str) -> tuple[str, str, int]:

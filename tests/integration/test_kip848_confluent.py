@@ -28,29 +28,20 @@ from tests.integration.group_support import GroupLog, Member, produce, wait_unti
 from tests.integration.test_clients import create_topic
 from tests.integration.test_kip848_raw import describe as raw_describe
 from tests.rawclient import RawClient
-from tests.support import ServerProcess
+from tests.support import ServerProcess, serving
 
 PARTITIONS = 6
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(
+    with serving(
         tmp_path / "data",
-        [
-            "--set",
-            "group_consumer_heartbeat_interval_ms=500",
-            "--set",
-            "group_consumer_session_timeout_ms=10000",
-            "--set",
-            "group_consumer_assignment_interval_ms=200",
-        ],
-    )
-    proc.start()
-    try:
+        group_consumer_heartbeat_interval_ms=500,
+        group_consumer_session_timeout_ms=10000,
+        group_consumer_assignment_interval_ms=200,
+    ) as proc:
         yield proc
-    finally:
-        proc.kill()
 
 
 @pytest.fixture

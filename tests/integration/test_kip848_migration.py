@@ -38,7 +38,7 @@ from tests.integration.test_kip848_confluent import (
     launch,
     settled,
 )
-from tests.support import ServerProcess
+from tests.support import ServerProcess, serving
 
 PARTITIONS = 6
 ALL = set(range(PARTITIONS))
@@ -46,24 +46,14 @@ ALL = set(range(PARTITIONS))
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(
+    with serving(
         tmp_path / "data",
-        [
-            "--set",
-            "group_consumer_heartbeat_interval_ms=500",
-            "--set",
-            "group_consumer_session_timeout_ms=10000",
-            "--set",
-            "group_consumer_assignment_interval_ms=200",
-            "--set",
-            "group_initial_rebalance_delay_ms=300",
-        ],
-    )
-    proc.start()
-    try:
+        group_consumer_heartbeat_interval_ms=500,
+        group_consumer_session_timeout_ms=10000,
+        group_consumer_assignment_interval_ms=200,
+        group_initial_rebalance_delay_ms=300,
+    ) as proc:
         yield proc
-    finally:
-        proc.kill()
 
 
 @pytest.fixture

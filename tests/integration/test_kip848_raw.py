@@ -24,7 +24,7 @@ from protocol.errors import ErrorCode
 from tests.integration.raw_groups import commit, join
 from tests.integration.test_clients import create_topic
 from tests.rawclient import RawClient, request_class
-from tests.support import ServerProcess
+from tests.support import ServerProcess, serving
 
 HEARTBEAT = 68
 DESCRIBE = 69
@@ -35,22 +35,13 @@ Owned = dict[uuid.UUID, set[int]]
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(
+    with serving(
         tmp_path / "data",
-        [
-            "--set",
-            "group_consumer_assignment_interval_ms=0",
-            "--set",
-            "group_consumer_session_timeout_ms=20000",
-            "--set",
-            "group_initial_rebalance_delay_ms=0",
-        ],
-    )
-    proc.start()
-    try:
+        group_consumer_assignment_interval_ms=0,
+        group_consumer_session_timeout_ms=20000,
+        group_initial_rebalance_delay_ms=0,
+    ) as proc:
         yield proc
-    finally:
-        proc.kill()
 
 
 # -- requests --------------------------------------------------------------------------------
