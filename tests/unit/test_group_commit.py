@@ -12,31 +12,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.batches import split_batches
 from storage import GroupCommitter, LogConfig, PartitionLog
 from storage.errors import LogFailed
-from tests.support import gate_fsync
-
-
-def _batch(n: int) -> bytearray:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=0,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=10**7,
-    )
-    builder.append(0, timestamp=n, key=None, value=b"v" * 40, headers=[])
-    return bytearray(builder.build())
+from tests.support import gate_fsync, make_batch
 
 
 def _append(log: PartitionLog, n: int = 0) -> int:
-    """Appends one one-record batch; returns its offset."""
-    buf = _batch(n)
+    """Appends one one-record batch (timestamp n); returns its offset."""
+    buf = bytearray(make_batch(1, start_ts_ms=n))
     return log.append(buf, split_batches(buf))
 
 
