@@ -25,9 +25,7 @@ from coordinator.groups.classic.messages import (
     JoinGroupMember,
     JoinGroupRequest,
     JoinGroupResponse,
-    LeaveGroupRequest,
     LeaveGroupResponse,
-    LeaveMember,
     LeaveMemberResponse,
     ListedGroup,
     SyncGroupRequest,
@@ -39,38 +37,25 @@ from coordinator.groups.shard import GroupShard
 from coordinator.groups.testing import ManualTimer, SequentialIds
 from protocol.errors import ErrorCode
 from protocol.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
+from tests.unit.classic_support import (
+    CLIENT,
+    HOST,
+    REBALANCE,
+    SESSION,
+    Capture,
+    join_request,
+    leave_request,
+    sync_request,
+)
 
 GROUP = "group-id"
-CLIENT = "client"
-HOST = "/127.0.0.1"
 DELAY = 100  # group.initial.rebalance.delay.ms in these tests
-SESSION = 10_000
-REBALANCE = 5_000
 RANGE = [("range", b"range-metadata")]
 RANGE_RR = [("range", b"range-metadata"), ("roundrobin", b"rr-metadata")]
 
 
 def uuid(n: int) -> str:
     return f"00000000-0000-0000-0000-{n:012x}"
-
-
-class Capture:
-    """A reply callback that remembers what it was given."""
-
-    def __init__(self) -> None:
-        self.responses: list[Any] = []
-
-    def __call__(self, response: Any) -> None:
-        self.responses.append(response)
-
-    @property
-    def answered(self) -> bool:
-        return bool(self.responses)
-
-    @property
-    def response(self) -> Any:
-        assert len(self.responses) == 1, self.responses
-        return self.responses[0]
 
 
 class Harness:
@@ -148,17 +133,16 @@ class Harness:
         client_id: str = CLIENT,
     ) -> Capture:
         capture = Capture()
-        request = JoinGroupRequest(
-            group_id=group,
-            member_id=member_id,
+        request = join_request(
+            group,
+            member_id,
+            list(RANGE if protocols is None else protocols),
             protocol_type=protocol_type,
-            protocols=list(RANGE if protocols is None else protocols),
-            session_timeout_ms=session,
-            rebalance_timeout_ms=rebalance,
-            group_instance_id=instance,
+            instance=instance,
+            session=session,
+            rebalance=rebalance,
+            version=version,
             client_id=client_id,
-            client_host=HOST,
-            api_version=version,
         )
         self.run(self.shard.classic.join_group(request, capture, self.now))
         return capture
@@ -183,15 +167,15 @@ class Harness:
         group: str = GROUP,
     ) -> Capture:
         capture = Capture()
-        request = SyncGroupRequest(
-            group_id=group,
-            member_id=member_id,
-            generation_id=generation,
-            assignments=list((assignments or {}).items()),
-            group_instance_id=instance,
+        request = sync_request(
+            group,
+            member_id,
+            generation,
+            assignments,
+            instance=instance,
             protocol_type=protocol_type,
             protocol_name=protocol_name,
-            api_version=version,
+            version=version,
         )
         self.run(self.shard.classic.sync_group(request, capture, self.now))
         return capture
@@ -210,7 +194,7 @@ class Harness:
         self, *members: tuple[str, str | None], version: int = 5, group: str = GROUP
     ) -> LeaveGroupResponse:
         capture = Capture()
-        request = LeaveGroupRequest(group, [LeaveMember(m, i) for m, i in members], version)
+        request = leave_request(group, members, version)
         self.run(self.shard.classic.leave_group(request, capture, self.now))
         response: LeaveGroupResponse = capture.response
         return response

@@ -39,13 +39,9 @@ from coordinator.groups.classic.manager import sync_key as classic_sync_key
 from coordinator.groups.classic.messages import (
     HeartbeatRequest,
     JoinGroupMember,
-    JoinGroupRequest,
     JoinGroupResponse,
-    LeaveGroupRequest,
     LeaveGroupResponse,
-    LeaveMember,
     LeaveMemberResponse,
-    SyncGroupRequest,
     SyncGroupResponse,
 )
 from coordinator.groups.consumer.group import ConsumerGroupState, target_to_record
@@ -77,6 +73,16 @@ from protocol.records import (
     OffsetCommitKey,
     OffsetCommitValue,
 )
+from tests.unit.classic_support import (
+    CLIENT,
+    HOST,
+    REBALANCE,
+    SESSION,
+    Capture,
+    join_request,
+    leave_request,
+    sync_request,
+)
 from tests.unit.consumer_support import (
     GROUP,
     START_MS,
@@ -87,10 +93,6 @@ from tests.unit.consumer_support import (
 )
 
 TOPICS = {"foo": 6, "bar": 3}
-CLIENT = "client"
-HOST = "/127.0.0.1"
-SESSION = 10_000  # the classic members' session timeout
-REBALANCE = 5_000  # the classic members' rebalance timeout
 CONSUMER_SESSION = 45_000  # group.consumer.session.timeout.ms
 DELAY = 100  # group.initial.rebalance.delay.ms
 NONE = ErrorCode.NONE
@@ -147,25 +149,6 @@ def assignment_at(version: int, partitions: list[tuple[str, list[int]]]) -> byte
     """A ConsumerProtocolAssignment with the version header `version` (the body of v0-v3 is
     the same)."""
     return struct.pack(">h", version) + encode_assignment(partitions)[2:]
-
-
-class Capture:
-    """A reply callback that remembers what it was given."""
-
-    def __init__(self) -> None:
-        self.responses: list[Any] = []
-
-    def __call__(self, response: Any) -> None:
-        self.responses.append(response)
-
-    @property
-    def answered(self) -> bool:
-        return bool(self.responses)
-
-    @property
-    def response(self) -> Any:
-        assert len(self.responses) == 1, self.responses
-        return self.responses[0]
 
 
 class MigrationHarness(Harness):
@@ -247,17 +230,15 @@ class MigrationHarness(Harness):
         capture = Capture()
         if protocols is None:
             protocols = [("range", subscription(list(topics), owned, version=sub_version))]
-        request = JoinGroupRequest(
-            group_id=GROUP,
-            member_id=member_id,
+        request = join_request(
+            GROUP,
+            member_id,
+            protocols,
             protocol_type=protocol_type,
-            protocols=protocols,
-            session_timeout_ms=session,
-            rebalance_timeout_ms=rebalance,
-            group_instance_id=instance,
-            client_id=CLIENT,
-            client_host=HOST,
-            api_version=version,
+            instance=instance,
+            session=session,
+            rebalance=rebalance,
+            version=version,
         )
         self.deliver(self.shard.classic.join_group(request, capture, self.now))
         return capture
@@ -281,15 +262,15 @@ class MigrationHarness(Harness):
         version: int = 5,
     ) -> Capture:
         capture = Capture()
-        request = SyncGroupRequest(
-            group_id=GROUP,
-            member_id=member_id,
-            generation_id=generation,
-            assignments=list((assignments or {}).items()),
-            group_instance_id=instance,
+        request = sync_request(
+            GROUP,
+            member_id,
+            generation,
+            assignments,
+            instance=instance,
             protocol_type=protocol_type,
             protocol_name=protocol_name,
-            api_version=version,
+            version=version,
         )
         self.deliver(self.shard.classic.sync_group(request, capture, self.now))
         return capture
@@ -305,7 +286,7 @@ class MigrationHarness(Harness):
 
     def cleave(self, *members: tuple[str, str | None], version: int = 5) -> LeaveGroupResponse:
         capture = Capture()
-        request = LeaveGroupRequest(GROUP, [LeaveMember(m, i) for m, i in members], version)
+        request = leave_request(GROUP, members, version)
         self.deliver(self.shard.classic.leave_group(request, capture, self.now))
         response: LeaveGroupResponse = capture.response
         return response
