@@ -64,6 +64,7 @@ class Member(threading.Thread):
             "fetch.wait.max.ms": 100,
             "error_cb": self._on_error,
         }
+        self.static = instance_id is not None
         if instance_id is not None:
             conf["group.instance.id"] = instance_id
         conf.update(extra or {})
@@ -137,8 +138,23 @@ class Member(threading.Thread):
         finally:
             if self.fatal is None:
                 self._commit(sorted(self.owned))
+                if not self.static:
+                    self._leave()
             c.close()
             self.closed.set()
+
+    def _leave(self, timeout_s: float = 10) -> None:
+        """Leave the group before close(), serving the revocation from poll(). Why:
+        close() with an assignment calls the rebalance callback from inside librdkafka's
+        close, where confluent-kafka's rd_kafka_rebalance_protocol() call can deadlock
+        with the GIL held (librdkafka #4041), and no test timeout can fire then. A static
+        member keeps close() alone: its close is a temporary leave, not a leave."""
+        c = self.consumer
+        c.unsubscribe()
+        deadline = time.monotonic() + timeout_s
+        while self.owned and time.monotonic() < deadline:
+            c.poll(0.05)  # messages polled now are not recorded: their offsets are not
+            # committed either, so the partition's next owner consumes them
 
     def stop(self, timeout_s: float = 30) -> None:
         self.stop_event.set()

@@ -100,6 +100,7 @@ class ConsumerMember(Member):
         }
         if assignor is not None:
             conf["group.remote.assignor"] = assignor
+        self.static = instance_id is not None
         if instance_id is not None:
             conf["group.instance.id"] = instance_id
         self.consumer = Consumer(conf)
