@@ -41,6 +41,22 @@ class FrameDecoder:
         return self._size
 
     def next_frame(self) -> bytes | None:
+        chunks = self._chunks
+        if self._need < 0 and len(chunks) == 1:
+            # The common case, without _take: the size and the whole frame in one chunk.
+            first = chunks[0]
+            offset = self._offset
+            if len(first) - offset >= 4:
+                (size,) = _SIZE.unpack_from(first, offset)
+                end = offset + 4 + size
+                if 0 <= size <= self.frame_bytes_max and end <= len(first):
+                    self._size -= 4 + size
+                    if end == len(first):
+                        chunks.popleft()
+                        self._offset = 0
+                    else:
+                        self._offset = end
+                    return first[offset + 4 : end]
         if self._need < 0:
             if self._size < 4:
                 return None

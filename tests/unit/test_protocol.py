@@ -48,6 +48,12 @@ def test_frame_decoder_rejects_oversized_and_negative_sizes() -> None:
     decoder.feed(struct.pack(">i", -5))
     with pytest.raises(FrameTooLarge):
         decoder.next_frame()
+    # A good frame and then a bad size in one chunk: the frame first, then the error.
+    decoder = FrameDecoder(100)
+    decoder.feed(frame(b"ok") + struct.pack(">i", 101) + b"x" * 101)
+    assert decoder.next_frame() == b"ok"
+    with pytest.raises(FrameTooLarge):
+        decoder.next_frame()
 
 
 def test_decode_flexible_request_with_header_v2() -> None:
