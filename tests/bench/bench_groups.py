@@ -482,9 +482,8 @@ async def leave_all(hb_conns, members: list[Member]) -> dict:
 
 
 async def process_a(peer, args, res: dict, phase) -> None:
-    await phase("commits", lambda: bench_commits(peer, args))
-    if args.commit_rate:
-        await phase("commits_paced", lambda: bench_commits(peer, args, args.commit_rate))
+    # Members first: RSS per member is read as the growth of a fresh process (an overloaded
+    # paced commit run leaves the heap hundreds of MiB larger, which hid the members).
     hb_conns = await gl.open_many(peer, args.hb_conns)
     try:
         formed = await phase("form", lambda: form_members(peer, args, hb_conns), pair=True)
@@ -500,12 +499,17 @@ async def process_a(peer, args, res: dict, phase) -> None:
                 "heartbeat_paced",
                 lambda: bench_heartbeats_paced(peer, args, hb_conns, members, args.hb_rate),
             )
+        for c in hb_conns:  # back to request/response, also after a failed phase
+            c.on_raw = None
         await asyncio.sleep(args.settle)
         res["rss_idle_after_heartbeats_mib"] = group_rss_bytes(peer.pid) / MiB
         await phase("leave", lambda: leave_all(hb_conns, members))
     finally:
         for c in hb_conns:
             c.close()
+    await phase("commits", lambda: bench_commits(peer, args))
+    if args.commit_rate:
+        await phase("commits_paced", lambda: bench_commits(peer, args, args.commit_rate))
 
 
 # --- 6. formation time -------------------------------------------------------------------------
@@ -909,7 +913,8 @@ def main(argv: list[str] | None = None) -> int:
         if s not in ("tansu", "ours"):
             ap.error(f"unknown server {s!r}")
 
-    ensure_tansu()
+    if "tansu" in servers:
+        ensure_tansu()
     t_start = time.perf_counter()
 
     def ours(port, d, delay_ms):

@@ -1,0 +1,58 @@
+"""The group benchmark still runs: every phase of tests/bench/bench_groups.py against our
+server alone, with tiny loads. Its figures are not checked here (benchmarks never assert
+a time); what is checked is that each phase completes without errors, that commits are
+verified by OffsetFetch, and that heartbeats, formation and the static restart did what
+they measure. Why: the README's figures come from this script, and a load generator that
+no longer runs (it once broke unnoticed) is evidence that cannot be reproduced."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.bench import bench_groups
+
+pytestmark = pytest.mark.integration
+
+
+def test_bench_groups_runs_every_phase_on_our_server(tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    rc = bench_groups.main(
+        [
+            "--servers=ours",
+            "--quick",
+            "--duration=0.5",
+            "--members=100",
+            "--form-conns=100",
+            "--hb-conns=4",
+            "--hb-inflight=8",
+            "--hb-rate=500",
+            "--commit-conns=4",
+            "--commit-inflight=2",
+            "--commit-partitions=2",
+            "--commit-rate=400",
+            "--formation-sizes=3",
+            "--formation-delay-ms=100",
+            "--static-members=2",
+            f"--work-dir={tmp_path}",
+            f"--json={out}",
+        ]
+    )
+    assert rc == 0
+    ours = json.loads(out.read_text())["servers"]["ours"]
+    assert ours["errors"] == {}
+    for key in ("commits", "commits_paced"):
+        commits = ours[key]
+        assert commits["commits"] > 0 and commits["errors"] == 0, commits
+        assert commits["verify_keys"] == 8 and commits["verify_mismatches"] == 0, commits
+        assert commits["unanswered_after_drain"] == 0
+    assert ours["form"]["members_formed"] == 100 and ours["form"]["failures"] == 0
+    for key in ("heartbeat", "heartbeat_paced"):
+        assert ours[key]["heartbeats_per_s"] > 0 and ours[key]["errors"] == 0, ours[key]
+    assert ours["leave"] == {"groups": 2, "errors": 0}
+    assert ours["formation_3"]["synced"] == 3
+    restart = ours["static_restart"]
+    assert restart["restarted"] == 2 and restart["restart_failures"] == 0
+    assert not restart["generation_changed"] and restart["others_rejoins"] == 0
