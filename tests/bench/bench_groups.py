@@ -11,7 +11,33 @@ fresh processes:
 
 Process A (ours: --set group_initial_rebalance_delay_ms=100, to form groups fast)
 
-1. Durable offset commits: 100 connections (--commit-conns), each a closed loop
+1. Forming N members (--members, default 1,000; 10,000 for the target run) in
+   groups of 50: every member does JoinGroup v9 (with the MEMBER_ID_REQUIRED round
+   trip) and SyncGroup v5 (the leader sends a one-partition-per-member assignment),
+   session timeout 60 s (--session-ms). A member's JoinGroup is held until the
+   group's rebalance completes, and Tansu handles one request at a time per
+   connection, so each joining member has its own connection: up to
+   --form-conns (default 5,000) connections, that many / 50 groups forming at
+   once. Members already formed are kept alive with a heartbeat every
+   session/4 while the others form. Forming wall time and failures are reported.
+2. RSS per classic member: RSS with the forming connections open and handshaken
+   (ApiVersions) but no member yet, then RSS after all members formed with the
+   same connections still open: (after - before) / members.
+3. Heartbeat throughput and latency: --hb-conns (default 32) connections carry
+   all members' Heartbeat v4 requests (pre-encoded; only the error code of each
+   response is decoded), closed loop, --hb-inflight (default 64) outstanding per
+   connection, for D seconds after a 1 s warm-up: heartbeats/s,
+   p50/p99/p99.9 latency (ms; at saturation the latency is mostly queueing of
+   hb-conns x hb-inflight outstanding requests), responses with a non-zero error
+   code, server CPU and the generator's own CPU (if the generator is near one
+   full core it, not the server, is the limit).
+4. Idle RSS: the server's RSS 2 s after the heartbeat load stopped (members still
+   in their groups).
+
+Process B (ours: --set group_initial_rebalance_delay_ms=3000, the default, set
+explicitly)
+
+5. Durable offset commits: 100 connections (--commit-conns), each a closed loop
    of OffsetCommit v9 simple-consumer commits (generation -1, no member id), one
    partition per request, 8 in flight per connection (--commit-inflight), each in
    flight on its own key (group bench-commit-<conn>, partition <slot> of a
@@ -22,32 +48,6 @@ Process A (ours: --set group_initial_rebalance_delay_ms=100, to form groups fast
    open loop at --commit-rate (default 50,000/s) over the same connections and
    keys, so p50/p99 are the server's latency at that rate, not a queue the closed
    loop keeps full (the issue's target: 50,000/s with p99 below 10 ms).
-2. Forming N members (--members, default 1,000; 10,000 for the target run) in
-   groups of 50: every member does JoinGroup v9 (with the MEMBER_ID_REQUIRED round
-   trip) and SyncGroup v5 (the leader sends a one-partition-per-member assignment),
-   session timeout 60 s (--session-ms). A member's JoinGroup is held until the
-   group's rebalance completes, and Tansu handles one request at a time per
-   connection, so each joining member has its own connection: up to
-   --form-conns (default 5,000) connections, that many / 50 groups forming at
-   once. Members already formed are kept alive with a heartbeat every
-   session/4 while the others form. Forming wall time and failures are reported.
-3. RSS per classic member: RSS with the forming connections open and handshaken
-   (ApiVersions) but no member yet, then RSS after all members formed with the
-   same connections still open: (after - before) / members.
-4. Heartbeat throughput and latency: --hb-conns (default 32) connections carry
-   all members' Heartbeat v4 requests (pre-encoded; only the error code of each
-   response is decoded), closed loop, --hb-inflight (default 64) outstanding per
-   connection, for D seconds after a 1 s warm-up: heartbeats/s,
-   p50/p99/p99.9 latency (ms; at saturation the latency is mostly queueing of
-   hb-conns x hb-inflight outstanding requests), responses with a non-zero error
-   code, server CPU and the generator's own CPU (if the generator is near one
-   full core it, not the server, is the limit).
-5. Idle RSS: the server's RSS 2 s after the heartbeat load stopped (members still
-   in their groups).
-
-Process B (ours: --set group_initial_rebalance_delay_ms=3000, the default, set
-explicitly)
-
 6. Group formation time for 20 and 100 dynamic members (one connection each,
    JoinGroup v9 + member-id round trip + SyncGroup): from the first JoinGroup sent
    to the last SyncGroup answer. Session timeout --formation-session-ms
@@ -482,8 +482,6 @@ async def leave_all(hb_conns, members: list[Member]) -> dict:
 
 
 async def process_a(peer, args, res: dict, phase) -> None:
-    # Members first: RSS per member is read as the growth of a fresh process (an overloaded
-    # paced commit run leaves the heap hundreds of MiB larger, which hid the members).
     hb_conns = await gl.open_many(peer, args.hb_conns)
     try:
         formed = await phase("form", lambda: form_members(peer, args, hb_conns), pair=True)
@@ -507,9 +505,6 @@ async def process_a(peer, args, res: dict, phase) -> None:
     finally:
         for c in hb_conns:
             c.close()
-    await phase("commits", lambda: bench_commits(peer, args))
-    if args.commit_rate:
-        await phase("commits_paced", lambda: bench_commits(peer, args, args.commit_rate))
 
 
 # --- 6. formation time -------------------------------------------------------------------------
@@ -716,6 +711,12 @@ async def bench_static_restart(peer, args) -> dict:
 
 
 async def process_b(peer, args, res: dict, phase) -> None:
+    # Commits here, not in process A: RSS per member is read there as the growth of a fresh
+    # process (an overloaded paced commit run leaves the heap hundreds of MiB larger), and
+    # commits are measured in a fresh process too, as before.
+    await phase("commits", lambda: bench_commits(peer, args))
+    if args.commit_rate:
+        await phase("commits_paced", lambda: bench_commits(peer, args, args.commit_rate))
     for size in args.formation_sizes:
         await phase(f"formation_{size}", lambda size=size: bench_formation(peer, args, size))
     await phase("static_restart", lambda: bench_static_restart(peer, args))
@@ -749,7 +750,7 @@ def run_server(name: str, runner, work: Path, args) -> dict:
             with runner(free_port(), work / f"{name}-{label}", delay_ms) as peer:
                 res[f"pid_{label}"] = peer.pid
                 res[f"rss_start_{label}_mib"] = group_rss_bytes(peer.pid) / MiB
-                if label == "a":
+                if label == "b":
                     create_topics(
                         peer, [(COMMIT_TOPIC, args.commit_inflight * args.commit_partitions)]
                     )
@@ -951,8 +952,8 @@ def main(argv: list[str] | None = None) -> int:
     title = (
         f"bench_groups: {args.members:,} members in groups of {args.group_size}, "
         f"{args.duration:g} s load windows; ours with group_initial_rebalance_delay_ms="
-        f"{args.form_delay_ms} (commits/forming/heartbeats) and {args.formation_delay_ms} "
-        f"(formation/static); tansu {TANSU_VERSION} (memory-only); {os.cpu_count()} CPUs"
+        f"{args.form_delay_ms} (forming/heartbeats) and {args.formation_delay_ms} "
+        f"(commits/formation/static); tansu {TANSU_VERSION} (memory-only); {os.cpu_count()} CPUs"
     )
     print()
     print_table(rows, title=title)
