@@ -574,9 +574,11 @@ class CommitDriver:
                     st.errors[err] = st.errors.get(err, 0) + 1
                 else:
                     self.acked[j] = max(self.acked[j], off)
-            if measuring and t >= st.t_start:
-                st.latencies.append(now - t)
-                st.done += 1
+            if measuring:
+                st.answered += 1
+                if t >= st.t_start:
+                    st.latencies.append(now - t)
+                    st.done += 1
             again.append(j)
         if st.running and again:
             self.conn.transport.write(b"".join(self._frame(j, now) for j in again))  # type: ignore[union-attr]
@@ -591,7 +593,8 @@ class LoadStats:
         self.latencies = array("d")
         self.errors: dict[int, int] = {}
         self.unmatched = 0
-        self.done = 0
+        self.done = 0  # answers in the window to requests sent in it (latencies kept)
+        self.answered = 0  # every answer in the window (an overloaded server's rate)
         self.running = True
         self.t_start = float("inf")
         self.t_end = float("inf")
