@@ -23,6 +23,7 @@ from kio.serial import entity_reader
 
 from .encoder import FRAME_ENCODERS
 from .errors import ErrorCode
+from .frozen import fast_new
 from .guard import MalformedBody, check_body
 from .header import MalformedHeader, RequestHeader, parse_header, peek_fixed
 
@@ -97,6 +98,9 @@ class Request:
         return self.header.api_version
 
 
+new_request = fast_new(Request)  # one per request: see protocol/frozen.py
+
+
 @cache
 def request_schema(api_key: int, version: int) -> type[Any] | None:
     try:
@@ -149,7 +153,7 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Reque
     span = supported.get(api_key)
     if span is None or not span[0] <= version <= span[1]:
         raise UnsupportedVersion(header, body)
-    return Request(header, body)
+    return new_request(header, body)
 
 
 _API_VERSIONS = int(ApiKey.API_VERSIONS)  # an enum member lookup costs ~70 ns per call

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from aiokafka.record.default_records import DefaultRecordBatch
 from aiokafka.record.util import calc_crc32c
 
-from .records import fast_new
+from .frozen import fast_new
 
 HEADER_SIZE = 61
 # baseOffset + batchLength: the part of the header outside batchLength.

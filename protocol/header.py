@@ -5,6 +5,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from .frozen import fast_new
+
 _FIXED = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -20,6 +22,10 @@ class RequestHeader:
     api_version: int
     correlation_id: int
     client_id: str | None
+
+
+# Every request gets a header: built without the frozen __init__'s object.__setattr__ calls.
+new_request_header = fast_new(RequestHeader)
 
 
 def peek_fixed(frame: bytes) -> tuple[int, int, int]:
@@ -72,7 +78,7 @@ def parse_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, int]:
             pos += length
             if pos > len(frame):
                 raise MalformedHeader("tagged field truncated")
-    return RequestHeader(key, version, correlation_id, client_id), pos
+    return new_request_header(key, version, correlation_id, client_id), pos
 
 
 def response_header(correlation_id: int, flexible: bool) -> bytes:

@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
+from protocol.frozen import fast_new
 from protocol.records import (
     GroupMetadataKey,
     OffsetCommitFields,
     OffsetCommitKey,
     OffsetCommitValue,
-    fast_new,
     new_offset_commit_key,
     new_offset_commit_value,
     offset_commit_value_fields,

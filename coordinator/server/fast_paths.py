@@ -20,8 +20,8 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import ApiKey, Request
-from protocol.header import RequestHeader
+from protocol.api import ApiKey, Request, new_request
+from protocol.header import RequestHeader, new_request_header
 
 from ..groups.consumer.messages import HeartbeatResponse
 from ..groups.offsets import OffsetCommitPartition, new_commit_partition
@@ -66,7 +66,7 @@ def _header(frame: bytes) -> tuple[RequestHeader, int]:
         pos += client_size
     if frame[pos] != 0:
         raise ValueError("header tagged fields: not for the fast path")
-    return RequestHeader(api_key, version, correlation_id, client_id), pos + 1
+    return new_request_header(api_key, version, correlation_id, client_id), pos + 1
 
 
 def steady_consumer_heartbeat(conn: Connection, frame: bytes) -> tuple[Request, Any] | None:
@@ -104,7 +104,7 @@ def steady_consumer_heartbeat(conn: Connection, frame: bytes) -> tuple[Request, 
         return result
 
     version = header.api_version
-    return Request(header, None), run_on_shard(
+    return new_request(header, None), run_on_shard(
         conn,
         group_id,
         event,
@@ -145,7 +145,7 @@ def offset_commit_v8_v9(conn: Connection, frame: bytes) -> tuple[Request, Any] |
         return None
     if group_id is None or member_id is None:
         return None  # the codec's answer to a null where a string must be
-    return Request(header, None), offset_commit(
+    return new_request(header, None), offset_commit(
         conn, header.api_version, group_id, generation, member_id, instance_id, -1, topics
     )
 

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol import records as r
+from protocol.frozen import fast_new
 from protocol.records import (
     ClassicMemberMetadata,
     ClassicProtocol,
@@ -171,7 +172,7 @@ def test_key_memo_pauses_while_keys_do_not_repeat(monkeypatch: pytest.MonkeyPatc
 
 
 def test_fast_constructor_builds_ordinary_frozen_instances() -> None:
-    new = r.fast_new(MemberMetadata)
+    new = fast_new(MemberMetadata)
     args = ("m", None, "c", "h", 1, 2, b"s", b"a")
     built = new(*args)
     expected = MemberMetadata(
