@@ -22,7 +22,7 @@ Record = tuple[Any, Any]
 Reply = Callable[[Any], None]
 
 
-@dataclass
+@dataclass(slots=True)  # one per shard event: no instance dict
 class Result:
     records: list[Record] = field(default_factory=list)
     applied_records: list[Record] = field(default_factory=list)
