@@ -187,7 +187,7 @@ class Template:
     """A pre-encoded request frame whose correlation id (and optionally one i64 field)
     is patched in place, so sending costs a bytes join and no encoding."""
 
-    __slots__ = ("head", "parts", "tail")
+    __slots__ = ("head", "parts")
 
     def __init__(self, api_key: int, version: int, body: Any, i64_marker: int | None = None):
         frame = encode_request(api_key, version, 0x7EADBEEF, body)
@@ -197,8 +197,13 @@ class Template:
         rest = frame[12:]
         # The bytes around each occurrence of the marker (every one takes the value).
         self.parts = [rest] if i64_marker is None else rest.split(struct.pack(">q", i64_marker))
-        self.tail = rest  # after the correlation id (a template without a marker)
         assert i64_marker is None or len(self.parts) > 1, "marker not found"
+
+    @property
+    def tail(self) -> bytes:
+        """The frame after the correlation id, of a template without a marker."""
+        assert len(self.parts) == 1, "a template with a marker has no fixed tail"
+        return self.parts[0]
 
     def frame(self, correlation_id: int, value: int | None = None) -> bytes:
         head = self.head + _I32.pack(correlation_id)
