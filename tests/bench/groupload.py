@@ -428,6 +428,16 @@ async def open_many(bootstrap: str, n: int, batch: int = 200) -> list[Conn]:
 # --- load drivers (hand-decoded hot paths) -------------------------------------------------
 
 
+def paced_count(elapsed_s: float, rate_per_s: float, index: int, drivers: int) -> int:
+    """How many requests driver `index` of `drivers`, each sending `rate_per_s`, should
+    have sent `elapsed_s` into an open-loop run. Driver k is ahead by k/drivers of one
+    request, so the drivers' sends are spread evenly over each one's period: without
+    the offset every driver sends in the same tick, and the server sees one burst of
+    `drivers` requests per period (at 500/s over 100 connections, 100 at once every
+    200 ms), whose draining time is then measured as latency."""
+    return int(elapsed_s * rate_per_s + index / drivers)
+
+
 class HeartbeatDriver:
     """Closed-loop Heartbeat v4 load on one connection: keeps ``inflight`` requests
     outstanding, cycling through this connection's members' pre-encoded frames.

@@ -56,3 +56,24 @@ def test_bench_groups_runs_every_phase_on_our_server(tmp_path: Path) -> None:
     restart = ours["static_restart"]
     assert restart["restarted"] == 2 and restart["restart_failures"] == 0
     assert not restart["generation_changed"] and restart["others_rejoins"] == 0
+
+
+def test_paced_drivers_are_staggered_not_sent_in_one_tick() -> None:
+    # 100 drivers at 5 requests/s each (500/s in all), checked every millisecond as the
+    # paced runs do: the total follows the rate, and no millisecond sends more than one
+    # request (the unstaggered ticker sent all 100 in the same millisecond every 200 ms).
+    gl = bench_groups.gl
+    drivers, share = 100, 5.0
+    due = [0] * drivers
+    per_tick = []
+    for ms in range(1, 2001):
+        sent = 0
+        for k in range(drivers):
+            n = gl.paced_count(ms / 1000, share, k, drivers) - due[k]
+            if n >= 1:
+                due[k] += n
+                sent += n
+        per_tick.append(sent)
+    assert sum(per_tick) == 1000  # 2 s at 500/s
+    assert max(per_tick) == 1
+    assert all(9 <= d <= 11 for d in due)
