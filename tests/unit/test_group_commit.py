@@ -67,7 +67,7 @@ async def test_a_broken_flush_worker_fails_waiters_instead_of_stranding_them(
     log = open_log("p0")
 
     def broken(self: GroupCommitter, logs: list[PartitionLog]) -> list[int | BaseException]:
-        raise RuntimeError("pool shut down")  # e.g. executor shut down
+        raise RuntimeError("pool shut down")  # e.g. a flusher that cannot run
 
     monkeypatch.setattr(GroupCommitter, "_flush_logs", broken)
     committer = GroupCommitter()
@@ -163,3 +163,29 @@ async def test_before_next_round_runs_before_the_round_takes_its_logs(
     called: list[int] = []
     committer.before_next_round(lambda: called.append(1))  # closed: at once
     assert called == [1]
+
+
+async def test_a_raising_waiter_callback_fails_the_others_and_rounds_go_on(
+    open_log: Callable[[str], PartitionLog],
+) -> None:
+    """A durable callback that raises must not strand the other waiters of its round, nor
+    stop later rounds from starting (the round's end runs as a loop callback)."""
+    log = open_log("p0")
+    committer = GroupCommitter()
+    seen: list[BaseException | None] = []
+
+    def raising(error: BaseException | None) -> None:
+        raise ValueError("a broken waiter")
+
+    committer.call_when_durable(log, _append(log, 1), raising)
+    committer.call_when_durable(log, _append(log, 2), seen.append)
+    for _ in range(500):
+        if seen:
+            break
+        await asyncio.sleep(0.002)
+    assert len(seen) == 1 and isinstance(seen[0], ValueError)  # failed, not left parked
+    assert committer.parked == 0
+    # The next append still gets its own round.
+    await asyncio.wait_for(committer.wait_durable(log, _append(log, 3)), timeout=5)
+    assert log.durable_offset == 3
+    await committer.close()
