@@ -119,9 +119,12 @@ class GroupCommitter:
             raise ValueError(f"offset {offset} is not appended yet (next {log.next_offset})")
         if self._parked >= self._waiters_max:
             raise TooManyWaiters(f"{self._parked} waiters already parked")
-        heapq.heappush(self._waiters.setdefault(log, []), (offset, next(self._sequence), callback))
+        heap = self._waiters.get(log)
+        if heap is None:  # the log's first waiter since its last round (WeakSet.add is slow)
+            heap = self._waiters[log] = []
+            self._logs.add(log)
+        heapq.heappush(heap, (offset, next(self._sequence), callback))
         self._parked += 1
-        self._logs.add(log)
         self._want_round()
 
     async def flush_all_now(self, logs: Iterable[PartitionLog] | None = None) -> None:
