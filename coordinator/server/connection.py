@@ -7,7 +7,10 @@ flushes the connection at once. Responses are queued in request order and writte
 the head of the queue as they complete, so a parked request (a long-poll Fetch, a Produce
 awaiting fsync, later a JoinGroup) holds back only the responses behind it on the same
 connection. Reading pauses while too many requests are in flight or too many response bytes
-wait in the transport, which is the per-connection back-pressure.
+wait in the transport, which is the per-connection back-pressure; frames already read beyond
+the in-flight limit wait in the decoder until answers make room (one read can hold thousands
+of small pipelined requests, and handling them all at once would hold the event loop for
+seconds: nothing else, fsync completions included, would run meanwhile).
 """
 
 from __future__ import annotations
@@ -78,6 +81,10 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self._reading_paused = False
         self._writing_paused = False
+        # Complete frames wait in the decoder (the in-flight limit was reached), and
+        # whether handling them is already scheduled.
+        self._frames_waiting = False
+        self._frames_scheduled = False
         self.idle = asyncio.Event()
         # Encoded responses waiting for this loop iteration's single write (one syscall for
         # every response that became ready in the iteration, instead of one each).
@@ -124,7 +131,20 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.server.metrics.bytes_in.inc(len(data))
         self.decoder.feed(data)
+        self._handle_frames()
+
+    def _handle_frames(self) -> None:
+        """Handle the decoder's complete frames while fewer than inflight_max requests are
+        in flight; the others wait there (and reading stays paused) until answers make room
+        (_update_reading schedules this again)."""
+        self._frames_scheduled = False
+        self._frames_waiting = False
+        pending = self.pending
+        limit = self.inflight_max
         while not self.closed:
+            if len(pending) >= limit:
+                self._frames_waiting = True
+                break
             try:
                 frame = self.decoder.next_frame()
             except FrameTooLarge as e:
@@ -287,7 +307,11 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if transport is None or self.closed:
             return
-        should_pause = self._writing_paused or len(self.pending) >= self.inflight_max
+        room = len(self.pending) < self.inflight_max
+        if room and self._frames_waiting and not self._frames_scheduled:
+            self._frames_scheduled = True
+            asyncio.get_running_loop().call_soon(self._handle_frames)
+        should_pause = self._writing_paused or not room or self._frames_waiting
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             transport.pause_reading()
