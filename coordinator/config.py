@@ -47,7 +47,10 @@ class Config:
     )
     connection_inflight_max: int = field(
         default=100,
-        metadata={"help": "requests in flight per connection before reading pauses"},
+        metadata={
+            "help": "requests in flight per connection; beyond it reading pauses and requests "
+            "already read wait unhandled"
+        },
     )
     connection_write_buffer_bytes_max: int = field(
         default=8 * MiB,
