@@ -2,6 +2,7 @@
 
     python tests/bench/bench_groups.py [--quick] [--json PATH] [--servers tansu,ours]
                                        [--members 10000] [--ours-arg ARG ...]
+                                       [--commits-only --commit-rate R]
 
 Everything is driven by a raw-protocol asyncio client (tests/bench/groupload.py):
 requests encoded with tests/rawclient.encode_request, pre-encoded where the rate
@@ -727,6 +728,8 @@ async def process_b(peer, args, res: dict, phase) -> None:
     await phase("commits", lambda: bench_commits(peer, args))
     if args.commit_rate:
         await phase("commits_paced", lambda: bench_commits(peer, args, args.commit_rate))
+    if args.commits_only:
+        return
     for size in args.formation_sizes:
         await phase(f"formation_{size}", lambda size=size: bench_formation(peer, args, size))
     await phase("static_restart", lambda: bench_static_restart(peer, args))
@@ -771,7 +774,8 @@ def run_server(name: str, runner, work: Path, args) -> dict:
             log(f"{name}: process {label} FAILED: {e}")
             traceback.print_exc(file=sys.stderr)
 
-    process("a", args.form_delay_ms, process_a)
+    if not args.commits_only:
+        process("a", args.form_delay_ms, process_a)
     process("b", args.formation_delay_ms, process_b)
     return res
 
@@ -883,6 +887,11 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=1,
         help="partitions per OffsetCommit request (a consumer commits all it owns at once)",
+    )
+    ap.add_argument(
+        "--commits-only",
+        action="store_true",
+        help="only the commit phases (closed loop, then paced at --commit-rate)",
     )
     ap.add_argument("--duration", type=float, help="load window seconds (10; --quick 3)")
     ap.add_argument("--formation-sizes", default="20,100")

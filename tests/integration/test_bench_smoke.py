@@ -77,3 +77,25 @@ def test_paced_drivers_are_staggered_not_sent_in_one_tick() -> None:
     assert sum(per_tick) == 1000  # 2 s at 500/s
     assert max(per_tick) == 1
     assert all(9 <= d <= 11 for d in due)
+
+
+def test_bench_groups_commits_only_runs_just_the_commit_phases(tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    rc = bench_groups.main(
+        [
+            "--servers=ours",
+            "--quick",
+            "--commits-only",
+            "--duration=0.5",
+            "--commit-conns=4",
+            "--commit-inflight=2",
+            "--commit-rate=400",
+            f"--work-dir={tmp_path}",
+            f"--json={out}",
+        ]
+    )
+    assert rc == 0
+    ours = json.loads(out.read_text())["servers"]["ours"]
+    assert ours["errors"] == {}
+    assert ours["commits_paced"]["commits"] > 0 and ours["commits_paced"]["verify_mismatches"] == 0
+    assert "form" not in ours and "static_restart" not in ours
