@@ -11,10 +11,9 @@ syncfs() of their filesystem, see syncfs.py); when the thread is done, the loop 
 every waiter whose offset is now below its log's durable offset and, if anything was
 parked meanwhile, starts the next round. While a round's fsyncs run, new appends and
 waiters accumulate and are covered by the next round: the fsync rate adapts to the disk,
-never one fsync per request. A writer may also defer
-its appends until just before the next round (``before_next_round``) and append them
-then as one batch. Waiters are futures (``wait_durable``) or plain callbacks
-(``call_when_durable``).
+never one fsync per request. A writer may also defer its appends until just before the
+next round (``before_next_round``) and append them then as one batch. Waiters are futures
+(``wait_durable``) or plain callbacks (``call_when_durable``).
 
 A flush that raises fails that log's parked waiters with the exception (the log is then
 failed until reopened, see PartitionLog); so does a log closed under its waiters. The

@@ -17,32 +17,32 @@ from tests.bench import bench_groups
 pytestmark = pytest.mark.integration
 
 
-def test_bench_groups_runs_every_phase_on_our_server(tmp_path: Path) -> None:
+def _run_on_ours(tmp_path: Path, *args: str) -> dict:
+    """bench_groups on our server alone with tiny loads; our figures, checked error-free."""
     out = tmp_path / "figures.json"
-    rc = bench_groups.main(
-        [
-            "--servers=ours",
-            "--quick",
-            "--duration=0.5",
-            "--members=100",
-            "--form-conns=100",
-            "--hb-conns=4",
-            "--hb-inflight=8",
-            "--hb-rate=500",
-            "--commit-conns=4",
-            "--commit-inflight=2",
-            "--commit-partitions=2",
-            "--commit-rate=400",
-            "--formation-sizes=3",
-            "--formation-delay-ms=100",
-            "--static-members=2",
-            f"--work-dir={tmp_path}",
-            f"--json={out}",
-        ]
-    )
+    common = ["--servers=ours", "--quick", "--duration=0.5", "--commit-conns=4"]
+    rc = bench_groups.main([*common, *args, f"--work-dir={tmp_path}", f"--json={out}"])
     assert rc == 0
     ours = json.loads(out.read_text())["servers"]["ours"]
     assert ours["errors"] == {}
+    return ours
+
+
+def test_bench_groups_runs_every_phase_on_our_server(tmp_path: Path) -> None:
+    ours = _run_on_ours(
+        tmp_path,
+        "--members=100",
+        "--form-conns=100",
+        "--hb-conns=4",
+        "--hb-inflight=8",
+        "--hb-rate=500",
+        "--commit-inflight=2",
+        "--commit-partitions=2",
+        "--commit-rate=400",
+        "--formation-sizes=3",
+        "--formation-delay-ms=100",
+        "--static-members=2",
+    )
     for key in ("commits", "commits_paced"):
         commits = ours[key]
         assert commits["commits"] > 0 and commits["errors"] == 0, commits
@@ -80,22 +80,6 @@ def test_paced_drivers_are_staggered_not_sent_in_one_tick() -> None:
 
 
 def test_bench_groups_commits_only_runs_just_the_commit_phases(tmp_path: Path) -> None:
-    out = tmp_path / "figures.json"
-    rc = bench_groups.main(
-        [
-            "--servers=ours",
-            "--quick",
-            "--commits-only",
-            "--duration=0.5",
-            "--commit-conns=4",
-            "--commit-inflight=2",
-            "--commit-rate=400",
-            f"--work-dir={tmp_path}",
-            f"--json={out}",
-        ]
-    )
-    assert rc == 0
-    ours = json.loads(out.read_text())["servers"]["ours"]
-    assert ours["errors"] == {}
+    ours = _run_on_ours(tmp_path, "--commits-only", "--commit-inflight=2", "--commit-rate=400")
     assert ours["commits_paced"]["commits"] > 0 and ours["commits_paced"]["verify_mismatches"] == 0
     assert "form" not in ours and "static_restart" not in ours
