@@ -2,7 +2,7 @@
 
     python tests/bench/bench_groups.py [--quick] [--json PATH] [--servers tansu,ours]
                                        [--members 10000] [--ours-arg ARG ...]
-                                       [--commits-only --commit-rate R]
+                                       [--commits-only --commit-rate R[,R...]]
 
 Everything is driven by a raw-protocol asyncio client (tests/bench/groupload.py):
 requests encoded with tests/rawclient.encode_request, pre-encoded where the rate
@@ -47,9 +47,11 @@ explicitly)
    must return the last acknowledged offset (mismatches reported; with requests
    still unanswered after the drain, an offset not below it). Tansu keeps
    offsets in memory only; ours fsyncs before it answers. Then the same paced:
-   open loop at --commit-rate (default 50,000/s) over the same connections and
-   keys, so p50/p99 are the server's latency at that rate, not a queue the closed
-   loop keeps full (the issue's target: 50,000/s with p99 below 10 ms). The
+   open loop at --commit-rate (default 50,000/s; a comma list runs each rate in
+   turn, and the highest one served with p99 < 10 ms is printed) over the same
+   connections and keys, so p50/p99 are the server's latency at that rate, not a
+   queue the closed loop keeps full (the issue's target: 50,000/s with p99 below
+   10 ms). The
    connections' sends are staggered evenly over each one's period (since
    2026-11-24; before, every connection sent in the same millisecond tick, so the
    server saw bursts of 100 requests and p50 was the time to drain one).
@@ -726,8 +728,8 @@ async def process_b(peer, args, res: dict, phase) -> None:
     # process (an overloaded paced commit run leaves the heap hundreds of MiB larger), and
     # commits are measured in a fresh process too, as before.
     await phase("commits", lambda: bench_commits(peer, args))
-    if args.commit_rate:
-        await phase("commits_paced", lambda: bench_commits(peer, args, args.commit_rate))
+    for rate in args.commit_rates:
+        await phase(paced_key(rate), lambda rate=rate: bench_commits(peer, args, rate))
     if args.commits_only:
         return
     for size in args.formation_sizes:
@@ -788,6 +790,28 @@ def _get(res: dict, *path):
     return res
 
 
+def paced_key(rate: float) -> str:
+    """The figures' key of the paced commit run at `rate` per second."""
+    return f"commits_paced_{rate:.0f}"
+
+
+def paced_rate_within(res: dict, rates: list[float], p99_ms: float = 10.0) -> float | None:
+    """The highest paced commit rate a server kept up with (every commit of the window
+    answered, no errors, OffsetFetch matching) at a p99 below `p99_ms`; None if none."""
+    best = None
+    for rate in rates:
+        run = res.get(paced_key(rate))
+        if (
+            run
+            and run["commits_per_s"] >= 0.99 * rate
+            and run["p99_ms"] < p99_ms
+            and not run["errors"]
+            and not run["verify_mismatches"]
+        ):
+            best = rate if best is None else max(best, rate)
+    return best
+
+
 def build_rows(args) -> list[tuple]:
     rows = [
         (
@@ -803,14 +827,20 @@ def build_rows(args) -> list[tuple]:
         ("  OffsetFetch != last acked offset", "keys", ("commits", "verify_mismatches"), None),
         ("  server CPU", "cores", ("commits", "server_cores"), None),
         ("  generator CPU", "cores", ("commits", "client_cores"), None),
-        ("commits paced at --commit-rate", "commit/s", ("commits_paced", "commits_per_s"), None),
-        ("  answered in the window", "commit/s", ("commits_paced", "answered_per_s"), "higher"),
-        ("  p50", "ms", ("commits_paced", "p50_ms"), "lower"),
-        ("  p99", "ms", ("commits_paced", "p99_ms"), "lower"),
-        ("  p99.9", "ms", ("commits_paced", "p999_ms"), "lower"),
-        ("  errors", "", ("commits_paced", "errors"), None),
-        ("  OffsetFetch != last acked", "keys", ("commits_paced", "verify_mismatches"), None),
-        ("  server CPU", "cores", ("commits_paced", "server_cores"), None),
+    ]
+    for rate in args.commit_rates:
+        key = paced_key(rate)
+        rows += [
+            (f"commits paced at {rate:,.0f}/s", "commit/s", (key, "commits_per_s"), None),
+            ("  answered in the window", "commit/s", (key, "answered_per_s"), "higher"),
+            ("  p50", "ms", (key, "p50_ms"), "lower"),
+            ("  p99", "ms", (key, "p99_ms"), "lower"),
+            ("  p99.9", "ms", (key, "p999_ms"), "lower"),
+            ("  errors", "", (key, "errors"), None),
+            ("  OffsetFetch != last acked", "keys", (key, "verify_mismatches"), None),
+            ("  server CPU", "cores", (key, "server_cores"), None),
+        ]
+    rows += [
         (
             f"form {args.members:,} members (groups of {args.group_size})",
             "s",
@@ -881,7 +911,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hb-inflight", type=int, default=64)
     ap.add_argument("--commit-conns", type=int, default=100)
     ap.add_argument("--commit-inflight", type=int, default=8)
-    ap.add_argument("--commit-rate", type=float, default=50_000, help="paced commit run (0: skip)")
+    ap.add_argument(
+        "--commit-rate",
+        default="50000",
+        help="paced commit runs: a rate per second, or a comma list of them, one run each "
+        "(0: none)",
+    )
     ap.add_argument(
         "--commit-partitions",
         type=int,
@@ -927,6 +962,7 @@ def main(argv: list[str] | None = None) -> int:
     args.formation_session_ms = args.formation_session_ms or (10_000 if args.quick else 45_000)
     args.static_cap_s = args.static_cap_s or (20.0 if args.quick else 240.0)
     args.formation_sizes = [int(s) for s in args.formation_sizes.split(",") if s.strip()]
+    args.commit_rates = [float(r) for r in args.commit_rate.split(",") if r.strip() and float(r)]
     args.warmup = 0.5 if args.quick else 1.0
     args.settle = 1.0 if args.quick else 2.0
     servers = [s.strip() for s in args.servers.split(",") if s.strip()]
@@ -995,6 +1031,11 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {name} {key}: {ex}")
         for ex in _get(res, "commits", "verify_examples") or []:
             print(f"  {name} commits verify: {ex}")
+        if args.commit_rates:
+            best = paced_rate_within(res, args.commit_rates)
+            res["paced_rate_p99_below_10ms"] = best
+            shown = "none of the rates" if best is None else f"{best:,.0f}/s"
+            print(f"  {name}: highest paced commit rate served with p99 < 10 ms: {shown}")
         sr = res.get("static_restart")
         if sr:
             gens = sorted(set(sr["rejoin_generations"]))

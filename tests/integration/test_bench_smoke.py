@@ -43,7 +43,7 @@ def test_bench_groups_runs_every_phase_on_our_server(tmp_path: Path) -> None:
         "--formation-delay-ms=100",
         "--static-members=2",
     )
-    for key in ("commits", "commits_paced"):
+    for key in ("commits", "commits_paced_400"):
         commits = ours[key]
         assert commits["commits"] > 0 and commits["errors"] == 0, commits
         assert commits["verify_keys"] == 8 and commits["verify_mismatches"] == 0, commits
@@ -80,6 +80,31 @@ def test_paced_drivers_are_staggered_not_sent_in_one_tick() -> None:
 
 
 def test_bench_groups_commits_only_runs_just_the_commit_phases(tmp_path: Path) -> None:
-    ours = _run_on_ours(tmp_path, "--commits-only", "--commit-inflight=2", "--commit-rate=400")
-    assert ours["commits_paced"]["commits"] > 0 and ours["commits_paced"]["verify_mismatches"] == 0
+    ours = _run_on_ours(tmp_path, "--commits-only", "--commit-inflight=2", "--commit-rate=300,400")
+    for key in ("commits_paced_300", "commits_paced_400"):
+        assert ours[key]["commits"] > 0 and ours[key]["verify_mismatches"] == 0, ours[key]
+    assert ours["paced_rate_p99_below_10ms"] in (None, 300.0, 400.0)
     assert "form" not in ours and "static_restart" not in ours
+
+
+def _paced(rate: float, p99_ms: float, served: float = 1.0, errors: int = 0) -> dict:
+    return {
+        "commits_per_s": rate * served,
+        "p99_ms": p99_ms,
+        "errors": errors,
+        "verify_mismatches": 0,
+    }
+
+
+def test_paced_rate_within_is_the_highest_rate_served_under_the_p99_bound() -> None:
+    rates = [10_000.0, 20_000.0, 30_000.0, 40_000.0]
+    res = {
+        "commits_paced_10000": _paced(10_000, 3.0),
+        "commits_paced_20000": _paced(20_000, 9.9),
+        "commits_paced_30000": _paced(30_000, 14.0),  # p99 too high
+        "commits_paced_40000": _paced(40_000, 2.0, served=0.9),  # fell behind the rate
+    }
+    assert bench_groups.paced_rate_within(res, rates) == 20_000.0
+    res["commits_paced_20000"] = _paced(20_000, 5.0, errors=3)
+    assert bench_groups.paced_rate_within(res, rates) == 10_000.0
+    assert bench_groups.paced_rate_within({}, rates) is None
