@@ -1,10 +1,13 @@
-"""The steady ConsumerGroupHeartbeat read from the raw frame (coordinator/server/
-fast_paths.py): it answers exactly what the full path answers, and declines (None) every
-frame that is not a steady heartbeat of a steady member, so the codec takes those."""
+"""Requests read from the raw frame (coordinator/server/fast_paths.py), the steady
+ConsumerGroupHeartbeat and OffsetCommit v8-v9: each answers exactly what the full path
+answers, and declines (None) every frame it does not take, so the codec takes those; for
+OffsetCommit also on random and mutated frames (differential fuzzing against the codec)."""
 
 from __future__ import annotations
 
 import datetime
+import random
+import struct
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,9 +18,13 @@ import pytest
 from coordinator.config import load_config
 from coordinator.server import group_api
 from coordinator.server.app import Server
-from coordinator.server.fast_paths import offset_commit_v8_v9, steady_consumer_heartbeat
+from coordinator.server.fast_paths import (
+    FAST_PATHS,
+    offset_commit_v8_v9,
+    steady_consumer_heartbeat,
+)
 from coordinator.server.pending import Pending
-from protocol.api import build, decode_request, encode_response
+from protocol.api import RequestError, build, decode_request, encode_response
 from tests.rawclient import encode_request, request_class
 
 M = sys.modules[request_class(68, 1).__module__]
@@ -190,3 +197,59 @@ async def test_offset_commit_fast_path_answers_as_the_full_path(server: Server) 
     ]
     for frame in declined:
         assert offset_commit_v8_v9(conn, frame) is None, frame  # type: ignore[arg-type]
+
+
+async def test_offset_commit_fast_path_never_takes_a_frame_the_codec_reads_otherwise(
+    server: Server,
+) -> None:
+    """Differential fuzzing: valid OffsetCommit v8-v9 frames of random shapes, and the same
+    frames with a byte changed, cut short or grown. For each frame the fast path either
+    declines it (None) or the codec decodes it too and answers with the same bytes: it
+    never accepts a frame the codec refuses as malformed, nor reads a field differently."""
+    server.topics.create("t", 3, {})
+    conn = _Conn(server)
+    sup = server.supported_versions
+    rng = random.Random(20261125)
+    names = ["t", "u", "", "x" * 126, "y" * 127]
+    frames: list[bytes] = []
+    valid: set[bytes] = set()
+    for _ in range(300):
+        topics = {
+            rng.choice(names): [(rng.randrange(-1, 4), rng.randrange(-2, 1 << 40))]
+            * rng.randrange(0, 3)
+            for _ in range(rng.randrange(0, 3))
+        }
+        frame = _commit_frame(
+            rng.choice([8, 9]),
+            topics,
+            group_id=rng.choice(["cg", "", "g" * 126, "g" * 127]),
+            group_instance_id=rng.choice([None, "", "i"]),
+            metadata=rng.choice([None, "", "m" * 130]),
+        )
+        frames.append(frame)
+        valid.add(frame)
+        cut = rng.randrange(len(frame))
+        flipped = bytearray(frame)
+        flipped[cut] = rng.randrange(256)
+        frames += [bytes(flipped), frame[:cut], frame + bytes([rng.randrange(256)])]
+    taken = {True: 0, False: 0}  # valid frames, mutants
+    for frame in frames:
+        # As Connection._handle_frame picks it: by the frame's API key and version.
+        path = FAST_PATHS.get(struct.unpack_from(">hh", frame)) if len(frame) >= 4 else None
+        fast = None if path is None else path(conn, frame)  # type: ignore[arg-type]
+        if fast is None:
+            continue
+        taken[frame in valid] += 1
+        request, result = fast
+        try:
+            decoded = decode_request(frame, sup)
+        except RequestError as e:
+            raise AssertionError(f"fast path took a frame the codec refuses: {frame!r}") from e
+        assert request.header == decoded.header, frame
+        got = encode_response(8, request.api_version, 9, await _answer(result))
+        full = group_api.handle_offset_commit(conn, decoded)  # type: ignore[arg-type]
+        want = encode_response(8, request.api_version, 9, await _answer(full))
+        assert got == want, frame
+    # Both kinds were compared: the valid frames of short fields, and mutants the fast path
+    # could read (a changed offset or partition index, say).
+    assert taken[True] > 100 and taken[False] > 20, taken
