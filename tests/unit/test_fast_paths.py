@@ -61,9 +61,10 @@ async def _answer(result: Any) -> Any:
     return await result if isinstance(result, Pending) else result
 
 
-async def test_fast_path_answers_as_the_full_path_and_declines_the_rest(server: Server) -> None:
+async def _steady_member(server: Server, conn: _Conn) -> tuple[int, bytes]:
+    """Member m1 of group g (topic t, 3 partitions) joined and past its first steady
+    heartbeat: its epoch and the steady heartbeat frame the fast path takes."""
     server.topics.create("t", 3, {})
-    conn = _Conn(server)
     sup = server.supported_versions
     join = _frame(
         group_id="g",
@@ -73,7 +74,7 @@ async def test_fast_path_answers_as_the_full_path_and_declines_the_rest(server: 
         subscribed_topic_names=("t",),
         topic_partitions=(),
     )
-    assert steady_consumer_heartbeat(conn, join) is None  # a join is not steady
+    assert steady_consumer_heartbeat(conn, join) is None  # type: ignore[arg-type]  # a join
     joined = await _answer(
         group_api.handle_consumer_group_heartbeat(conn, decode_request(join, sup))  # type: ignore[arg-type]
     )
@@ -86,6 +87,13 @@ async def test_fast_path_answers_as_the_full_path_and_declines_the_rest(server: 
     await _answer(
         group_api.handle_consumer_group_heartbeat(conn, decode_request(steady, sup))  # type: ignore[arg-type]
     )
+    return epoch, steady
+
+
+async def test_fast_path_answers_as_the_full_path_and_declines_the_rest(server: Server) -> None:
+    conn = _Conn(server)
+    sup = server.supported_versions
+    epoch, steady = await _steady_member(server, conn)
     fast = steady_consumer_heartbeat(conn, steady)  # type: ignore[arg-type]
     assert fast is not None
     request, result = fast
@@ -253,3 +261,40 @@ async def test_offset_commit_fast_path_never_takes_a_frame_the_codec_reads_other
     # Both kinds were compared: the valid frames of short fields, and mutants the fast path
     # could read (a changed offset or partition index, say).
     assert taken[True] > 100 and taken[False] > 20, taken
+
+
+async def test_steady_heartbeat_fast_path_on_mutated_frames_answers_as_the_codec(
+    server: Server,
+) -> None:
+    """Differential fuzzing: a steady member's heartbeat with each byte changed in turn (to
+    random values), cut short or grown. The fast path declines a frame, or the codec decodes
+    it too (same header) and the full path answers with the same bytes."""
+    conn = _Conn(server)
+    sup = server.supported_versions
+    _, steady = await _steady_member(server, conn)
+    rng = random.Random(20261125)
+    frames = [steady[:cut] for cut in range(len(steady))] + [steady + b"\x00", steady + b"\x01"]
+    for pos in range(len(steady)):
+        for value in rng.sample(range(256), 8):
+            mutant = bytearray(steady)
+            mutant[pos] = value
+            frames.append(bytes(mutant))
+    taken = 0
+    for frame in frames:
+        path = FAST_PATHS.get(struct.unpack_from(">hh", frame)) if len(frame) >= 4 else None
+        fast = None if path is None else path(conn, frame)  # type: ignore[arg-type]
+        if fast is None:
+            continue
+        taken += 1
+        request, result = fast
+        try:
+            decoded = decode_request(frame, sup)
+        except RequestError as e:
+            raise AssertionError(f"fast path took a frame the codec refuses: {frame!r}") from e
+        assert request.header == decoded.header, frame
+        got = encode_response(68, 1, request.header.correlation_id, await _answer(result))
+        full = group_api.handle_consumer_group_heartbeat(conn, decode_request(frame, sup))  # type: ignore[arg-type]
+        want = encode_response(68, 1, request.header.correlation_id, await _answer(full))
+        assert got == want, frame
+    # Mutants of the correlation id and client id are still steady heartbeats: compared.
+    assert taken > 20, taken
