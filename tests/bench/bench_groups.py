@@ -51,10 +51,9 @@ explicitly)
    turn, and the highest one served with p99 < 10 ms is printed) over the same
    connections and keys, so p50/p99 are the server's latency at that rate, not a
    queue the closed loop keeps full (the issue's target: 50,000/s with p99 below
-   10 ms). The
-   connections' sends are staggered evenly over each one's period (since
-   2026-11-24; before, every connection sent in the same millisecond tick, so the
-   server saw bursts of 100 requests and p50 was the time to drain one).
+   10 ms). The connections' sends are staggered evenly over each one's period
+   (since 2026-11-24; before, every connection sent in the same millisecond tick,
+   so the server saw bursts of 100 requests and p50 was the time to drain one).
 6. Group formation time for 20 and 100 dynamic members (one connection each,
    JoinGroup v9 + member-id round trip + SyncGroup): from the first JoinGroup sent
    to the last SyncGroup answer. Session timeout --formation-session-ms
@@ -798,18 +797,16 @@ def paced_key(rate: float) -> str:
 def paced_rate_within(res: dict, rates: list[float], p99_ms: float = 10.0) -> float | None:
     """The highest paced commit rate a server kept up with (every commit of the window
     answered, no errors, OffsetFetch matching) at a p99 below `p99_ms`; None if none."""
-    best = None
-    for rate in rates:
-        run = res.get(paced_key(rate))
-        if (
-            run
-            and run["commits_per_s"] >= 0.99 * rate
-            and run["p99_ms"] < p99_ms
-            and not run["errors"]
-            and not run["verify_mismatches"]
-        ):
-            best = rate if best is None else max(best, rate)
-    return best
+    served = [
+        rate
+        for rate in rates
+        if (run := res.get(paced_key(rate)))
+        and run["commits_per_s"] >= 0.99 * rate
+        and run["p99_ms"] < p99_ms
+        and not run["errors"]
+        and not run["verify_mismatches"]
+    ]
+    return max(served, default=None)
 
 
 def build_rows(args) -> list[tuple]:
