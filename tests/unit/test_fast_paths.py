@@ -61,6 +61,31 @@ async def _answer(result: Any) -> Any:
     return await result if isinstance(result, Pending) else result
 
 
+async def _taken_and_same_as_codec(conn: _Conn, frame: bytes) -> bool:
+    """Hand `frame` to the fast path Connection._handle_frame would pick (by API key and
+    version). Returns False when it declines; when it takes the frame, the codec must
+    decode it too, with the same header, and the full path answer it with the same bytes."""
+    path = FAST_PATHS.get(struct.unpack_from(">hh", frame)) if len(frame) >= 4 else None
+    fast = None if path is None else path(conn, frame)  # type: ignore[arg-type]
+    if fast is None:
+        return False
+    request, result = fast
+    try:
+        decoded = decode_request(frame, conn.server.supported_versions)
+    except RequestError as e:
+        raise AssertionError(f"fast path took a frame the codec refuses: {frame!r}") from e
+    assert request.header == decoded.header, frame
+    key, version, correlation_id = (
+        request.api_key,
+        request.api_version,
+        decoded.header.correlation_id,
+    )
+    got = encode_response(key, version, correlation_id, await _answer(result))
+    full = conn.server.handlers[key](conn, decoded)
+    assert got == encode_response(key, version, correlation_id, await _answer(full)), frame
+    return True
+
+
 async def _steady_member(server: Server, conn: _Conn) -> tuple[int, bytes]:
     """Member m1 of group g (topic t, 3 partitions) joined and past its first steady
     heartbeat: its epoch and the steady heartbeat frame the fast path takes."""
@@ -74,7 +99,7 @@ async def _steady_member(server: Server, conn: _Conn) -> tuple[int, bytes]:
         subscribed_topic_names=("t",),
         topic_partitions=(),
     )
-    assert steady_consumer_heartbeat(conn, join) is None  # type: ignore[arg-type]  # a join
+    assert steady_consumer_heartbeat(conn, join) is None  # a join is not steady
     joined = await _answer(
         group_api.handle_consumer_group_heartbeat(conn, decode_request(join, sup))  # type: ignore[arg-type]
     )
@@ -216,7 +241,6 @@ async def test_offset_commit_fast_path_never_takes_a_frame_the_codec_reads_other
     never accepts a frame the codec refuses as malformed, nor reads a field differently."""
     server.topics.create("t", 3, {})
     conn = _Conn(server)
-    sup = server.supported_versions
     rng = random.Random(20261125)
     names = ["t", "u", "", "x" * 126, "y" * 127]
     frames: list[bytes] = []
@@ -242,22 +266,7 @@ async def test_offset_commit_fast_path_never_takes_a_frame_the_codec_reads_other
         frames += [bytes(flipped), frame[:cut], frame + bytes([rng.randrange(256)])]
     taken = {True: 0, False: 0}  # valid frames, mutants
     for frame in frames:
-        # As Connection._handle_frame picks it: by the frame's API key and version.
-        path = FAST_PATHS.get(struct.unpack_from(">hh", frame)) if len(frame) >= 4 else None
-        fast = None if path is None else path(conn, frame)  # type: ignore[arg-type]
-        if fast is None:
-            continue
-        taken[frame in valid] += 1
-        request, result = fast
-        try:
-            decoded = decode_request(frame, sup)
-        except RequestError as e:
-            raise AssertionError(f"fast path took a frame the codec refuses: {frame!r}") from e
-        assert request.header == decoded.header, frame
-        got = encode_response(8, request.api_version, 9, await _answer(result))
-        full = group_api.handle_offset_commit(conn, decoded)  # type: ignore[arg-type]
-        want = encode_response(8, request.api_version, 9, await _answer(full))
-        assert got == want, frame
+        taken[frame in valid] += await _taken_and_same_as_codec(conn, frame)
     # Both kinds were compared: the valid frames of short fields, and mutants the fast path
     # could read (a changed offset or partition index, say).
     assert taken[True] > 100 and taken[False] > 20, taken
@@ -270,7 +279,6 @@ async def test_steady_heartbeat_fast_path_on_mutated_frames_answers_as_the_codec
     random values), cut short or grown. The fast path declines a frame, or the codec decodes
     it too (same header) and the full path answers with the same bytes."""
     conn = _Conn(server)
-    sup = server.supported_versions
     _, steady = await _steady_member(server, conn)
     rng = random.Random(20261125)
     frames = [steady[:cut] for cut in range(len(steady))] + [steady + b"\x00", steady + b"\x01"]
@@ -281,20 +289,6 @@ async def test_steady_heartbeat_fast_path_on_mutated_frames_answers_as_the_codec
             frames.append(bytes(mutant))
     taken = 0
     for frame in frames:
-        path = FAST_PATHS.get(struct.unpack_from(">hh", frame)) if len(frame) >= 4 else None
-        fast = None if path is None else path(conn, frame)  # type: ignore[arg-type]
-        if fast is None:
-            continue
-        taken += 1
-        request, result = fast
-        try:
-            decoded = decode_request(frame, sup)
-        except RequestError as e:
-            raise AssertionError(f"fast path took a frame the codec refuses: {frame!r}") from e
-        assert request.header == decoded.header, frame
-        got = encode_response(68, 1, request.header.correlation_id, await _answer(result))
-        full = group_api.handle_consumer_group_heartbeat(conn, decode_request(frame, sup))  # type: ignore[arg-type]
-        want = encode_response(68, 1, request.header.correlation_id, await _answer(full))
-        assert got == want, frame
+        taken += await _taken_and_same_as_codec(conn, frame)
     # Mutants of the correlation id and client id are still steady heartbeats: compared.
     assert taken > 20, taken
