@@ -94,7 +94,11 @@ class Config:
         },
     )
     offsets_partitions: int = field(
-        default=50, metadata={"help": "coordinator shards (offsets.topic.num.partitions)"}
+        default=50,
+        metadata={
+            "help": "coordinator shards (offsets.topic.num.partitions); like Kafka's, it "
+            "applies to a new data directory only: one already served keeps its count"
+        },
     )
     offsets_segment_bytes: int = field(
         default=100 * MiB,

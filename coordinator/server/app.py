@@ -7,6 +7,7 @@ shutdown_timeout_ms), fsync every log, close connections, exit 0.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import json
 import signal
@@ -28,7 +29,8 @@ from ..observability.coordinator_metrics import CoordinatorCollector
 from ..observability.http import HttpEndpoint
 from ..observability.logging import get_logger, setup_logging
 from ..observability.metrics import ServerMetrics
-from ..runtime.service import CoordinatorService
+from ..runtime.service import OFFSETS_TOPIC, CoordinatorService
+from ..runtime.shard_count import settled_shard_count
 from ..topics.registry import Partition, TopicRegistry, atomic_write, wake_waiters
 from .connection import Connection
 from .dispatch import build_dispatch
@@ -39,6 +41,10 @@ log = get_logger("groupcoord.server")
 
 class Server:
     def __init__(self, config: Config) -> None:
+        # The shard count is the data directory's once it has one (runtime/shard_count.py);
+        # the config then says the count served, for DescribeConfigs and the rest.
+        shards = settled_shard_count(config.data_path, config.offsets_partitions, OFFSETS_TOPIC)
+        config = dataclasses.replace(config, offsets_partitions=shards)
         self.config = config
         self.metrics = ServerMetrics()
         self.topics = TopicRegistry(config)

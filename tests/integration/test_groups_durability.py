@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from tests.integration.raw_groups import commit, fetch_offsets, heartbeat, join_until_member, sync
 from tests.integration.test_clients import create_topic
@@ -128,3 +130,28 @@ def test_group_and_heartbeating_members_survive_a_crash(group_server: ServerProc
         # The stored assignment is served again.
         again = sync(b, "survivors", generation, member_b)
         assert again.error_code == 0 and again.assignment == b"for-b"
+
+
+def test_a_changed_shard_count_setting_keeps_the_data_directorys_groups(tmp_path: Path) -> None:
+    """offsets_partitions applies to a new data directory only, as Kafka's
+    offsets.topic.num.partitions to a new __consumer_offsets: restarted (after a SIGKILL)
+    with another value, the server keeps serving the directory's shards, so a group's
+    committed offset is still found where its hash put it."""
+    data = tmp_path / "data"
+    with serving(data) as first:
+        create_topic(first.bootstrap, "t", 2)
+        consumer = Consumer(
+            {"bootstrap.servers": first.bootstrap, "group.id": "kept", "enable.auto.commit": False}
+        )
+        consumer.commit(offsets=[TopicPartition("t", 1, 42)], asynchronous=False)
+        consumer.close()
+        first.kill()
+    with serving(data, offsets_partitions=7) as second:
+        consumer = Consumer({"bootstrap.servers": second.bootstrap, "group.id": "kept"})
+        committed = consumer.committed([TopicPartition("t", 1)], timeout=10)
+        consumer.close()
+        assert committed[0].offset == 42
+        broker = ConfigResource(ResourceType.BROKER, "0")
+        admin = AdminClient({"bootstrap.servers": second.bootstrap})
+        configs = admin.describe_configs([broker])[broker].result(timeout=10)
+        assert configs["offsets.topic.num.partitions"].value == "50"

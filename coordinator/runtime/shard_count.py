@@ -1,0 +1,59 @@
+"""How many coordinator shards a data directory is served with.
+
+Kafka creates `__consumer_offsets` with `offsets.topic.num.partitions` partitions once;
+changing the setting later has no effect on the existing topic. It must not: a group's
+partition is the hash of its id modulo the count, so with another count nearly every
+group would be looked up in a shard that does not hold it, and its members and committed
+offsets would seem lost (reads answer -1; the old records stay unread in their logs).
+
+Here likewise: the count a data directory was first served with is kept in the file
+`coordinator_shards` and wins over the setting, with a warning when they differ. A data
+directory written before the file existed has it inferred from its shard log directories.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from storage.checkpoint import read_offset_file, write_offset_file
+
+from ..observability.logging import get_logger
+
+SHARD_COUNT_FILE = "coordinator_shards"
+
+log = get_logger("groupcoord.coordinator")
+
+
+def settled_shard_count(data_dir: Path, configured: int, offsets_topic: str) -> int:
+    """The shard count to serve `data_dir` with: the one it holds, else `configured`,
+    which is then recorded (durably) as the directory's own."""
+    path = data_dir / SHARD_COUNT_FILE
+    stored = read_offset_file(path)  # a small durable integer file, as offsets are kept
+    if stored is None:
+        stored = _count_from_logs(data_dir, offsets_topic)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        write_offset_file(path, configured if stored is None else stored)
+    if stored is None:
+        return configured
+    if stored != configured:
+        log.warning(
+            "offsets_partitions differs from the data directory's shard count; keeping the "
+            "directory's (as Kafka keeps __consumer_offsets' partition count)",
+            configured=configured,
+            kept=stored,
+        )
+    return stored
+
+
+def _count_from_logs(data_dir: Path, offsets_topic: str) -> int | None:
+    """Highest shard log index + 1, or None when the directory holds no shard log."""
+    if not data_dir.is_dir():
+        return None
+    pattern = re.compile(re.escape(offsets_topic) + r"-(\d+)")
+    indexes = [
+        int(match.group(1))
+        for child in data_dir.iterdir()
+        if (match := pattern.fullmatch(child.name)) and child.is_dir()
+    ]
+    return max(indexes) + 1 if indexes else None
