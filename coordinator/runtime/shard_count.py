@@ -29,7 +29,8 @@ def settled_shard_count(data_dir: Path, configured: int, offsets_topic: str) -> 
     """The shard count to serve `data_dir` with: the one it holds, else `configured`,
     which is then recorded (durably) as the directory's own."""
     path = data_dir / SHARD_COUNT_FILE
-    stored = read_offset_file(path)  # a small durable integer file, as offsets are kept
+    # A small durable integer file, as offsets are kept; 0 shards cannot be (unreadable).
+    stored = read_offset_file(path) or None
     if stored is None:
         stored = _count_from_logs(data_dir, offsets_topic)
         data_dir.mkdir(parents=True, exist_ok=True)

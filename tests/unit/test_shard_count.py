@@ -33,6 +33,7 @@ def test_a_directory_from_before_the_file_has_its_count_read_from_its_shard_logs
 
 def test_an_unreadable_count_file_is_inferred_again(tmp_path: Path) -> None:
     (tmp_path / f"{OFFSETS_TOPIC}-4").mkdir()
-    (tmp_path / SHARD_COUNT_FILE).write_text("garbage")  # e.g. written by hand
-    assert settled_shard_count(tmp_path, 50, OFFSETS_TOPIC) == 5
-    assert (tmp_path / SHARD_COUNT_FILE).read_text().strip() == "5"
+    for text in ("garbage", "0", "-3"):  # e.g. written by hand
+        (tmp_path / SHARD_COUNT_FILE).write_text(text)
+        assert settled_shard_count(tmp_path, 50, OFFSETS_TOPIC) == 5
+        assert (tmp_path / SHARD_COUNT_FILE).read_text().strip() == "5"
