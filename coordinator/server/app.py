@@ -20,6 +20,7 @@ from typing import Any
 from protocol.api import ApiKey, build, response_types
 from protocol.errors import ErrorCode
 from storage import GroupCommitter, LogConfig
+from storage.dir_lock import DataDirLock
 from storage.retention import apply_retention
 
 from ..config import Config
@@ -41,6 +42,9 @@ log = get_logger("groupcoord.server")
 
 class Server:
     def __init__(self, config: Config) -> None:
+        # First of all: no other process may write this data directory (storage/dir_lock.py).
+        # Raises DataDirInUse (an OSError) when one does.
+        self._data_lock = DataDirLock.acquire(config.data_path)
         # The shard count is the data directory's once it has one (runtime/shard_count.py);
         # the config then says the count served, for DescribeConfigs and the rest.
         shards = settled_shard_count(config.data_path, config.offsets_partitions, OFFSETS_TOPIC)
@@ -161,6 +165,7 @@ class Server:
         if self._http is not None:
             await self._http.close()
         self.topics.close()
+        self._data_lock.release()  # last: everything above may still write the directory
         log.info("stopped")
         self._stopped.set()
 
@@ -299,7 +304,11 @@ def _load_cluster_id(data: Any) -> str:
 
 
 async def serve(config: Config) -> int:
-    server = Server(config)
+    try:
+        server = Server(config)  # a data directory another process holds: OSError
+    except OSError as e:
+        log.error("cannot start", error=str(e))
+        return 1
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.stop()))

@@ -10,6 +10,7 @@ import sys
 import time
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.integration.test_clients import create_topic
@@ -253,3 +254,43 @@ def test_sigterm_finishes_in_flight_requests_and_exits_zero(server: ServerProces
     except OSError:
         refused = True
     assert refused
+
+
+def test_a_second_server_on_the_same_data_directory_refuses_to_start(
+    server: ServerProcess,
+) -> None:
+    """As Kafka with its log directories' .lock: a second process on a data directory in
+    use exits with an error and writes nothing there; the first keeps serving, and after
+    it is SIGKILLed (no clean-up) a new process starts on the directory at once."""
+    create_topic(server.bootstrap, "locked", 1)
+    producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all"})
+    producer.produce("locked", b"before")
+    assert producer.flush(10) == 0
+    second = ServerProcess(server.data_dir)
+    with pytest.raises(RuntimeError, match="in use by another groupcoord process"):
+        second.start()
+    assert second.proc is not None and second.proc.returncode == 1
+    producer.produce("locked", b"while the second tried")
+    assert producer.flush(10) == 0
+
+    server.kill()
+    third = ServerProcess(server.data_dir).start()
+    try:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": third.bootstrap,
+                "group.id": "lock-check",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        consumer.assign([TopicPartition("locked", 0, 0)])
+        values = []
+        deadline = time.monotonic() + 10
+        while len(values) < 2 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+        consumer.close()
+        assert values == [b"before", b"while the second tried"]
+    finally:
+        third.kill()
