@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from storage import GroupCommitter, LogConfig, install_compaction, prepare_compaction
@@ -126,6 +127,23 @@ class CoordinatorService:
 
     def active_runners(self) -> list[ShardRunner]:
         return [r for r in self.runners if r.state is ShardState.ACTIVE]
+
+    def topics_deleted(self, topics: Mapping[str, uuid.UUID]) -> None:
+        """Kafka's onPartitionsDeleted, after DeleteTopics: every active shard writes
+        tombstones for the offsets of the deleted topics (OffsetManager.topics_deleted), so
+        a topic re-created under the same name is not read from a stale committed offset.
+        A shard that is not active (loading, failed) keeps them, as in Kafka; logged."""
+        for runner in self.runners:
+            if runner.state is not ShardState.ACTIVE:
+                log.warning(
+                    "offsets of deleted topics kept: shard not active",
+                    shard=runner.shard_id,
+                    state=runner.state.name,
+                    topics=sorted(topics),
+                )
+                continue
+            offsets = runner.shard.offsets
+            runner.run(lambda now_ms, offsets=offsets: offsets.topics_deleted(topics, now_ms))
 
 
 __all__ = ["CoordinatorService", "NotActive", "OFFSETS_TOPIC"]

@@ -385,7 +385,9 @@ def _check_replicas(server: Server, broker_ids: tuple[int, ...]) -> None:
 
 def handle_delete_topics(conn: Connection, request: Request) -> Any:
     """Deletes topics named in topic_names (v1-v5) or in topics by name or by id (v6), closing
-    their logs and removing their data. Emits per topic its name, id (v6) and error.
+    their logs and removing their data; then every coordinator shard tombstones the groups'
+    offsets of those topics, as Kafka's onPartitionsDeleted. Emits per topic its name, id
+    (v6) and error.
     Errors per topic: UNKNOWN_TOPIC_OR_PARTITION (by name), UNKNOWN_TOPIC_ID (by id),
     INVALID_REQUEST (named twice, both or neither of name and id given),
     UNKNOWN_SERVER_ERROR (removing the data failed)."""
@@ -412,6 +414,7 @@ def handle_delete_topics(conn: Connection, request: Request) -> Any:
     ids = Counter(topic_id for name, topic_id in wanted if name is None and topic_id != ZERO_UUID)
     results = []
     answered: set[object] = set()
+    deleted: dict[str, uuid.UUID] = {}  # their groups' offsets go too (topics_deleted)
     for name, topic_id in wanted:
         if name is not None and topic_id != ZERO_UUID:
             results.append(
@@ -485,7 +488,10 @@ def handle_delete_topics(conn: Connection, request: Request) -> Any:
             )
             continue
         log.info("deleted topic", topic=topic.name)
+        deleted[topic.name] = topic.topic_id
         results.append(result(topic.name, topic.topic_id, ErrorCode.NONE, None))
+    if deleted:
+        server.coordinator.topics_deleted(deleted)
     return build(m.DeleteTopicsResponse, responses=tuple(results))
 
 

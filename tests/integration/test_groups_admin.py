@@ -5,11 +5,12 @@ removeMembersFromConsumerGroup sends)."""
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.integration.group_support import GroupLog, Member, produce, wait_until
@@ -118,3 +119,52 @@ def test_admin_groups_and_offsets(group_server: ServerProcess) -> None:
     ]
     wait_until(lambda: len(members[0].owned) == 3, 15, "the remaining member to take over")
     members[0].stop()
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        return int(consumer.committed([TopicPartition(topic, 0)], timeout=10)[0].offset)
+    finally:
+        consumer.close()
+
+
+def test_deleting_a_topic_deletes_its_committed_offsets(group_server: ServerProcess) -> None:
+    """As Kafka's onPartitionsDeleted: a topic deleted and re-created under its name is read
+    from its start by a group that had committed in the old one, not from the old offset
+    (which would skip the new topic's first records); the tombstones survive a SIGKILL."""
+    bootstrap = group_server.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    create_topic(bootstrap, "recreated", 1)
+    produce(bootstrap, "recreated", 1, 5, "old")
+    for group in ("reader", "bystander"):
+        committer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+        )
+        committer.commit(offsets=[TopicPartition("recreated", 0, 5)], asynchronous=False)
+        committer.close()
+    assert _committed(bootstrap, "bystander", "recreated") == 5
+
+    admin.delete_topics(["recreated"])["recreated"].result(10)
+    create_topic(bootstrap, "recreated", 1)
+    fresh = produce(bootstrap, "recreated", 1, 8, "new")
+    reader = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    reader.subscribe(["recreated"])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < len(fresh) and time.monotonic() < deadline:
+        message = reader.poll(0.5)
+        if message is not None and message.error() is None:
+            got.append(message.value())
+    reader.close()
+    assert got == fresh  # from offset 0: nothing skipped
+
+    group_server.restart()  # SIGKILL, then the same data directory
+    assert _committed(group_server.bootstrap, "bystander", "recreated") == -1001  # none
