@@ -1244,21 +1244,6 @@ def test_s124_list_groups_filters() -> None:
     assert listed(["Dead"], []) == []
 
 
-def test_validate_delete() -> None:
-    h = Harness()
-    h.make_stable(None)
-    h.join(group="empty-group")
-    manager = h.shard.classic
-    assert manager.validate_delete(GROUP) is ErrorCode.NON_EMPTY_GROUP
-    assert manager.validate_delete(h.group("empty-group")) is ErrorCode.NONE
-    assert manager.validate_delete("unknown") is ErrorCode.GROUP_ID_NOT_FOUND
-    assert manager.validate_delete(None) is ErrorCode.GROUP_ID_NOT_FOUND
-    # A tombstone removes the group (DeleteGroups writes one, replayed by the runtime).
-    h.shard.replay(GroupMetadataKey("empty-group"), None, h.now)
-    assert h.shard.classic_group("empty-group") is None
-    assert manager.persisted_view("empty-group") is None
-
-
 # =============================================================================================
 # Loading and offset-commit sessions
 # =============================================================================================

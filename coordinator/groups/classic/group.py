@@ -123,9 +123,6 @@ class ClassicGroup:
         self.state = target
         self.state_timestamp_ms = now_ms
 
-    def is_in(self, *states: GroupState) -> bool:
-        return self.state in states
-
     def can_rebalance(self) -> bool:
         return self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY)
 
@@ -249,13 +246,6 @@ class ClassicGroup:
         self.pending_sync_members.clear()
 
     # -- protocols -------------------------------------------------------------------------
-
-    def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
-        if self.is_empty():
-            return bool(protocol_type) and bool(names)
-        return protocol_type == self.protocol_type and any(
-            self.supported_protocols[n] == len(self.members) for n in names
-        )
 
     def candidate_protocols(self) -> set[str]:
         count = len(self.members)

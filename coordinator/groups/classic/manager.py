@@ -955,17 +955,6 @@ class ClassicGroupManager:
             if not states or group.state.value.lower() in states
         ]
 
-    def validate_delete(self, group: ClassicGroup | str | None) -> ErrorCode:
-        """DeleteGroups precondition: only an Empty group can go (NON_EMPTY_GROUP), a missing
-        or Dead one is GROUP_ID_NOT_FOUND."""
-        if isinstance(group, str):
-            group = self.shard.classic_group(group)
-        if group is None or group.state is GroupState.DEAD:
-            return ErrorCode.GROUP_ID_NOT_FOUND
-        if group.state is GroupState.EMPTY:
-            return ErrorCode.NONE
-        return ErrorCode.NON_EMPTY_GROUP
-
     # ========================================================================================
     # Replay and loading
     # ========================================================================================
