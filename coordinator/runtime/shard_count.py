@@ -32,11 +32,9 @@ def settled_shard_count(data_dir: Path, configured: int, offsets_topic: str) -> 
     # A small durable integer file, as offsets are kept; 0 shards cannot be (unreadable).
     stored = read_offset_file(path) or None
     if stored is None:
-        stored = _count_from_logs(data_dir, offsets_topic)
+        stored = _count_from_logs(data_dir, offsets_topic) or configured
         data_dir.mkdir(parents=True, exist_ok=True)
-        write_offset_file(path, configured if stored is None else stored)
-    if stored is None:
-        return configured
+        write_offset_file(path, stored)
     if stored != configured:
         log.warning(
             "offsets_partitions differs from the data directory's shard count; keeping the "
