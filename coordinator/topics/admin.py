@@ -24,6 +24,7 @@ from protocol.errors import ErrorCode
 from ..config import Config
 from ..groups.dynamic_config import GROUP_CONFIGS
 from ..observability.logging import get_logger
+from ..runtime.service import OFFSETS_TOPIC
 from .configs import TOPIC_CONFIGS, ConfigSpec
 from .registry import Topic, TopicError, check_topic_name
 
@@ -310,7 +311,8 @@ def _create_topic(server: Server, creatable: Any, validate_only: bool) -> tuple[
     Returns the topic and its partition count."""
     name = creatable.name
     check_topic_name(name)
-    if server.topics.get(name) is not None:
+    # __consumer_offsets exists as the coordinator's shard logs, as Kafka's internal topic.
+    if server.topics.get(name) is not None or name == OFFSETS_TOPIC:
         raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
     partitions = creatable.num_partitions
     replication = creatable.replication_factor

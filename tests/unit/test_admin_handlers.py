@@ -488,6 +488,14 @@ def test_create_topics_already_exists(server: Any) -> None:
     assert result.topic_id == ZERO_UUID
 
 
+def test_create_topics_consumer_offsets_already_exists(server: Any) -> None:
+    # The coordinator's shard logs are __consumer_offsets, as Kafka's internal topic: a
+    # script re-creating a cluster's topic list must not get a data-plane copy of it.
+    result = create(server, "__consumer_offsets", 3)
+    assert result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+    assert server.topics.get("__consumer_offsets") is None
+
+
 @pytest.mark.parametrize("rf", [2, 3])
 def test_create_topics_bad_replication_factor(server: Any, rf: int) -> None:
     result = create(server, "replicated", 1, rf=rf)
