@@ -36,6 +36,7 @@ from ..topics.registry import Partition, TopicRegistry, atomic_write, wake_waite
 from .connection import Connection
 from .dispatch import build_dispatch
 from .group_configs import GroupConfigStore
+from .recovery_report import mark_clean_shutdown, report_recovery, take_clean_shutdown_marker
 
 log = get_logger("groupcoord.server")
 
@@ -45,6 +46,7 @@ class Server:
         # First of all: no other process may write this data directory (storage/dir_lock.py).
         # Raises DataDirInUse (an OSError) when one does.
         self._data_lock = DataDirLock.acquire(config.data_path)
+        self._after_clean_shutdown = take_clean_shutdown_marker(config.data_path)
         # The shard count is the data directory's once it has one (runtime/shard_count.py);
         # the config then says the count served, for DescribeConfigs and the rest.
         shards = settled_shard_count(config.data_path, config.offsets_partitions, OFFSETS_TOPIC)
@@ -95,6 +97,10 @@ class Server:
         self.cluster_id = _load_cluster_id(data)
         self._producer_ids = ProducerIdAllocator(data / "producer-ids.json")
         self.topics.load()
+        report_recovery(
+            ((f"{t.name}-{p.index}", p.log) for t in self.topics.topics() for p in t.partitions),
+            self._after_clean_shutdown,
+        )
         self.group_configs.load()
         # Shards load in the background: until a shard is active its groups' requests get
         # COORDINATOR_LOAD_IN_PROGRESS, and the data plane is served meanwhile.
@@ -132,6 +138,10 @@ class Server:
 
     async def _load_coordinator(self) -> None:
         await self.coordinator.load()
+        report_recovery(
+            ((r.directory.name, r.log) for r in self.coordinator.runners if r.log is not None),
+            self._after_clean_shutdown,
+        )
         # The loaded groups and offsets live as long as the server: keep the cyclic
         # collector from walking them again and again.
         gc.freeze()
@@ -165,6 +175,7 @@ class Server:
         if self._http is not None:
             await self._http.close()
         self.topics.close()
+        mark_clean_shutdown(self.config.data_path)  # every log is flushed and closed
         self._data_lock.release()  # last: everything above may still write the directory
         log.info("stopped")
         self._stopped.set()

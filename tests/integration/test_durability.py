@@ -8,6 +8,8 @@ from collections import defaultdict
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from coordinator.runtime.partitioning import shard_for
+from tests.integration.group_support import wait_until
 from tests.integration.test_clients import create_topic
 from tests.support import ServerProcess
 
@@ -122,9 +124,44 @@ def test_torn_tail_is_truncated_on_restart(server: ServerProcess) -> None:
     server.start()
     stored = read_all(server.bootstrap, topic)
     assert [o for o, _ in stored[0]] == list(range(100))
+    # Said, as a crash's unflushed tail (a warning), not as damage (the last stop was a kill).
+    assert "log recovery dropped an unflushed tail after a crash" in server.log_tail(80)
+    assert "log damaged" not in server.log_tail(80)
     # And the partition keeps working after the truncation.
     producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all"})
     producer.produce(topic, value=b"after", partition=0)
     assert producer.flush(10) == 0
     stored = read_all(server.bootstrap, topic)
     assert stored[0][-1] == (100, b"after")
+
+
+def test_data_cut_after_a_clean_shutdown_is_reported_as_damage(server: ServerProcess) -> None:
+    """A clean stop leaves nothing to cut: when recovery still drops data (a byte damaged
+    on disk below the end), acknowledged records are gone, and the server says so with an
+    error naming the log, for a topic partition and for a coordinator shard alike."""
+    create_topic(server.bootstrap, "damaged", 1)
+    producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all"})
+    for i in range(50):
+        producer.produce("damaged", value=b"v%d" % i, partition=0)
+        producer.flush(10)  # one batch each
+    committer = Consumer(
+        {"bootstrap.servers": server.bootstrap, "group.id": "g", "enable.auto.commit": False}
+    )
+    for offset in range(1, 20):
+        committer.commit(offsets=[TopicPartition("damaged", 0, offset)], asynchronous=False)
+    committer.close()
+    assert server.terminate() == 0  # a clean stop
+    shard = shard_for("g", 50)
+    for directory in (
+        server.data_dir / "topics" / "damaged-0",
+        server.data_dir / f"__consumer_offsets-{shard}",
+    ):
+        segment = sorted(directory.glob("*.log"))[-1]
+        data = bytearray(segment.read_bytes())
+        data[len(data) // 2] ^= 0xFF  # inside a batch in the middle of the log
+        segment.write_bytes(bytes(data))
+    server.start()
+    wait_until(lambda: f"__consumer_offsets-{shard}" in server.log_tail(80), 10, "the report")
+    reports = [line for line in server.log_tail(80).splitlines() if "log damaged" in line]
+    assert len(reports) == 2 and '"level": "error"' in reports[0], reports
+    assert any('"damaged-0"' in line for line in reports)
