@@ -114,6 +114,7 @@ class PartitionLog:
     __slots__ = (
         "__weakref__",
         "recovered_truncated_bytes",
+        "recovered_salvaged_bytes",
         "_directory",
         "_config",
         "_clock_ms",
@@ -142,6 +143,8 @@ class PartitionLog:
         self._clock_ms = clock_ms
         # Bytes dropped at start-up: torn or corrupt tail, and segments after it.
         self.recovered_truncated_bytes = 0
+        # Bytes of damaged batches removed on open with `salvage` (the rest kept).
+        self.recovered_salvaged_bytes = 0
         self._segments: list[Segment] = []
         # Base offsets of _segments, for bisect.
         self._bases: list[int] = []
@@ -175,21 +178,24 @@ class PartitionLog:
         config: LogConfig,
         *,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        salvage: bool = False,
     ) -> PartitionLog:
         """Open (creating if needed) the log in `directory`, recovering its tail.
 
         `clock_ms` is used for segment age (segment_ms) and modification times only.
+        `salvage`: the log was closed cleanly, so a batch failing its CRC is damage, not a
+        torn write: it is removed alone and the batches after it kept (Segment.recover).
         """
         directory.mkdir(parents=True, exist_ok=True)
         log = cls(directory, config, clock_ms)
         try:
-            log._recover()
+            log._recover(salvage)
         except BaseException:
             log._close_all()
             raise
         return log
 
-    def _recover(self) -> None:
+    def _recover(self, salvage: bool) -> None:
         directory = self._directory
         interval = self._config.index_interval_bytes
         now_ms = self._clock_ms()
@@ -228,6 +234,7 @@ class PartitionLog:
         segments: list[Segment] = []
         scanned: list[Segment] = []
         truncated = 0
+        salvaged = 0
         try:
             for i, base in enumerate(bases):
                 if segments and segments[-1].next_offset > base:
@@ -240,7 +247,8 @@ class PartitionLog:
                 is_last = i == len(bases) - 1
                 if not is_last and base < recovery_point and segment.load_index_files():
                     continue
-                cut = segment.recover()
+                cut = segment.recover(salvage)
+                salvaged += segment.salvaged_bytes
                 scanned.append(segment)
                 if cut:
                     truncated += cut
@@ -295,6 +303,7 @@ class PartitionLog:
         self._durable_offset = active.next_offset
         self._size_bytes = sum(segment.size_bytes for segment in segments)
         self.recovered_truncated_bytes = truncated
+        self.recovered_salvaged_bytes = salvaged
 
     def _drop_segment_files(self, bases: list[int]) -> int:
         dropped = 0

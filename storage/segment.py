@@ -100,6 +100,7 @@ class Segment:
         "last_modified_ms",
         "deleted",
         "torn",
+        "salvaged_bytes",
         "_fd",
         "_index_interval_bytes",
         "_bytes_since_index",
@@ -132,6 +133,8 @@ class Segment:
         self.deleted = False
         # A failed write could not be rolled back: the file may end in a partial batch.
         self.torn = False
+        # Bytes of damaged batches the last recover(salvage=True) removed.
+        self.salvaged_bytes = 0
         self._fd = fd
         self._index_interval_bytes = index_interval_bytes
         self._bytes_since_index = 0
@@ -339,20 +342,27 @@ class Segment:
         self._clear_indexes()
         return False
 
-    def recover(self) -> int:
+    def recover(self, salvage: bool = False) -> int:
         """Validate every batch from the start, rebuilding the indexes as it goes.
 
         Stops at the first batch that is cut short, is not v2, fails its CRC or goes
         backwards in offsets, and truncates the file there. Returns the bytes cut off.
+
+        With `salvage` (the file was complete when last closed, so nothing in it is a torn
+        write), a batch that fails only its CRC while the batch after it is whole is
+        removed alone and the scan goes on (`salvaged_bytes`): damage to one batch must
+        not take every later, acknowledged one with it. After a crash, batches after an
+        invalid one were never acknowledged, and the file is cut as usual.
         """
         self._clear_indexes()
         self._reset_state()
-        fd = self._fd
-        file_size = os.fstat(fd).st_size
+        self.salvaged_bytes = 0
+        file_size = os.fstat(self._fd).st_size
         pos = 0
         buf = b""
         buf_start = 0
         while pos < file_size:
+            fd = self._fd
             rel = pos - buf_start
             if rel + HEADER_SIZE > len(buf):
                 buf = os.pread(fd, min(_RECOVERY_CHUNK_BYTES, file_size - pos), pos)
@@ -374,6 +384,11 @@ class Segment:
                 if len(buf) < size:
                     break
             if not crc_ok(buf, rel, header):
+                if salvage and self._remove_damaged_batch(pos, size, file_size):
+                    file_size -= size
+                    self.salvaged_bytes += size
+                    buf, buf_start = b"", pos  # the batch after it is at `pos` now
+                    continue
                 break
             self._note_batch(
                 pos, header.base_offset, header.last_offset_delta, header.max_timestamp, size
@@ -381,8 +396,48 @@ class Segment:
             pos += size
         self.size_bytes = pos
         if pos < file_size:
-            os.ftruncate(fd, pos)
+            os.ftruncate(self._fd, pos)
         return file_size - pos
+
+    def _remove_damaged_batch(self, pos: int, size: int, file_size: int) -> bool:
+        """Remove the batch at `pos` (`size` bytes, CRC failed) from the file if a whole,
+        valid batch follows it; False (nothing changed) otherwise. The file is rewritten
+        without it under a temporary name and renamed into place, so a crash meanwhile
+        leaves the old file (the temporary one is removed at the next open)."""
+        after = pos + size
+        if after + HEADER_SIZE > file_size:
+            return False
+        try:
+            following = parse_header(os.pread(self._fd, HEADER_SIZE, after))
+        except InvalidBatch:
+            return False
+        if following.base_offset < self.next_offset or after + following.size_bytes > file_size:
+            return False
+        if not crc_ok(os.pread(self._fd, following.size_bytes, after), 0, following):
+            return False
+        path = self.path()
+        tmp = path.with_name(path.name + ".salvage.tmp")
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC, 0o644)
+        try:
+            for start, end in ((0, pos), (after, file_size)):
+                while start < end:
+                    chunk = os.pread(self._fd, min(_RECOVERY_CHUNK_BYTES, end - start), start)
+                    if not chunk:
+                        raise OSError(errno.EIO, f"short read salvaging {path}")
+                    os.write(out, chunk)
+                    start += len(chunk)
+            os.fsync(out)
+        finally:
+            os.close(out)
+        os.replace(tmp, path)
+        fd = os.open(self.directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.close(self._fd)
+        self._fd = os.open(path, os.O_RDWR | _O_CLOEXEC)
+        return True
 
     def _resume_from_indexes(self) -> bool:
         """Recompute the state after the in-memory indexes by walking the batch headers

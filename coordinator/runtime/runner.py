@@ -134,9 +134,10 @@ class ShardRunner:
 
     # -- loading ---------------------------------------------------------------------------
 
-    async def load(self) -> None:
+    async def load(self, salvage: bool = False) -> None:
         """Open the shard's log and rebuild the shard by replaying it, yielding to the event
-        loop between chunks so other shards and the data plane keep being served."""
+        loop between chunks so other shards and the data plane keep being served.
+        `salvage`: the log was closed cleanly (PartitionLog.open); never for a reload."""
         started = time.monotonic()
         self.state = ShardState.LOADING
         self.timer.cancel_all()
@@ -150,7 +151,7 @@ class ShardRunner:
         )
         if self.log is not None:
             self.log.close()
-        self.log = PartitionLog.open(self.directory, self.log_config)
+        self.log = PartitionLog.open(self.directory, self.log_config, salvage=salvage)
         self.committer.track(self.log)
         now_ms = self.clock_ms()
         # A load allocates millions of short-lived objects and keeps hundreds of thousands

@@ -70,11 +70,13 @@ class CoordinatorService:
         """Run an event on the group's shard; raises NotActive while it loads or failed."""
         self.runner_for(group_id).run(event)
 
-    async def load(self) -> None:
+    async def load(self, salvage: bool = False) -> None:
+        """Load every shard (`salvage`: their logs were closed cleanly, ShardRunner.load);
+        a shard that fails to load is FAILED, logged, and the others load."""
         started = time.monotonic()
         for runner in self.runners:
             try:
-                await runner.load()
+                await runner.load(salvage)
             except Exception as e:
                 runner.state = ShardState.FAILED
                 log.error("shard load failed", shard=runner.shard_id, error=repr(e))

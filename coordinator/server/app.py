@@ -96,7 +96,7 @@ class Server:
         data.mkdir(parents=True, exist_ok=True)
         self.cluster_id = _load_cluster_id(data)
         self._producer_ids = ProducerIdAllocator(data / "producer-ids.json")
-        self.topics.load()
+        self.topics.load(salvage=self._after_clean_shutdown)
         report_recovery(
             ((f"{t.name}-{p.index}", p.log) for t in self.topics.topics() for p in t.partitions),
             self._after_clean_shutdown,
@@ -137,7 +137,7 @@ class Server:
         )
 
     async def _load_coordinator(self) -> None:
-        await self.coordinator.load()
+        await self.coordinator.load(salvage=self._after_clean_shutdown)
         report_recovery(
             ((r.directory.name, r.log) for r in self.coordinator.runners if r.log is not None),
             self._after_clean_shutdown,

@@ -2,11 +2,12 @@
 
 A log's recovery on open (storage/segment.py Segment.recover) drops everything from the
 first invalid batch of its active segment on. After a crash that is an unflushed tail,
-never acknowledged; after a clean shutdown nothing may be cut, so a cut there means data
-damaged on disk, acknowledged records lost. Either way it must not pass in silence: the
-server writes `clean_shutdown` into the data directory when it stops cleanly, removes it
-when it starts, and logs every cut a warning (after a crash) or an error (after a clean
-shutdown).
+never acknowledged. After a clean shutdown nothing in the file is a torn write, so an
+invalid batch is damage on disk: the logs are then opened with `salvage`, which removes a
+damaged batch alone when a whole batch follows it (its records are lost, the later ones
+kept), and cuts the file only where no whole batch follows. None of it passes in silence:
+the server writes `clean_shutdown` into the data directory when it stops cleanly, removes
+it when it starts, and logs a crash's cut as a warning and any damage as an error.
 """
 
 from __future__ import annotations
@@ -44,14 +45,24 @@ def mark_clean_shutdown(data_dir: Path) -> None:
 
 
 def report_recovery(logs: Iterable[tuple[str, PartitionLog]], after_clean_shutdown: bool) -> int:
-    """Log each (name, log) whose recovery cut bytes off; returns how many did."""
+    """Log each (name, log) whose recovery cut bytes off or removed damaged batches;
+    returns how many did."""
     cut = 0
     for name, log_ in logs:
         dropped = log_.recovered_truncated_bytes
-        if not dropped:
+        salvaged = log_.recovered_salvaged_bytes
+        if not dropped and not salvaged:
             continue
         cut += 1
-        if after_clean_shutdown:
+        if salvaged:
+            log.error(
+                "log damaged: recovery removed damaged batches and kept the ones after them",
+                log=name,
+                bytes_removed=salvaged,
+                bytes_dropped_at_end=dropped,
+                next_offset=log_.next_offset,
+            )
+        elif after_clean_shutdown:
             log.error(
                 "log damaged: recovery dropped data written before a clean shutdown",
                 log=name,

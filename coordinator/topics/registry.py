@@ -79,8 +79,9 @@ class TopicRegistry:
 
     # lifecycle ---------------------------------------------------------------------------
 
-    def load(self) -> None:
-        """Open every topic listed in topics.json; remove directories of deleted topics."""
+    def load(self, salvage: bool = False) -> None:
+        """Open every topic listed in topics.json; remove directories of deleted topics.
+        `salvage`: the logs were closed cleanly (PartitionLog.open)."""
         self.root.mkdir(parents=True, exist_ok=True)
         if self.meta_path.exists():
             data = json.loads(self.meta_path.read_text())
@@ -88,7 +89,7 @@ class TopicRegistry:
                 topic = Topic(entry["name"], uuid.UUID(entry["id"]), dict(entry["configs"]))
                 self._add(topic)
                 for index in range(entry["partitions"]):
-                    topic.partitions.append(self._open_partition(topic, index))
+                    topic.partitions.append(self._open_partition(topic, index, salvage))
         known = {
             self._partition_dir(t.name, p.index).name
             for t in self.by_name.values()
@@ -226,8 +227,9 @@ class TopicRegistry:
             segment_ms=value("segment.ms"),
         )
 
-    def _open_partition(self, topic: Topic, index: int) -> Partition:
-        log = PartitionLog.open(self._partition_dir(topic.name, index), self._log_config(topic))
+    def _open_partition(self, topic: Topic, index: int, salvage: bool = False) -> Partition:
+        directory = self._partition_dir(topic.name, index)
+        log = PartitionLog.open(directory, self._log_config(topic), salvage=salvage)
         producers = ProducerStates.rebuild(log)
         return Partition(topic, index, log, producers)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -16,7 +17,9 @@ from tests.support import ServerProcess
 PARTITIONS = 3
 
 
-def read_all(bootstrap: str, topic: str) -> dict[int, list[tuple[int, bytes]]]:
+def read_all(
+    bootstrap: str, topic: str, partitions: int = PARTITIONS
+) -> dict[int, list[tuple[int, bytes]]]:
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -26,11 +29,11 @@ def read_all(bootstrap: str, topic: str) -> dict[int, list[tuple[int, bytes]]]:
             "enable.partition.eof": True,
         }
     )
-    consumer.assign([TopicPartition(topic, p, -2) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, -2) for p in range(partitions)])
     got: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
     eof: set[int] = set()
     deadline = time.monotonic() + 60
-    while len(eof) < PARTITIONS and time.monotonic() < deadline:
+    while len(eof) < partitions and time.monotonic() < deadline:
         msg = consumer.poll(0.2)
         if msg is None:
             continue
@@ -41,7 +44,7 @@ def read_all(bootstrap: str, topic: str) -> dict[int, list[tuple[int, bytes]]]:
             raise RuntimeError(msg.error())
         got[msg.partition()].append((msg.offset(), msg.value()))
     consumer.close()
-    assert len(eof) == PARTITIONS, "did not reach the end of every partition"
+    assert len(eof) == partitions, "did not reach the end of every partition"
     return got
 
 
@@ -135,10 +138,13 @@ def test_torn_tail_is_truncated_on_restart(server: ServerProcess) -> None:
     assert stored[0][-1] == (100, b"after")
 
 
-def test_data_cut_after_a_clean_shutdown_is_reported_as_damage(server: ServerProcess) -> None:
-    """A clean stop leaves nothing to cut: when recovery still drops data (a byte damaged
-    on disk below the end), acknowledged records are gone, and the server says so with an
-    error naming the log, for a topic partition and for a coordinator shard alike."""
+def test_a_damaged_batch_after_a_clean_shutdown_costs_only_its_own_records(
+    server: ServerProcess,
+) -> None:
+    """A clean stop leaves no torn write, so a batch failing its CRC at the next start is
+    damage on disk: it alone is removed (its records lost, an error naming the log), and
+    every acknowledged batch after it is kept, in a topic partition and in a coordinator
+    shard alike (a cut there used to drop all of them, silently)."""
     create_topic(server.bootstrap, "damaged", 1)
     producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all"})
     for i in range(50):
@@ -156,12 +162,27 @@ def test_data_cut_after_a_clean_shutdown_is_reported_as_damage(server: ServerPro
         server.data_dir / "topics" / "damaged-0",
         server.data_dir / f"__consumer_offsets-{shard}",
     ):
-        segment = sorted(directory.glob("*.log"))[-1]
-        data = bytearray(segment.read_bytes())
-        data[len(data) // 2] ^= 0xFF  # inside a batch in the middle of the log
-        segment.write_bytes(bytes(data))
+        _damage_batch_body(sorted(directory.glob("*.log"))[-1], 10)
     server.start()
     wait_until(lambda: f"__consumer_offsets-{shard}" in server.log_tail(80), 10, "the report")
     reports = [line for line in server.log_tail(80).splitlines() if "log damaged" in line]
-    assert len(reports) == 2 and '"level": "error"' in reports[0], reports
+    assert len(reports) == 2 and all('"level": "error"' in line for line in reports), reports
     assert any('"damaged-0"' in line for line in reports)
+
+    values = [value for _, value in read_all(server.bootstrap, "damaged", partitions=1)[0]]
+    assert len(values) == 49 and values[-1] == b"v49"  # one record lost, the rest kept
+    reader = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "g"})
+    committed = reader.committed([TopicPartition("damaged", 0)], timeout=10)[0].offset
+    reader.close()
+    assert committed == 19  # the last commit, after the damaged one
+
+
+def _damage_batch_body(segment: Path, index: int) -> None:
+    """Flip a byte of the records of the `index`th batch: a CRC-covered part (damage to
+    a header's base offset, outside the CRC, still cuts the log there, reported)."""
+    data = bytearray(segment.read_bytes())
+    pos = 0
+    for _ in range(index):
+        pos += int.from_bytes(data[pos + 8 : pos + 12], "big") + 12  # length + its prefix
+    data[pos + 62] ^= 0xFF
+    segment.write_bytes(bytes(data))

@@ -22,10 +22,12 @@ def test_the_marker_counts_for_one_start_only(tmp_path: Path) -> None:
 
 
 def test_only_logs_that_lost_bytes_are_reported() -> None:
-    def log(dropped: int) -> Any:
-        return SimpleNamespace(recovered_truncated_bytes=dropped, next_offset=7)
+    def log(dropped: int, salvaged: int = 0) -> Any:
+        return SimpleNamespace(
+            recovered_truncated_bytes=dropped, recovered_salvaged_bytes=salvaged, next_offset=7
+        )
 
-    logs = [("a-0", log(0)), ("b-0", log(120)), ("c-3", log(5))]
-    assert report_recovery(logs, after_clean_shutdown=False) == 2
-    assert report_recovery(logs, after_clean_shutdown=True) == 2
+    logs = [("a-0", log(0)), ("b-0", log(120)), ("c-3", log(5)), ("d-1", log(0, 300))]
+    assert report_recovery(logs, after_clean_shutdown=False) == 3
+    assert report_recovery(logs, after_clean_shutdown=True) == 3
     assert report_recovery([("a-0", log(0))], after_clean_shutdown=True) == 0

@@ -487,9 +487,9 @@ def test_appends_continue_and_reopen_trusts_the_cleaned_segments(
     scans: list[int] = []
     original = Segment.recover
 
-    def counting(segment: Segment) -> int:
+    def counting(segment: Segment, salvage: bool = False) -> int:
         scans.append(segment.base_offset)
-        return original(segment)
+        return original(segment, salvage)
 
     monkeypatch.setattr(Segment, "recover", counting)
     reopened = open_log(config)

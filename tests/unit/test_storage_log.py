@@ -322,9 +322,9 @@ def test_older_segments_with_intact_indexes_are_not_scanned(
     scans: list[int] = []
     original = Segment.recover
 
-    def counting(segment: Segment) -> int:
+    def counting(segment: Segment, salvage: bool = False) -> int:
         scans.append(segment.base_offset)
-        return original(segment)
+        return original(segment, salvage)
 
     monkeypatch.setattr(Segment, "recover", counting)
     reopened = open_log(config)
@@ -350,9 +350,9 @@ def test_unflushed_rolled_segments_are_scanned_after_a_crash(
     scans: list[int] = []
     original = Segment.recover
 
-    def counting(segment: Segment) -> int:
+    def counting(segment: Segment, salvage: bool = False) -> int:
         scans.append(segment.base_offset)
-        return original(segment)
+        return original(segment, salvage)
 
     monkeypatch.setattr(Segment, "recover", counting)
     reopened = open_log(config)
@@ -414,6 +414,67 @@ def test_corrupt_crc_in_the_middle_of_the_last_segment(
     assert reopened.recovered_truncated_bytes == len(data) - bad
     assert len(parse_all(reopened.read(0, BIG))) == 4
     assert append(reopened, make_batch([5])) == 8
+
+
+def _log_of_8_batches_with_damage(tmp_path: Path, *damaged: int) -> tuple[list[bytes], int]:
+    """A closed log of 8 two-record batches whose `damaged` batches each have a byte of
+    their records flipped (covered by the CRC); the batches and the file size."""
+    log = PartitionLog.open(tmp_path / "p0", LogConfig(index_interval_bytes=100))
+    batches = [make_batch([i, i], value_size=50) for i in range(8)]
+    for batch in batches:
+        append(log, batch)
+    log.close()
+    path = log_files(tmp_path / "p0")[-1]
+    data = bytearray(path.read_bytes())
+    for index in damaged:
+        data[sum(len(b) for b in batches[:index]) + 70] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return batches, len(data)
+
+
+def test_salvage_removes_only_the_damaged_batches_and_keeps_the_later_ones(
+    tmp_path: Path,
+) -> None:
+    batches, size = _log_of_8_batches_with_damage(tmp_path, 2, 5)
+    log = PartitionLog.open(tmp_path / "p0", LogConfig(index_interval_bytes=100), salvage=True)
+    try:
+        kept = parse_all(log.read(0, BIG))
+        assert [h.base_offset for h in kept] == [0, 2, 6, 8, 12, 14]  # 4-5 and 10-11 gone
+        assert log.recovered_salvaged_bytes == len(batches[2]) + len(batches[5])
+        assert log.recovered_truncated_bytes == 0
+        assert log.next_offset == 16
+        assert log.read(4, BIG)[:61] == log.read(6, BIG)[:61]  # a gap reads as the next
+        assert append(log, make_batch([9])) == 16
+    finally:
+        log.close()
+    # The file was rewritten without them: reopening (no salvage) finds nothing to cut.
+    again = PartitionLog.open(tmp_path / "p0", LogConfig(index_interval_bytes=100))
+    try:
+        assert again.recovered_truncated_bytes == 0 and again.next_offset == 17
+        assert not [p for p in (tmp_path / "p0").iterdir() if p.name.endswith(".tmp")]
+    finally:
+        again.close()
+
+
+def test_salvage_cuts_where_no_whole_batch_follows(tmp_path: Path) -> None:
+    batches, size = _log_of_8_batches_with_damage(tmp_path, 7)  # the last batch
+    log = PartitionLog.open(tmp_path / "p0", LogConfig(index_interval_bytes=100), salvage=True)
+    try:
+        assert log.next_offset == 14 and log.recovered_salvaged_bytes == 0
+        assert log.recovered_truncated_bytes == len(batches[7])
+    finally:
+        log.close()
+
+
+def test_without_salvage_a_damaged_batch_still_cuts_the_log(tmp_path: Path) -> None:
+    batches, size = _log_of_8_batches_with_damage(tmp_path, 2, 5)
+    log = PartitionLog.open(tmp_path / "p0", LogConfig(index_interval_bytes=100))
+    try:
+        # After a crash the batches after an invalid one were never acknowledged.
+        assert log.next_offset == 4 and log.recovered_salvaged_bytes == 0
+        assert log.recovered_truncated_bytes == size - sum(len(b) for b in batches[:2])
+    finally:
+        log.close()
 
 
 def test_corrupt_older_segment_without_index_drops_later_segments(
