@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from aiokafka.record.util import calc_crc32c
 
 from protocol.batches import CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, parse_header
 from protocol.records import (
@@ -131,6 +132,7 @@ class ShardRunner:
         self._tasks: set[asyncio.Task[None]] = set()
         self.load_time_s = 0.0
         self.loaded_records = 0
+        self.damaged_batches = 0  # skipped by the last load: they failed their CRC
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -186,6 +188,14 @@ class ShardRunner:
             offset = replayer.feed(chunk, offset)
             await asyncio.sleep(0)
         replayer.flush()
+        if replayer.damaged:
+            log.error(
+                "log damaged: batches failing their CRC skipped while loading the shard",
+                shard=self.shard_id,
+                offsets=replayer.damaged[:20],
+                batches=len(replayer.damaged),
+            )
+        self.damaged_batches = len(replayer.damaged)
         return replayer.count
 
     async def close(self) -> None:
@@ -368,9 +378,10 @@ _VALUE = operator.itemgetter(1)
 _LEGACY_COMMIT_KEY = b"\x00\x00"  # record type 0 (LegacyOffsetCommit)
 _COMMIT_KEY = b"\x00\x01"  # record type 1 (OffsetCommit): the smallest such key
 _FIRST_OTHER_KEY = b"\x00\x02"  # the smallest key of a record type above 1
-# baseOffset i64 @0, batchLength i32 @8, magic i8 @16, attributes i16 @21,
+# baseOffset i64 @0, batchLength i32 @8, magic i8 @16, crc u32 @17, attributes i16 @21,
 # lastOffsetDelta i32 @23, recordsCount i32 @57 (protocol/batches.py).
-_BATCH_HEAD = struct.Struct(">qi4xb4xhi30xi")
+_BATCH_HEAD = struct.Struct(">qi4xbIhi30xi")
+_CRC_START = 21  # the CRC covers the batch from its attributes on
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 _gc_pauses = 0
@@ -415,6 +426,7 @@ class _LogReplayer:
         "_indexed",
         "_by_group",
         "_new_groups",
+        "damaged",
     )
 
     def __init__(self, shard: GroupShard, shard_id: int, now_ms: int) -> None:
@@ -422,6 +434,7 @@ class _LogReplayer:
         self.shard_id = shard_id
         self.now_ms = now_ms
         self.count = 0  # records replayed
+        self.damaged: list[tuple[int, int]] = []  # (first, last) offsets of skipped batches
         # Commit key bytes -> (group, topic, partition), for every key decoded so far.
         self._keys: dict[bytes, tuple[str, str, int]] = {}
         # The current run of commits: key bytes -> last value bytes, in first-commit order.
@@ -443,7 +456,7 @@ class _LogReplayer:
         while pos < total:
             if total - pos < HEADER_SIZE:
                 parse_header(chunk, pos)  # raises InvalidBatch
-            base, length, magic, attributes, last_delta, records = _BATCH_HEAD.unpack_from(
+            base, length, magic, crc, attributes, last_delta, records = _BATCH_HEAD.unpack_from(
                 chunk, pos
             )
             if magic != MAGIC_V2 or length < _MIN_BATCH_LENGTH or last_delta < 0 or records < 0:
@@ -451,7 +464,13 @@ class _LogReplayer:
             end = pos + length + LOG_OVERHEAD
             if end > total:
                 break
-            if not attributes & CONTROL_MASK:
+            if calc_crc32c(view[pos + _CRC_START : end]) != crc:
+                # Damaged on disk (segments below the recovery point are not scanned when
+                # the log opens): skip the batch, keep loading, say so (see load). Every
+                # record is a whole value for its key, so the keys it held keep their
+                # last readable value.
+                self.damaged.append((base, base + last_delta))
+            elif not attributes & CONTROL_MASK:
                 batch = view[pos:end]
                 if base >= offset:
                     pairs = list(map(_KEY_VALUE, DefaultRecordBatch(batch)))

@@ -680,3 +680,34 @@ def test_fast_load_equals_record_at_a_time_replay(
         finally:
             runner_module.LOAD_CHUNK_BYTES = saved
     assert fast == reference
+
+
+def test_a_damaged_batch_in_an_older_segment_is_skipped_and_the_rest_loaded(
+    tmp_path: Path,
+) -> None:
+    """Segments below the recovery point are not scanned when the log opens, so damage
+    there reaches the loader: a batch failing its CRC is skipped (counted, logged as "log
+    damaged"), and the shard is what the log without that batch would give."""
+    batches = [
+        Batch([(commit_key(g, "t0", p), commit_value(10 * i + p)) for p in range(3)])
+        for i in range(40)
+        for g in GROUPS[:2]
+    ]
+    write_log(tmp_path / "damaged", batches, segment_bytes=2048)
+    write_log(tmp_path / "without", batches[:5] + batches[6:], segment_bytes=2048)
+    segment = sorted((tmp_path / "damaged").glob("*.log"))[0]
+    assert len(sorted((tmp_path / "damaged").glob("*.log"))) > 2  # not the active one
+    data = bytearray(segment.read_bytes())
+    pos = 0
+    for _ in range(5):  # to the sixth batch
+        pos += int.from_bytes(data[pos + 8 : pos + 12], "big") + 12
+    data[pos + 70] ^= 0xFF  # inside its records, covered by the CRC
+    segment.write_bytes(bytes(data))
+
+    async def both() -> tuple[ShardRunner, ShardRunner]:
+        return await load(tmp_path / "damaged", False), await load(tmp_path / "without", False)
+
+    damaged, without = asyncio.run(both())
+    assert damaged.damaged_batches == 1 and without.damaged_batches == 0
+    assert state(damaged)["offsets"] == state(without)["offsets"]
+    assert state(damaged)["records"] == state(without)["records"]
