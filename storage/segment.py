@@ -47,6 +47,8 @@ from protocol.batches import (
     set_base_offset,
 )
 
+from .checkpoint import fsync_directory
+
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
@@ -424,17 +426,15 @@ class Segment:
                     chunk = os.pread(self._fd, min(_RECOVERY_CHUNK_BYTES, end - start), start)
                     if not chunk:
                         raise OSError(errno.EIO, f"short read salvaging {path}")
-                    os.write(out, chunk)
+                    with memoryview(chunk) as left:
+                        while left:  # a write may take less than asked
+                            left = left[os.write(out, left) :]
                     start += len(chunk)
             os.fsync(out)
         finally:
             os.close(out)
         os.replace(tmp, path)
-        fd = os.open(self.directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_directory(self.directory)
         os.close(self._fd)
         self._fd = os.open(path, os.O_RDWR | _O_CLOEXEC)
         return True
