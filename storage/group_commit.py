@@ -29,6 +29,7 @@ import heapq
 import itertools
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -55,14 +56,17 @@ class GroupCommitter:
         *,
         waiters_max: int = WAITERS_MAX_DEFAULT,
         syncfs_min_logs: int = SYNCFS_MIN_LOGS_DEFAULT,
+        on_round_synced: Callable[[float], None] | None = None,
     ) -> None:
         """A round of at least `syncfs_min_logs` logs is synced with syncfs() where
-        supported (0: never)."""
+        supported (0: never). `on_round_synced(seconds)` is told, on the loop, how long
+        each background round's flushes took (a metric)."""
         if waiters_max < 1:
             raise ValueError("waiters_max must be >= 1")
         if syncfs_min_logs < 0:
             raise ValueError("syncfs_min_logs must be >= 0")
         self.filesystem_sync = FilesystemSync(syncfs_min_logs)
+        self._on_round_synced = on_round_synced
         self._waiters_max = waiters_max
         self._waiters: dict[PartitionLog, list[_Waiter]] = {}
         self._parked = 0
@@ -187,11 +191,16 @@ class GroupCommitter:
             _flusher_thread().put((self, asyncio.get_running_loop(), logs))
 
     def _end_round(
-        self, logs: list[PartitionLog], results: list[int | BaseException] | BaseException
+        self,
+        logs: list[PartitionLog],
+        results: list[int | BaseException] | BaseException,
+        elapsed_s: float,
     ) -> None:
-        """On the loop, the flusher thread's answer for a round: settle it, then start the
-        next if anything was parked meanwhile."""
+        """On the loop, the flusher thread's answer for a round (its flushes took
+        `elapsed_s`): settle it, then start the next if anything was parked meanwhile."""
         self.round_in_flight = False
+        if self._on_round_synced is not None:
+            self._on_round_synced(elapsed_s)
         try:
             if isinstance(results, BaseException):
                 self._fail_all(results)  # parked waiters must never hang on a broken flush
@@ -322,12 +331,14 @@ def _run_rounds() -> None:
     while True:
         committer, loop, logs = _rounds.get()
         results: list[int | BaseException] | BaseException
+        started = time.perf_counter()
         try:
             results = committer._flush_logs(logs)
         except BaseException as exc:  # the loop fails the round's waiters with it
             results = exc
+        elapsed_s = time.perf_counter() - started
         try:
-            loop.call_soon_threadsafe(committer._end_round, logs, results)
+            loop.call_soon_threadsafe(committer._end_round, logs, results, elapsed_s)
         except RuntimeError:  # the loop is closed: nobody is left to answer
             pass
 

@@ -71,6 +71,15 @@ class ServerMetrics:
         self.produced_records = Counter(
             "groupcoord_produced_records", "Records appended by Produce", ["topic"], registry=r
         )
+        queue = FastHistogram(
+            "groupcoord_coordinator_event_queue_seconds",
+            "Time a coordinator event waited before it ran on its shard: a request from the"
+            " read that brought it, a timer from its due time",
+            [],
+            LATENCY_BUCKETS_S,
+        )
+        r.register(queue)
+        self.event_queue = queue.labels()
         events = FastHistogram(
             "groupcoord_coordinator_event_processing_seconds",
             "Time a coordinator event (request or timer) ran on its shard",
@@ -87,6 +96,23 @@ class ServerMetrics:
         )
         r.register(purgatory)
         self.event_purgatory = purgatory.labels()
+        flush = FastHistogram(
+            "groupcoord_coordinator_batch_flush_seconds",
+            "Time a coordinator shard took to write a batch of records to its log",
+            [],
+            LATENCY_BUCKETS_S,
+        )
+        r.register(flush)
+        self.batch_flush = flush.labels()
+        sync = FastHistogram(
+            "groupcoord_log_sync_round_seconds",
+            "Time a group-commit round took to make its logs durable (one fsync or syncfs"
+            " call covering every log written since the round before)",
+            [],
+            LATENCY_BUCKETS_S,
+        )
+        r.register(sync)
+        self.sync_round = sync.labels()
         self.partition_load = Histogram(
             "groupcoord_coordinator_partition_load_seconds",
             "Time to load a coordinator shard from its log",

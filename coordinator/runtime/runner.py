@@ -210,22 +210,28 @@ class ShardRunner:
 
     # -- events ----------------------------------------------------------------------------
 
-    def run(self, event: Callable[[int], Result]) -> None:
-        """Run one event now. Raises NotActive while loading, failed or closed."""
+    def run(self, event: Callable[[int], Result], queued_at: float | None = None) -> None:
+        """Run one event now; `queued_at` (time.perf_counter) is when it arrived (the read
+        that brought the request), for the queue-time metric. Raises NotActive while
+        loading, failed or closed."""
         if self.state is not ShardState.ACTIVE:
             raise NotActive(self.state)
         now_ms = self.clock_ms()
-        if self.metrics is None:
+        metrics = self.metrics
+        if metrics is None:
             self._apply(event(now_ms), now_ms)
             return
         started = time.perf_counter()
+        if queued_at is not None:
+            metrics.event_queue.observe(started - queued_at)
         self._apply(event(now_ms), now_ms)
-        self.metrics.event_processing.observe(time.perf_counter() - started)
+        metrics.event_processing.observe(time.perf_counter() - started)
 
-    def fire_timer(self, callback: TimerCallback) -> None:
+    def fire_timer(self, callback: TimerCallback, late_s: float | None = None) -> None:
+        """A timer's (or an offloaded computation's) event; `late_s`: how long after its
+        due time it fires (the queue-time metric)."""
         if self.state is ShardState.ACTIVE:
-            now_ms = self.clock_ms()
-            self._apply(callback(now_ms), now_ms)
+            self.run(callback, None if late_s is None else time.perf_counter() - late_s)
 
     def _apply(self, result: Result, now_ms: int) -> None:
         shard = self.shard
@@ -264,6 +270,7 @@ class ShardRunner:
         assert log_ is not None
         last_offset = log_.next_offset - 1
         if batch.records:
+            flush_started = time.perf_counter()
             builder = DefaultRecordBatchBuilder(
                 magic=2,
                 compression_type=0,
@@ -283,6 +290,8 @@ class ShardRunner:
                 self._fail(batch, e)
                 return
             last_offset = base + len(batch.records) - 1
+            if self.metrics is not None:
+                self.metrics.batch_flush.observe(time.perf_counter() - flush_started)
         if last_offset < log_.durable_offset:
             for reply, response in batch.replies:
                 reply(response)

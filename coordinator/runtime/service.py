@@ -66,9 +66,12 @@ class CoordinatorService:
             index = self._shard_of[group_id] = shard_for(group_id, self.shard_count)
         return self.runners[index]
 
-    def run(self, group_id: str, event: Callable[[int], Result]) -> None:
-        """Run an event on the group's shard; raises NotActive while it loads or failed."""
-        self.runner_for(group_id).run(event)
+    def run(
+        self, group_id: str, event: Callable[[int], Result], queued_at: float | None = None
+    ) -> None:
+        """Run an event on the group's shard (`queued_at`: ShardRunner.run); raises
+        NotActive while it loads or failed."""
+        self.runner_for(group_id).run(event, queued_at)
 
     async def load(self, salvage: bool = False) -> None:
         """Load every shard (`salvage`: their logs were closed cleanly, ShardRunner.load);

@@ -29,7 +29,9 @@ class LoopTimer:
     """Implements groups.result.Timer. `fire(callback)` is the shard runner's entry point,
     so a timer's Result goes through the same append-then-reply pipeline as a request's."""
 
-    def __init__(self, fire: Callable[[TimerCallback], None]) -> None:
+    def __init__(self, fire: Callable[[TimerCallback, float | None], None]) -> None:
+        """`fire(callback, late_s)` runs a due callback; late_s: how long after its due time
+        (None for an offloaded computation's finish, which has none)."""
         self._fire = fire
         self._entries: dict[str, _Entry] = {}
         self._offloads: dict[str, asyncio.Future[Any]] = {}
@@ -66,7 +68,7 @@ class LoopTimer:
                 return  # superseded, cancelled, or the shard reloaded meanwhile
             del self._offloads[key]
             value: Any = f.exception() if f.exception() is not None else f.result()
-            self._fire(lambda now_ms: finish(value, now_ms))
+            self._fire(lambda now_ms: finish(value, now_ms), None)
 
         future.add_done_callback(done)
 
@@ -92,4 +94,4 @@ class LoopTimer:
             entry.handle = loop.call_at(entry.deadline, self._run, key)
             return
         del self._entries[key]
-        self._fire(entry.callback)
+        self._fire(entry.callback, loop.time() - entry.deadline)

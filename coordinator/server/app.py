@@ -56,7 +56,9 @@ class Server:
         self.topics = TopicRegistry(config)
         self.group_configs = GroupConfigStore(config.data_path / "group_configs.json")
         self.committer = GroupCommitter(
-            waiters_max=config.durable_waiters_max, syncfs_min_logs=config.syncfs_min_logs
+            waiters_max=config.durable_waiters_max,
+            syncfs_min_logs=config.syncfs_min_logs,
+            on_round_synced=self.metrics.sync_round.observe,
         )
         self.coordinator = CoordinatorService(
             config.data_path,

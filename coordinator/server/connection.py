@@ -91,6 +91,9 @@ class Connection(asyncio.Protocol):
         self._out: list[bytes] = []
         self._out_bytes = 0
         self.idle.set()
+        # When the last read arrived (time.perf_counter): the frames it brought, handled
+        # now or held in the decoder, arrived then (the shards' queue-time metric).
+        self.read_at = 0.0
 
     # asyncio callbacks -------------------------------------------------------------------
 
@@ -129,6 +132,7 @@ class Connection(asyncio.Protocol):
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
+        self.read_at = time.perf_counter()
         self.server.metrics.bytes_in.inc(len(data))
         self.decoder.feed(data)
         self._handle_frames()

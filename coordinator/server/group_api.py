@@ -58,7 +58,7 @@ def run_on_shard(
         )
 
     try:
-        conn.server.coordinator.run(group_id, lambda now_ms: event(reply, now_ms))
+        conn.server.coordinator.run(group_id, lambda now_ms: event(reply, now_ms), conn.read_at)
     except NotActive as e:
         return on_error(not_active_error(e))
     return answer.value if answer.done else answer

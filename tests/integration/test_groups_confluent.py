@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer
 
 from tests.integration.group_support import (
     GroupLog,
@@ -160,3 +162,61 @@ def _completed_rebalances(server: ServerProcess) -> float:
         if line.startswith("groupcoord_group_completed_rebalances_total"):
             total += float(line.split()[-1])
     return total
+
+
+def _samples(text: str) -> dict[str, float]:
+    """Prometheus text -> {'name{labels}': value} (comments dropped)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def test_coordinator_metrics_show_a_group_at_work(group_server: ServerProcess) -> None:
+    """Kafka's group-coordinator runtime metrics, read while a confluent-kafka group
+    consumes and commits: events queued (requests and the initial-delay timer) and
+    processed, replies held until durable, shard batches written, fsync rounds, shard
+    loads, the group by state and the commits counted."""
+    bootstrap = group_server.bootstrap
+    create_topic(bootstrap, "metered", 2)
+    produce(bootstrap, "metered", 2, 10, "metered")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "metered-group",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.subscribe(["metered"])
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < 20 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got += 1
+        assert got == 20
+        consumer.commit(asynchronous=False)
+        m = _samples(group_server.metrics_text())
+    finally:
+        consumer.close()
+    assert m['groupcoord_classic_group_count{state="Stable"}'] >= 1
+    assert m["groupcoord_offset_commits_total"] >= 2
+    events = m["groupcoord_coordinator_event_processing_seconds_count"]
+    # Every event is also timed in the queue: JoinGroup, SyncGroup, heartbeats, commits, and
+    # the initial rebalance delay's timer (queued from its due time).
+    assert events >= 5
+    assert m["groupcoord_coordinator_event_queue_seconds_count"] == events
+    assert m["groupcoord_coordinator_event_queue_seconds_sum"] >= 0
+    # A reply waits in purgatory for the batch holding its records; each batch is written
+    # once (timed) and made durable by a sync round.
+    batches = m["groupcoord_coordinator_batch_flush_seconds_count"]
+    assert batches >= 3  # group metadata at least once, then each commit's batch
+    assert m["groupcoord_coordinator_batch_flush_seconds_sum"] > 0
+    assert m["groupcoord_coordinator_event_purgatory_seconds_count"] == batches
+    assert 1 <= m["groupcoord_log_sync_round_seconds_count"]
+    assert m["groupcoord_log_sync_round_seconds_sum"] > 0
+    assert m["groupcoord_coordinator_partition_load_seconds_count"] == 50

@@ -122,7 +122,7 @@ class _Configs:
 async def test_loop_timer_offload_runs_in_a_thread_and_finishes_on_the_loop() -> None:
     finished: list[tuple[Any, int]] = []
     loop_thread = threading.get_ident()
-    timer = LoopTimer(lambda callback: callback(7))
+    timer = LoopTimer(lambda callback, _late_s: callback(7))
 
     def finish(value: Any, now_ms: int) -> Result:
         assert threading.get_ident() == loop_thread

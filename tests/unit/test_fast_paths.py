@@ -49,6 +49,7 @@ class _Conn:
         self.server = server
         self.peer = "127.0.0.1:5555"
         self.client_host = "/127.0.0.1"
+        self.read_at = 0.0
 
 
 def _frame(**fields: Any) -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from coordinator.groups.result import Result
 from coordinator.runtime.timers import LoopTimer
@@ -11,7 +12,7 @@ from coordinator.runtime.timers import LoopTimer
 async def test_pushed_deadline_fires_once_at_the_latest_time() -> None:
     fired: list[tuple[str, float]] = []
     loop = asyncio.get_running_loop()
-    timer = LoopTimer(lambda callback: callback(0))
+    timer = LoopTimer(lambda callback, _late_s: callback(0))
 
     def callback(name: str):  # type: ignore[no-untyped-def]
         def run(now_ms: int) -> Result:
@@ -33,7 +34,7 @@ async def test_pushed_deadline_fires_once_at_the_latest_time() -> None:
 
 async def test_earlier_deadline_replaces_and_cancel_stops() -> None:
     fired: list[str] = []
-    timer = LoopTimer(lambda callback: callback(0))
+    timer = LoopTimer(lambda callback, _late_s: callback(0))
 
     def record(name: str):  # type: ignore[no-untyped-def]
         return lambda now_ms: fired.append(name) or Result()
@@ -45,3 +46,16 @@ async def test_earlier_deadline_replaces_and_cancel_stops() -> None:
     await asyncio.sleep(0.1)
     assert fired == ["early"]
     assert len(timer) == 0
+
+
+async def test_a_timer_reports_how_late_it_fires() -> None:
+    """The lateness goes to the shard's queue-time metric: a loop busy past the due time
+    makes the timer late by at least that much."""
+    lateness: list[float | None] = []
+    timer = LoopTimer(lambda callback, late_s: lateness.append(late_s) or callback(0))
+    timer.schedule("k", 10, lambda now_ms: Result())
+    await asyncio.sleep(0)
+    time.sleep(0.06)  # the loop is blocked past the 10 ms deadline
+    await asyncio.sleep(0.02)
+    assert len(lateness) == 1 and lateness[0] is not None
+    assert 0.045 <= lateness[0] < 1.0
