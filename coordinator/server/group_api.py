@@ -100,6 +100,15 @@ def _cls(module: Any, *names: str) -> Any:
 # -- OffsetCommit ----------------------------------------------------------------------------
 
 
+def _retention_ms(body: Any) -> int:
+    """OffsetCommit v2-v4's RetentionTimeMs (the codec's timedelta `retention_time`), -1
+    (the broker's retention) for the versions without it."""
+    retention = getattr(body, "retention_time", None)
+    if retention is None:
+        return -1
+    return int(retention // datetime.timedelta(milliseconds=1))
+
+
 def handle_offset_commit(conn: Connection, request: Request) -> Any:
     """OffsetCommit v2-v9 (see `offset_commit`)."""
     body = request.body
@@ -110,7 +119,7 @@ def handle_offset_commit(conn: Connection, request: Request) -> Any:
         body.generation_id_or_member_epoch,
         body.member_id,
         getattr(body, "group_instance_id", None),
-        getattr(body, "retention_time_ms", -1),
+        _retention_ms(body),
         [
             (
                 t.name,

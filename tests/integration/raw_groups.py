@@ -122,7 +122,9 @@ def commit(
     generation: int = -1,
     member_id: str = "",
     version: int = 9,
+    retention_ms: int = -1,
 ) -> Any:
+    """OffsetCommit; `retention_ms` is v2-v4's RetentionTimeMs (-1: the broker's)."""
     m = _m(8, version)
     topics: dict[str, list[Any]] = {}
     for (topic, partition), offset in offsets.items():
@@ -144,7 +146,7 @@ def commit(
             generation_id_or_member_epoch=generation,
             member_id=member_id,
             group_instance_id=None,
-            retention_time_ms=-1,
+            retention_time=datetime.timedelta(milliseconds=retention_ms),
             topics=tuple(
                 build(m.OffsetCommitRequestTopic, name=t, partitions=tuple(ps))
                 for t, ps in topics.items()

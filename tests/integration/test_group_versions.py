@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from coordinator.server.dispatch import APIS
 from protocol.api import ApiKey, build
-from tests.integration.raw_groups import subscription
+from tests.integration.raw_groups import commit, fetch_offsets, subscription
 from tests.integration.test_clients import create_topic
 from tests.rawclient import RawClient, request_class
 from tests.support import ServerProcess, serving
@@ -156,7 +157,7 @@ def test_offset_commit_and_fetch_at_every_version(
                 generation_id_or_member_epoch=-1,
                 member_id="",
                 group_instance_id=None,
-                retention_time_ms=-1,
+                retention_time=datetime.timedelta(milliseconds=-1),
                 topics=(
                     build(
                         mc.OffsetCommitRequestTopic,
@@ -330,3 +331,24 @@ def test_consumer_group_describe_of_a_classic_group(
         classic, empty = resp.groups
         assert classic.error_code == 69  # GROUP_ID_NOT_FOUND: clients use DescribeGroups
         assert empty.error_code == 24  # INVALID_GROUP_ID
+
+
+def test_offset_commit_v2_to_v4_retention_time_is_honoured(tmp_path: Any) -> None:
+    """S128 over the wire: OffsetCommit v2-v4 carry RetentionTimeMs; a commit asking for
+    300 ms expires once that has passed (the expiry check runs every 100 ms here), one
+    with -1 keeps the broker's retention (7 days), and v5 has no such field."""
+    with serving(tmp_path / "data", offsets_retention_check_interval_ms=100) as server:
+        create_topic(server.bootstrap, "kept", 1)
+        with RawClient(server.bootstrap) as client:
+            for version in (2, 3, 4):
+                resp = commit(
+                    client, f"short-{version}", {("kept", 0): 5}, version=version, retention_ms=300
+                )
+                assert resp.topics[0].partitions[0].error_code == 0
+            commit(client, "default", {("kept", 0): 6}, version=2, retention_ms=-1)
+            commit(client, "v5", {("kept", 0): 7}, version=5, retention_ms=300)
+            time.sleep(1.5)
+            for version in (2, 3, 4):
+                assert fetch_offsets(client, f"short-{version}", {"kept": [0]}) == {("kept", 0): -1}
+            assert fetch_offsets(client, "default", {"kept": [0]}) == {("kept", 0): 6}
+            assert fetch_offsets(client, "v5", {"kept": [0]}) == {("kept", 0): 7}
