@@ -119,6 +119,14 @@ class GroupShard:
         if group is None:
             if value is None:
                 return
+            classic = self.groups.get(group_id)
+            if classic is not None and classic.is_simple():
+                # Kafka's getOrMaybeCreatePersistedConsumerGroup replaces it: once compaction
+                # has dropped the GroupMetadata tombstone written when the consumer group
+                # took the id, the group's older offset commits replay first and make a
+                # simple group, which would otherwise shadow the consumer group (listed
+                # twice, and its offsets expired as a simple group's, subscriptions ignored).
+                del self.groups[group_id]
             group = self.consumer_groups[group_id] = ConsumerGroup(group_id)
         if isinstance(key, ConsumerGroupMetadataKey) and value is None:
             group.dead = True

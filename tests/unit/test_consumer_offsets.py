@@ -604,3 +604,31 @@ def test_s144_expiration_deletes_an_empty_consumer_group() -> None:
     assert not h.shard.has_group(GROUP)
     assert not any(isinstance(key, GroupMetadataKey) for key, _ in h.log)
     h.assert_replayed()
+
+
+def test_offsets_of_a_simple_group_before_its_consumer_group_replay_into_the_consumer_group() -> (
+    None
+):
+    """Offsets committed by a simple group (an admin reset before the first KIP-848 member)
+    replay before the consumer group's records. Live, the consumer group's first write
+    tombstones the simple group; once compaction has dropped that tombstone, replay makes the
+    simple group first, and the consumer group's first record must replace it (Kafka's
+    getOrMaybeCreatePersistedConsumerGroup), or the id is listed twice and the subscribed
+    topic's offset expires as a simple group's would."""
+    h = OffsetsHarness()
+    seed(h, "foo", 0)  # no group yet: the replay creates a simple classic group
+    assert h.shard.classic_group(GROUP) is not None
+    a = Client(h, "A")
+    assert a.join(["foo"]).error_code is NONE
+    assert (GroupMetadataKey(GROUP), None) in h.log
+    assert h.shard.classic_group(GROUP) is None
+    # What compaction leaves after the tombstone retention: the tombstone is gone.
+    h.log = [r for r in h.log if r != (GroupMetadataKey(GROUP), None)]
+    shard = h.reload()
+    assert shard.classic_group(GROUP) is None
+    assert shard.consumer_group(GROUP) is not None and shard.group_count() == 1
+    for _ in range(3 * RETENTION // 10_000):  # A keeps its session
+        h.sleep(10_000)
+        assert a.poll().error_code is NONE
+    assert h.expire().records == []  # foo is subscribed: its offset stays
+    assert list(h.shard.offsets.group_offsets(GROUP)) == ["foo"]

@@ -129,6 +129,11 @@ class ClassicGroup:
     def is_empty(self) -> bool:
         return not self.members
 
+    def is_simple(self) -> bool:
+        """A group only offset commits made (no protocol type, no member, nobody joining):
+        Kafka's isSimpleGroup. No GroupMetadata record backs it."""
+        return self.protocol_type is None and not self.members and not self.pending_members
+
     @property
     def size(self) -> int:
         return len(self.members)
