@@ -79,7 +79,8 @@ class NotActive(Exception):
 
 class StorageFailure(Exception):
     """Delivered to a reply in place of its response when the records it waited on could
-    not be written (answered as NOT_COORDINATOR: the client looks the coordinator up again)."""
+    not be written, or when its request was parked in a shard being unloaded (answered as
+    NOT_COORDINATOR: the client looks the coordinator up again)."""
 
 
 class UuidIds:
@@ -201,6 +202,7 @@ class ShardRunner:
     async def close(self) -> None:
         self.state = ShardState.CLOSED
         self.timer.cancel_all()
+        self._release_parked(StorageFailure("the coordinator is shutting down"))
         self._seal()
         await self._drained.wait()  # the batches in flight are answered or failed
         if self._tasks:
@@ -331,10 +333,20 @@ class ShardRunner:
         for reply, _ in batch.replies:
             reply(failure)
         if self.state is ShardState.ACTIVE:
+            # The reload drops this shard object, and with it the requests parked in its
+            # groups: answer them now rather than never.
+            self._release_parked(failure)
             self.state = ShardState.FAILED
             task = asyncio.ensure_future(self._reload())
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    def _release_parked(self, failure: StorageFailure) -> None:
+        for reply in self.shard.classic.take_parked_replies():
+            try:
+                reply(failure)
+            except Exception:  # a reply is the connection's; it must not stop the others
+                log.exception("reply failed", shard=self.shard_id)
 
     async def _reload(self) -> None:
         try:

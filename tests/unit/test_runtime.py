@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator.groups import offsets as om
+from coordinator.groups.classic.messages import JoinGroupRequest
 from coordinator.groups.config import GroupConfig
-from coordinator.runtime.runner import ShardRunner, ShardState
+from coordinator.runtime.runner import ShardRunner, ShardState, StorageFailure
 from storage import GroupCommitter, LogConfig, compact
 from tests.support import gate_fsync
 
@@ -164,3 +165,69 @@ def test_live_state_equals_replayed_and_compacted_log(
         await committer.close()
 
     asyncio.run(scenario())
+
+
+def _park_join(runner: ShardRunner, group: str, replies: list[Any]) -> None:
+    """A JoinGroup v3 (no member-id round trip) of a new member: parked for the initial
+    rebalance delay (3 s by default)."""
+    request = JoinGroupRequest(
+        group_id=group,
+        member_id="",
+        protocol_type="consumer",
+        protocols=[("range", b"")],
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=10_000,
+        api_version=3,
+    )
+    runner.run(lambda now_ms: runner.shard.classic.join_group(request, replies.append, now_ms))
+
+
+async def test_a_failed_write_answers_the_joins_parked_in_other_groups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka answers the requests parked in a coordinator it unloads with NOT_COORDINATOR
+    (D.4). A failed append reloads the shard from its log, dropping the groups in memory:
+    a JoinGroup parked there (another group than the failed write's) is answered with the
+    failure (NOT_COORDINATOR on the wire) instead of never."""
+    committer = GroupCommitter()
+    runner = await _runner(tmp_path / "shard", committer)
+    parked: list[Any] = []
+    _park_join(runner, "b", parked)
+    await committer.flush_all_now()
+    await asyncio.sleep(0.05)
+    assert parked == []  # waiting for the initial rebalance delay
+    assert runner.log is not None
+
+    def broken(*args: Any, **kwargs: Any) -> int:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(type(runner.log), "append", broken)
+    failed: list[Any] = []
+    _commit(runner, "a", "t", 0, 1, failed)
+    for _ in range(100):
+        if failed and parked:
+            break
+        await asyncio.sleep(0.01)
+    assert len(failed) == 1 and isinstance(failed[0], StorageFailure)
+    assert len(parked) == 1 and isinstance(parked[0], StorageFailure)
+    monkeypatch.undo()
+    for _ in range(200):
+        if runner.state is ShardState.ACTIVE:
+            break
+        await asyncio.sleep(0.01)
+    await runner.close()
+    await committer.close()
+
+
+async def test_closing_a_shard_answers_its_parked_joins(tmp_path: Path) -> None:
+    """A stopping server unloads its shards: a JoinGroup still parked is answered (with
+    NOT_COORDINATOR on the wire) instead of holding its connection's later responses."""
+    committer = GroupCommitter()
+    runner = await _runner(tmp_path / "shard", committer)
+    parked: list[Any] = []
+    _park_join(runner, "b", parked)
+    await asyncio.sleep(0.05)
+    assert parked == []
+    await runner.close()
+    assert len(parked) == 1 and isinstance(parked[0], StorageFailure)
+    await committer.close()

@@ -987,6 +987,21 @@ class ClassicGroupManager:
             self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
         return self._prepare_rebalance(group, now_ms)
 
+    def take_parked_replies(self) -> list[Reply]:
+        """Every parked JoinGroup and SyncGroup reply, taken from their members: the shard is
+        being unloaded (its log failed, or the server stops), and Kafka answers them
+        NOT_COORDINATOR then (D.4), so the clients look the coordinator up and join again."""
+        replies: list[Reply] = []
+        for group in self.shard.groups.values():
+            for member in group.members.values():
+                if member.awaiting_join is not None:
+                    replies.append(member.awaiting_join)
+                    member.awaiting_join = None
+                if member.awaiting_sync is not None:
+                    replies.append(member.awaiting_sync)
+                    member.awaiting_sync = None
+        return replies
+
     def on_loaded(self, now_ms: int) -> Result:
         """After a load: every member's session starts now; a group over group.max.size
         (lowered since it was written) rebalances, so its last joiners are turned away."""
