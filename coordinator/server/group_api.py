@@ -361,19 +361,22 @@ def handle_offset_fetch(conn: Connection, request: Request) -> Any:
             )
         answer = answers[0]
         if version < 2 and answer.error != ErrorCode.NONE:
-            # v0-v1 have no top-level error: it goes on every partition.
+            # v0-v1 have no top-level error: every requested partition carries it, offset -1
+            # (Kafka's getErrorResponse). A shard's error answer lists no topics: without
+            # them a loading coordinator would read as "nothing committed", and the client
+            # would apply auto.offset.reset.
             answer = om.OffsetFetchResponse(
                 answer.group_id,
                 [
                     om.OffsetFetchTopicResult(
                         t.name,
-                        t.topic_id,
+                        None,
                         [
-                            om.OffsetFetchPartition(p.index, error=answer.error)
-                            for p in t.partitions
+                            om.OffsetFetchPartition(i, error=answer.error)
+                            for i in t.partition_indexes
                         ],
                     )
-                    for t in answer.topics
+                    for t in body.topics
                 ],
                 answer.error,
             )

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from coordinator.config import load_config
 from coordinator.server import group_api
 from coordinator.server.app import Server
 from coordinator.server.fast_paths import (
@@ -26,6 +25,7 @@ from coordinator.server.fast_paths import (
 from coordinator.server.pending import Pending
 from protocol.api import RequestError, build, decode_request, encode_response
 from tests.rawclient import encode_request, request_class
+from tests.unit.server_support import StubConn, started_server
 
 M = sys.modules[request_class(68, 1).__module__]
 
@@ -33,23 +33,8 @@ M = sys.modules[request_class(68, 1).__module__]
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[Server]:
     """A started server (no listener traffic: the tests call the paths directly)."""
-    config = load_config(
-        overrides={"data_dir": str(tmp_path), "metrics_listen": "", "listen": "127.0.0.1:0"},
-        environ={},
-    )
-    started = Server(config)
-    await started.start()
-    await started.coordinator.loaded.wait()
-    yield started
-    await started.stop()
-
-
-class _Conn:
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.peer = "127.0.0.1:5555"
-        self.client_host = "/127.0.0.1"
-        self.read_at = 0.0
+    async for started in started_server(tmp_path):
+        yield started
 
 
 def _frame(**fields: Any) -> bytes:
@@ -62,7 +47,7 @@ async def _answer(result: Any) -> Any:
     return await result if isinstance(result, Pending) else result
 
 
-async def _taken_and_same_as_codec(conn: _Conn, frame: bytes) -> bool:
+async def _taken_and_same_as_codec(conn: StubConn, frame: bytes) -> bool:
     """Hand `frame` to the fast path Connection._handle_frame would pick (by API key and
     version). Returns False when it declines; when it takes the frame, the codec must
     decode it too, with the same header, and the full path answer it with the same bytes."""
@@ -87,7 +72,7 @@ async def _taken_and_same_as_codec(conn: _Conn, frame: bytes) -> bool:
     return True
 
 
-async def _steady_member(server: Server, conn: _Conn) -> tuple[int, bytes]:
+async def _steady_member(server: Server, conn: StubConn) -> tuple[int, bytes]:
     """Member m1 of group g (topic t, 3 partitions) joined and past its first steady
     heartbeat: its epoch and the steady heartbeat frame the fast path takes."""
     server.topics.create("t", 3, {})
@@ -117,7 +102,7 @@ async def _steady_member(server: Server, conn: _Conn) -> tuple[int, bytes]:
 
 
 async def test_fast_path_answers_as_the_full_path_and_declines_the_rest(server: Server) -> None:
-    conn = _Conn(server)
+    conn = StubConn(server)
     sup = server.supported_versions
     epoch, steady = await _steady_member(server, conn)
     fast = steady_consumer_heartbeat(conn, steady)  # type: ignore[arg-type]
@@ -191,7 +176,7 @@ async def test_offset_commit_fast_path_answers_as_the_full_path(server: Server) 
     committed offsets, and None for the shapes it leaves to the codec."""
     server.topics.create("t", 3, {})
     server.topics.create("u", 1, {})
-    conn = _Conn(server)
+    conn = StubConn(server)
     sup = server.supported_versions
     taken = [
         _commit_frame(9, {"t": [(0, 10)]}),
@@ -241,7 +226,7 @@ async def test_offset_commit_fast_path_never_takes_a_frame_the_codec_reads_other
     declines it (None) or the codec decodes it too and answers with the same bytes: it
     never accepts a frame the codec refuses as malformed, nor reads a field differently."""
     server.topics.create("t", 3, {})
-    conn = _Conn(server)
+    conn = StubConn(server)
     rng = random.Random(20261125)
     names = ["t", "u", "", "x" * 126, "y" * 127]
     frames: list[bytes] = []
@@ -279,7 +264,7 @@ async def test_steady_heartbeat_fast_path_on_mutated_frames_answers_as_the_codec
     """Differential fuzzing: a steady member's heartbeat with each byte changed in turn (to
     random values), cut short or grown. The fast path declines a frame, or the codec decodes
     it too (same header) and the full path answers with the same bytes."""
-    conn = _Conn(server)
+    conn = StubConn(server)
     _, steady = await _steady_member(server, conn)
     rng = random.Random(20261125)
     frames = [steady[:cut] for cut in range(len(steady))] + [steady + b"\x00", steady + b"\x01"]

@@ -1,0 +1,70 @@
+"""Group API handlers called directly on a real Server (no sockets), each request encoded
+and decoded by the real codec: answers that depend on a shard's state."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator.runtime.runner import ShardState
+from coordinator.server.app import Server
+from protocol.api import build, decode_request
+from protocol.errors import ErrorCode
+from tests.rawclient import encode_request, request_class
+from tests.unit.server_support import StubConn, started_server
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[Server]:
+    async for started in started_server(tmp_path):
+        yield started
+
+
+def _offset_fetch(server: Server, version: int) -> Any:
+    m = sys.modules[request_class(9, version).__module__]
+    body = build(
+        m.OffsetFetchRequest,
+        group_id="g",
+        topics=(
+            build(m.OffsetFetchRequestTopic, name="t", partition_indexes=(0, 2)),
+            build(m.OffsetFetchRequestTopic, name="u", partition_indexes=(1,)),
+        ),
+        require_stable=False,
+    )
+    frame = encode_request(9, version, 3, body)[4:]
+    request = decode_request(frame, server.supported_versions)
+    return server.handlers[9](StubConn(server), request)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("state", "error"),
+    [
+        (ShardState.LOADING, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
+        (ShardState.FAILED, ErrorCode.NOT_COORDINATOR),
+    ],
+)
+async def test_offset_fetch_v1_puts_the_group_error_on_every_requested_partition(
+    server: Server, state: ShardState, error: ErrorCode
+) -> None:
+    """OffsetFetch v0-v1 have no top-level error: a group the shard cannot answer for yet
+    must not read as "nothing committed" (the client would apply auto.offset.reset). As
+    Kafka's getErrorResponse: each requested partition, offset -1, with the error. From v2
+    the error is top-level."""
+    runner = server.coordinator.runner_for("g")
+    runner.state = state
+    try:
+        v1 = _offset_fetch(server, 1)
+        v2 = _offset_fetch(server, 2)
+    finally:
+        runner.state = ShardState.ACTIVE
+    got = {
+        (t.name, p.partition_index): (p.committed_offset, p.error_code)
+        for t in v1.topics
+        for p in t.partitions
+    }
+    assert got == {("t", 0): (-1, error), ("t", 2): (-1, error), ("u", 1): (-1, error)}
+    assert v2.error_code == error
