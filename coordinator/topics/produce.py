@@ -6,7 +6,8 @@ made meanwhile). acks=0 gets no response; its data is flushed all the same.
 Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE (bad CRC, length or
 magic), MESSAGE_TOO_LARGE, INVALID_RECORD (empty), OUT_OF_ORDER_SEQUENCE_NUMBER and
 INVALID_PRODUCER_EPOCH (idempotence), INVALID_REQUIRED_ACKS, KAFKA_STORAGE_ERROR (the write or
-fsync failed), TRANSACTIONAL_ID_AUTHORIZATION_FAILED (transactions are not served).
+fsync failed, now or earlier, or the log is closed), TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+(transactions are not served).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.api import ApiKey, Request, build, response_types
 from protocol.batches import InvalidBatch, split_batches
 from protocol.errors import ErrorCode
+from storage import StorageError
 
 from ..observability.logging import get_logger
 from ..server.connection import NO_RESPONSE
@@ -120,7 +122,10 @@ def _append(
         else:
             try:
                 base = log_.append(bytearray(payload), group_headers)
-            except OSError as e:
+            except (OSError, StorageError) as e:
+                # StorageError: a log failed by an earlier write or fsync (LogFailed) or
+                # closed refuses appends. Answered per partition: raised, it would cost the
+                # request's other partitions their answers (no top-level error code).
                 log.error(
                     "append failed",
                     topic=partition.topic.name,
