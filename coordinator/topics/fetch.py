@@ -4,7 +4,8 @@ Emits: for each requested partition the stored batches from the one holding `fet
 up to the high watermark (everything durable), within partition_max_bytes and the request's
 max_bytes (the first batch found is always returned whole, KIP-74). When less than
 min_bytes is available the request parks until a produce makes data durable on one of its
-partitions or max_wait passes (long poll).
+partitions or max_wait passes (long poll); a fetch with a partition in error is answered at
+once, as Kafka does (a consumer must see OFFSET_OUT_OF_RANGE to reset, not wait for it).
 Errors: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (v13+), OFFSET_OUT_OF_RANGE (below the
 log start offset or past the log end), FETCH_SESSION_ID_NOT_FOUND (a session id we never
 issued).
@@ -40,11 +41,11 @@ def handle_fetch(conn: Connection, request: Request) -> Any:
             session_id=0,
             responses=(),
         )
-    response, total_bytes, partitions = _read(conn, request)
+    response, total_bytes, partitions, errors = _read(conn, request)
     max_wait_ms = min(
         int(body.max_wait.total_seconds() * 1000), conn.server.config.fetch_wait_max_ms
     )
-    if total_bytes >= body.min_bytes or max_wait_ms <= 0 or not partitions:
+    if total_bytes >= body.min_bytes or max_wait_ms <= 0 or not partitions or errors:
         return response
     return _long_poll(conn, request, partitions, max_wait_ms)
 
@@ -68,15 +69,16 @@ async def _long_poll(
         finally:
             for partition in partitions:
                 partition.waiters.discard(waiter)
-        response, total_bytes, partitions = _read(conn, request)
-        if total_bytes >= request.body.min_bytes or not partitions:
+        response, total_bytes, partitions, errors = _read(conn, request)
+        if total_bytes >= request.body.min_bytes or not partitions or errors:
             return response
     return _read(conn, request)[0]
 
 
-def _read(conn: Connection, request: Request) -> tuple[Any, int, list[Partition]]:
-    """Build the response from what is durable now; also returns bytes read and the
-    partitions read (all valid ones), which a long poll waits on."""
+def _read(conn: Connection, request: Request) -> tuple[Any, int, list[Partition], bool]:
+    """Build the response from what is durable now; also returns bytes read, the
+    partitions read (all valid ones), which a long poll waits on, and whether any partition
+    answers an error (the client must act on it, so nobody waits)."""
     server = conn.server
     body = request.body
     version = request.api_version
@@ -85,6 +87,7 @@ def _read(conn: Connection, request: Request) -> tuple[Any, int, list[Partition]
     budget = body.max_bytes if version >= 3 else 2**31 - 1
     total = 0
     seen: list[Partition] = []
+    errors = False
     aborted: tuple[()] | None = () if body.isolation_level == 1 else None
     topics = []
     for fetch_topic in body.topics:
@@ -99,6 +102,7 @@ def _read(conn: Connection, request: Request) -> tuple[Any, int, list[Partition]
             index = fp.partition
             if topic is None or not 0 <= index < len(topic.partitions):
                 error = unknown if topic is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                errors = True
                 partitions.append(
                     build(
                         m.PartitionData,
@@ -134,6 +138,7 @@ def _read(conn: Connection, request: Request) -> tuple[Any, int, list[Partition]
                     records = b""
                 total += len(records)
                 budget -= len(records)
+            errors = errors or error != ErrorCode.NONE
             partitions.append(
                 build(
                     m.PartitionData,
@@ -163,7 +168,7 @@ def _read(conn: Connection, request: Request) -> tuple[Any, int, list[Partition]
     response = build(
         m.FetchResponse, error_code=ErrorCode.NONE, session_id=0, responses=tuple(topics)
     )
-    return response, total, seen
+    return response, total, seen, errors
 
 
 def _visible(data: bytes, high_watermark: int) -> bytes:

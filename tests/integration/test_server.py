@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from kio.serial import entity_reader
 
+from protocol.api import response_schema
 from tests.integration.test_clients import create_topic
 from tests.rawclient import RawClient, encode_request, request_class
 from tests.support import ServerProcess, make_batch
@@ -136,6 +138,24 @@ def test_long_poll_is_woken_by_produce(server: ServerProcess) -> None:
         assert _produce(producer, "wake", _batch(1)).error_code == 0
         assert _read_correlation_ids(sock, 1) == [7]
         assert time.monotonic() - started < 5
+
+
+def test_fetch_out_of_range_is_answered_without_waiting(server: ServerProcess) -> None:
+    """A partition in error answers the fetch at once, as in Kafka, not after max_wait: a
+    consumer with auto.offset.reset=none (Spark's executors) acts on OFFSET_OUT_OF_RANGE."""
+    create_topic(server.bootstrap, "oor", 1)
+    with RawClient(server.bootstrap) as client:
+        assert _produce(client, "oor", _batch(3)).error_code == 0
+        started = time.monotonic()
+        client.send(_fetch_request("oor", 3 + 10, 5000, 1))  # past the log end, min_bytes 1
+        frame = client.recv_frame()
+        elapsed = time.monotonic() - started
+    # Response header v1: correlation id, then empty tagged fields.
+    fetched, _ = entity_reader(response_schema(1, 12))(frame, 5)
+    partition = fetched.responses[0].partitions[0]
+    assert partition.error_code == 1  # OFFSET_OUT_OF_RANGE
+    assert partition.high_watermark == 3 and partition.log_start_offset == 0
+    assert elapsed < 1.5, elapsed  # not parked until max_wait (5 s)
 
 
 def test_idempotent_producer_dedupes_and_rejects_gaps(server: ServerProcess) -> None:
