@@ -6,8 +6,11 @@ Rules (Kafka's ProducerStateManager, without transactions):
 - an epoch below the known one -> INVALID_PRODUCER_EPOCH;
 - a batch whose sequence range equals one of the last five -> a duplicate: nothing is
   appended and the original offsets are returned;
-- a new epoch must start at sequence 0, a known epoch must continue at last sequence + 1,
-  an unknown producer must start at 0 -> otherwise OUT_OF_ORDER_SEQUENCE_NUMBER.
+- a new epoch must start at sequence 0, a known epoch must continue at last sequence + 1
+  -> otherwise OUT_OF_ORDER_SEQUENCE_NUMBER;
+- a producer the partition knows nothing of may start at any sequence: retention may have
+  deleted every batch it wrote (Kafka's checkSequence accepts it for the same reason; a
+  long-lived producer would otherwise be refused after a restart).
 State is rebuilt at start-up from the batch headers in the log, so it survives a crash
 exactly as far as the data does.
 """
@@ -72,11 +75,6 @@ class ProducerStates:
         state = self.producers.get(header.producer_id)
         first = header.base_sequence
         if state is None:
-            if first != 0:
-                raise SequenceError(
-                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                    f"unknown producer {header.producer_id} must start at 0, not {first}",
-                )
             return None
         if header.producer_epoch < state.epoch:
             raise SequenceError(
