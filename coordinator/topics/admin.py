@@ -229,8 +229,10 @@ def handle_create_topics(conn: Connection, request: Request) -> Any:
     Errors per topic: INVALID_REQUEST (named twice in the request; manual assignment together
     with a partition count or replication factor), INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
     INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR (not -1 or 1), INVALID_REPLICA_ASSIGNMENT
-    (a broker other than this node, or partitions not numbered 0..n-1), INVALID_CONFIG,
-    UNKNOWN_SERVER_ERROR (the disk write failed)."""
+    (a broker other than this node, or partitions not numbered 0..n-1), INVALID_CONFIG (also a
+    number outside its Kafka type, e.g. segment.bytes above a Java int), UNKNOWN_SERVER_ERROR
+    (the disk write failed, or a bug: nothing of that topic is left, and the other topics in
+    the request are still created)."""
     server = conn.server
     body = request.body
     m = response_types(ApiKey.CREATE_TOPICS, request.api_version)
@@ -252,8 +254,14 @@ def handle_create_topics(conn: Connection, request: Request) -> Any:
         except TopicError as e:
             results.append(_create_error(m, name, ErrorCode(e.code), e.message))
             continue
-        except OSError as e:
-            log.error("create topic failed", topic=name, error=str(e))
+        except Exception as e:
+            # OSError: the disk write failed; anything else is a bug. As Kafka's per-topic
+            # catch-all, either is this topic's answer, not the whole request's (the registry
+            # undid whatever it had begun for the topic).
+            if isinstance(e, OSError):
+                log.error("create topic failed", topic=name, error=str(e))
+            else:
+                log.exception("create topic failed", topic=name)
             results.append(
                 _create_error(
                     m, name, ErrorCode.UNKNOWN_SERVER_ERROR, f"Creating topic '{name}' failed: {e}"
@@ -506,7 +514,7 @@ def handle_create_partitions(conn: Connection, request: Request) -> Any:
     Errors per topic: INVALID_REQUEST (named twice), UNKNOWN_TOPIC_OR_PARTITION,
     INVALID_PARTITIONS (not an increase, or too many), INVALID_REPLICA_ASSIGNMENT (assignment
     count differs from the partitions added, or names a broker other than this node),
-    UNKNOWN_SERVER_ERROR (the disk write failed)."""
+    UNKNOWN_SERVER_ERROR (the disk write failed: the topic keeps its partition count)."""
     server = conn.server
     body = request.body
     m = response_types(ApiKey.CREATE_PARTITIONS, request.api_version)
@@ -557,8 +565,13 @@ def handle_create_partitions(conn: Connection, request: Request) -> Any:
         except TopicError as e:
             results.append(result(name, ErrorCode(e.code), e.message))
             continue
-        except OSError as e:
-            log.error("create partitions failed", topic=name, error=str(e))
+        except Exception as e:
+            # OSError: the disk write failed; anything else is a bug. Either way only this
+            # topic fails, and the registry undid the partitions it had begun to add.
+            if isinstance(e, OSError):
+                log.error("create partitions failed", topic=name, error=str(e))
+            else:
+                log.exception("create partitions failed", topic=name)
             results.append(
                 result(
                     name,

@@ -3,6 +3,7 @@ and validation (unknown names or bad values -> INVALID_CONFIG)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -13,14 +14,28 @@ class InvalidConfig(ValueError):
     pass
 
 
-def _int_at_least(low: int) -> Callable[[str], str]:
+# Kafka parses INT configs as a Java int and LONG configs as a Java long (ConfigDef.parseType):
+# anything outside that range is "Not a number", so a storage limit set by the type (e.g.
+# segment.bytes, a u32 file position) is refused here, as INVALID_CONFIG, and never reaches
+# the log (LogConfig raises ValueError on it).
+_NUMBER_RANGES = {"INT": (-(2**31), 2**31 - 1), "LONG": (-(2**63), 2**63 - 1)}
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
+
+
+def _number_at_least(kind: str, low: int) -> Callable[[str], str]:
+    """A Kafka INT or LONG config: a decimal in the type's range (Kafka trims the value, as
+    Integer/Long.parseInt a sign is allowed, Python's digit separators are not), >= `low`."""
+    lowest, highest = _NUMBER_RANGES[kind]
+
     def check(value: str) -> str:
-        try:
-            number = int(value)
-        except ValueError:
-            raise InvalidConfig(f"expected an integer, got {value!r}") from None
+        text = value.strip()
+        if not _DECIMAL.fullmatch(text):
+            raise InvalidConfig(f"Not a number of type {kind}")
+        number = int(text)
+        if not lowest <= number <= highest:
+            raise InvalidConfig(f"Not a number of type {kind} ({lowest} to {highest})")
         if number < low:
-            raise InvalidConfig(f"must be at least {low}")
+            raise InvalidConfig(f"Value must be at least {low}")
         return str(number)
 
     return check
@@ -59,7 +74,7 @@ TOPIC_CONFIGS: dict[str, ConfigSpec] = {
             "LONG",
             "log_retention_ms",
             None,
-            _int_at_least(-1),
+            _number_at_least("LONG", -1),
             "Delete segments older than this many milliseconds (-1: never).",
         ),
         ConfigSpec(
@@ -67,7 +82,7 @@ TOPIC_CONFIGS: dict[str, ConfigSpec] = {
             "LONG",
             "log_retention_bytes",
             None,
-            _int_at_least(-1),
+            _number_at_least("LONG", -1),
             "Keep at most this many bytes per partition (-1: unlimited).",
         ),
         ConfigSpec(
@@ -75,7 +90,7 @@ TOPIC_CONFIGS: dict[str, ConfigSpec] = {
             "INT",
             "log_segment_bytes",
             None,
-            _int_at_least(14),
+            _number_at_least("INT", 14),
             "Segment file size before a new one is rolled.",
         ),
         ConfigSpec(
@@ -83,7 +98,7 @@ TOPIC_CONFIGS: dict[str, ConfigSpec] = {
             "LONG",
             "log_segment_ms",
             None,
-            _int_at_least(1),
+            _number_at_least("LONG", 1),
             "Segment age before a new one is rolled.",
         ),
         ConfigSpec(
@@ -91,7 +106,7 @@ TOPIC_CONFIGS: dict[str, ConfigSpec] = {
             "INT",
             "message_bytes_max",
             None,
-            _int_at_least(0),
+            _number_at_least("INT", 0),
             "Largest record batch accepted.",
         ),
         ConfigSpec(
@@ -115,7 +130,7 @@ TOPIC_CONFIGS: dict[str, ConfigSpec] = {
             "INT",
             None,
             "1",
-            _int_at_least(1),
+            _number_at_least("INT", 1),
             "Accepted for compatibility; a single node is always in sync.",
         ),
     )

@@ -1,10 +1,20 @@
 """The topic registry: which topics exist, their ids, partitions and configs, and the open
 partition logs. Topic metadata is one JSON file rewritten atomically (temp file, fsync,
-rename, directory fsync) on every change; partition data lives in `topics/<name>-<n>/`."""
+rename, directory fsync) on every change; partition data lives in `topics/<name>-<n>/`.
+
+Creating a topic or adding partitions is all or nothing: the new partition logs are opened
+first, then topics.json is written with them, and only then does the registry show them
+(and `version` move). A failure on the way closes and removes what was opened and leaves
+the registry and topics.json as they were. Showing a topic before topics.json lists it would
+let clients produce to it and get acks for data that `load()` deletes at the next start (it
+removes partition directories topics.json does not list); a later save of any other topic
+would also persist a topic whose creation had failed.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -163,18 +173,26 @@ class TopicRegistry:
             )
         checked = self._checked_configs(configs)
         topic = Topic(name, uuid.uuid4(), checked)
+        # Checked for validate_only too, so a dry run answers as the real creation would.
+        log_config = self._checked_log_config(topic)
         if validate_only:
-            topic.partitions = []
             return topic
+        opened = self._open_partitions(topic, range(partitions), log_config)
+        try:
+            self._save(changed=(topic, partitions))
+        except BaseException:
+            self._discard(topic, opened)
+            self._restore_saved()
+            raise
+        topic.partitions = opened
         self._add(topic)
-        for index in range(partitions):
-            topic.partitions.append(self._open_partition(topic, index))
-        self._save()
+        self.version += 1
         return topic
 
     def delete(self, topic: Topic) -> None:
         del self.by_name[topic.name]
         del self.by_id[topic.topic_id]
+        self.version += 1
         self._save()
         for partition in topic.partitions:
             partition.log.close()
@@ -195,9 +213,15 @@ class TopicRegistry:
             raise TopicError(ErrorCode.INVALID_PARTITIONS, f"at most {PARTITIONS_MAX} partitions")
         if validate_only:
             return
-        for index in range(current, count):
-            topic.partitions.append(self._open_partition(topic, index))
-        self._save()
+        opened = self._open_partitions(topic, range(current, count), self._log_config(topic))
+        try:
+            self._save(changed=(topic, count))
+        except BaseException:
+            self._discard(topic, opened)
+            self._restore_saved()
+            raise
+        topic.partitions.extend(opened)
+        self.version += 1
 
     # internals ---------------------------------------------------------------------------
 
@@ -210,6 +234,16 @@ class TopicRegistry:
             return validate_topic_configs(configs)
         except InvalidConfig as e:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(e)) from None
+
+    def _checked_log_config(self, topic: Topic) -> LogConfig:
+        """The topic's log settings; a value the log refuses is INVALID_CONFIG (configs.py
+        bounds every number by its Kafka type, so this is a second line of defence)."""
+        from protocol.errors import ErrorCode
+
+        try:
+            return self._log_config(topic)
+        except ValueError as e:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid topic config: {e}") from None
 
     def _add(self, topic: Topic) -> None:
         self.by_name[topic.name] = topic
@@ -227,24 +261,75 @@ class TopicRegistry:
             segment_ms=value("segment.ms"),
         )
 
-    def _open_partition(self, topic: Topic, index: int, salvage: bool = False) -> Partition:
+    def _open_partition(
+        self,
+        topic: Topic,
+        index: int,
+        salvage: bool = False,
+        log_config: LogConfig | None = None,
+    ) -> Partition:
         directory = self._partition_dir(topic.name, index)
-        log = PartitionLog.open(directory, self._log_config(topic), salvage=salvage)
-        producers = ProducerStates.rebuild(log)
+        if log_config is None:
+            log_config = self._log_config(topic)
+        log = PartitionLog.open(directory, log_config, salvage=salvage)
+        try:
+            producers = ProducerStates.rebuild(log)
+        except BaseException:
+            log.close()
+            raise
         return Partition(topic, index, log, producers)
 
-    def _save(self) -> None:
-        self.version += 1
+    def _open_partitions(
+        self, topic: Topic, indexes: range, log_config: LogConfig
+    ) -> list[Partition]:
+        """Open new partitions of `topic` without showing them; all of them or none (a
+        failure closes and removes the ones opened, and the directory of the one failing)."""
+        opened: list[Partition] = []
+        try:
+            for index in indexes:
+                opened.append(self._open_partition(topic, index, log_config=log_config))
+        except BaseException:
+            self._discard(topic, opened, indexes)
+            raise
+        return opened
+
+    def _discard(self, topic: Topic, opened: list[Partition], indexes: range | None = None) -> None:
+        """Undo `_open_partitions`: close the logs and remove their directories (of every
+        index in `indexes`, when given: also one whose open failed half way). None of them
+        is listed in topics.json, so `load()` would remove them anyway."""
+        for partition in opened:
+            # The rollback goes on whatever a close raises: the caller re-raises the failure
+            # that started it.
+            with contextlib.suppress(Exception):
+                partition.log.close()
+        for index in indexes if indexes is not None else (p.index for p in opened):
+            shutil.rmtree(self._partition_dir(topic.name, index), ignore_errors=True)
+
+    def _restore_saved(self) -> None:
+        """After a failed `_save`: rewrite topics.json from the registry, in case the write
+        failed after its rename (the directory fsync) and left the change on disk. Best
+        effort: when the temp file could not be written, the old file is still in place."""
+        try:
+            self._save()
+        except OSError:
+            pass
+
+    def _save(self, changed: tuple[Topic, int] | None = None) -> None:
+        """Write topics.json: the registered topics, with `changed` = (topic, partition
+        count) added or replacing its entry -- a change is saved before it is shown."""
+        counts = {t.name: (t, len(t.partitions)) for t in self.by_name.values()}
+        if changed is not None:
+            counts[changed[0].name] = changed
         data = {
             "version": 1,
             "topics": [
                 {
                     "name": t.name,
                     "id": str(t.topic_id),
-                    "partitions": len(t.partitions),
+                    "partitions": count,
                     "configs": t.configs,
                 }
-                for t in self.by_name.values()
+                for t, count in counts.values()
             ],
         }
         atomic_write(self.meta_path, json.dumps(data, indent=1).encode())

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from kio.serial import entity_reader
 
+import coordinator.topics.registry as registry_module
 from coordinator.config import load_config
 from coordinator.server.app import Server
 from coordinator.topics.admin import (
@@ -30,6 +31,7 @@ from coordinator.topics.metadata import (
     handle_describe_topic_partitions,
     handle_metadata,
 )
+from coordinator.topics.registry import TopicRegistry
 from protocol.api import (
     AUTHORIZED_OPERATIONS_OMITTED,
     ZERO_UUID,
@@ -536,6 +538,147 @@ def test_create_topics_validate_only(server: Any) -> None:
     server.topics.create("wet", 1, {})
     result = create(server, "wet", 1, validate_only=True)
     assert result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+def create_many(server: Any, *topics: tuple[str, int, dict[str, str]], **extra: Any) -> Any:
+    """One CreateTopics v7 request for several topics; results by name."""
+    m = schema(ApiKey.CREATE_TOPICS, 7)
+    body = m.CreateTopicsRequest(
+        topics=tuple(
+            m.CreatableTopic(
+                name=name,
+                num_partitions=count,
+                replication_factor=-1,
+                assignments=(),
+                configs=tuple(m.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()),
+            )
+            for name, count, configs in topics
+        ),
+        validate_only=extra.pop("validate_only", False),
+    )
+    results = call(server, handle_create_topics, ApiKey.CREATE_TOPICS, 7, body).topics
+    return {r.name: r for r in results}
+
+
+def fail_topics_json_once(monkeypatch: Any) -> None:
+    """The next topics.json write fails as a full disk would; later ones succeed."""
+    real = registry_module.atomic_write
+    failed: list[bool] = []
+
+    def flaky(path: Any, data: bytes) -> None:
+        if not failed:
+            failed.append(True)
+            raise OSError(28, "No space left on device")
+        real(path, data)
+
+    monkeypatch.setattr(registry_module, "atomic_write", flaky)
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_create_topics_int_config_above_java_int(server: Any, validate_only: bool) -> None:
+    # segment.bytes is a Java int in Kafka: 3000000000 is INVALID_CONFIG, also for a dry run,
+    # and only that topic fails -- the next one in the request is created.
+    results = create_many(
+        server,
+        ("huge", 2, {"segment.bytes": "3000000000"}),
+        ("fine", 2, {"segment.bytes": "2147483647"}),
+        validate_only=validate_only,
+    )
+    huge = results["huge"]
+    assert huge.error_code == ErrorCode.INVALID_CONFIG
+    assert "segment.bytes" in huge.error_message and "INT" in huge.error_message
+    assert (huge.num_partitions, huge.topic_id, huge.configs) == (-1, ZERO_UUID, ())
+    assert results["fine"].error_code == ErrorCode.NONE
+    assert results["fine"].num_partitions == 2
+    assert server.topics.get("huge") is None
+    (listed,) = metadata(
+        server,
+        12,
+        ["huge"],
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    ).topics
+    assert listed.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    every = metadata(
+        server,
+        12,
+        None,
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    ).topics
+    assert [t.name for t in every] == ([] if validate_only else ["fine"])
+    assert not any(
+        p.name.startswith("huge-") for p in (server.config.data_path / "topics").iterdir()
+    )
+    # Fixing the config then works: the failed attempt left no half-created topic behind.
+    assert create(server, "huge", 1, {"segment.bytes": "1048576"}).error_code == ErrorCode.NONE
+
+
+def test_create_topics_disk_failure_fails_only_that_topic(server: Any, monkeypatch: Any) -> None:
+    fail_topics_json_once(monkeypatch)
+    results = create_many(server, ("lost", 3, {}), ("kept", 2, {}))
+    lost = results["lost"]
+    assert lost.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert "No space left on device" in lost.error_message
+    assert (lost.num_partitions, lost.topic_id, lost.configs) == (-1, ZERO_UUID, ())
+    assert results["kept"].error_code == ErrorCode.NONE
+    assert server.topics.get("lost") is None
+    assert [t.name for t in server.topics.topics()] == ["kept"]
+    # A restart from the same directory: the failed topic never existed, nothing of it is
+    # on disk, and the topic created after it survives.
+    server.topics.close()
+    restarted = TopicRegistry(server.config)
+    restarted.load()
+    try:
+        assert {t.name: len(t.partitions) for t in restarted.topics()} == {"kept": 2}
+    finally:
+        restarted.close()
+    names = {p.name for p in (server.config.data_path / "topics").iterdir()}
+    assert names == {"kept-0", "kept-1"}
+
+
+def test_create_topics_unexpected_error_fails_only_that_topic(
+    server: Any, monkeypatch: Any
+) -> None:
+    real = server.topics.create
+
+    def buggy(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "buggy":
+            raise RuntimeError("unexpected")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(server.topics, "create", buggy)
+    results = create_many(server, ("buggy", 1, {}), ("after", 1, {}))
+    assert results["buggy"].error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert "unexpected" in results["buggy"].error_message
+    assert results["after"].error_code == ErrorCode.NONE
+    assert [t.name for t in server.topics.topics()] == ["after"]
+
+
+def test_metadata_auto_create_disk_failure_creates_nothing(server: Any, monkeypatch: Any) -> None:
+    fail_topics_json_once(monkeypatch)
+    (topic,) = metadata(
+        server,
+        12,
+        ["auto"],
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    ).topics
+    assert topic.error_code == ErrorCode.LEADER_NOT_AVAILABLE
+    assert server.topics.get("auto") is None
+    assert not any(
+        p.name.startswith("auto-") for p in (server.config.data_path / "topics").iterdir()
+    )
+    # The client's retry creates it.
+    (topic,) = metadata(
+        server,
+        12,
+        ["auto"],
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    ).topics
+    assert topic.error_code == ErrorCode.NONE
+    assert len(server.topics.get("auto").partitions) == server.config.default_partitions
 
 
 def test_create_topics_manual_assignment(server: Any) -> None:

@@ -1,0 +1,222 @@
+"""TopicRegistry changes are atomic (a topic or its new partitions become visible only once
+their logs are open and topics.json lists them; a failure leaves memory, topics.json and the
+data directory as they were), and topic configs are bounded by their Kafka types."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import coordinator.topics.registry as registry_module
+from coordinator.config import Config, load_config
+from coordinator.topics.configs import TOPIC_CONFIGS, InvalidConfig, validate_topic_configs
+from coordinator.topics.registry import TopicError, TopicRegistry
+from protocol.errors import ErrorCode
+from storage import PartitionLog
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Config:
+    return load_config(overrides={"data_dir": str(tmp_path), "metrics_listen": ""}, environ={})
+
+
+@pytest.fixture
+def registry(config: Config) -> Any:
+    reg = TopicRegistry(config)
+    reg.load()
+    yield reg
+    reg.close()
+
+
+def partition_dirs(config: Config, name: str) -> list[str]:
+    return sorted(
+        p.name for p in (config.data_path / "topics").iterdir() if p.name.rsplit("-", 1)[0] == name
+    )
+
+
+def reopened(config: Config) -> dict[str, int]:
+    """Topic -> partition count as a restarted registry sees it (then closed again)."""
+    reg = TopicRegistry(config)
+    reg.load()
+    try:
+        return {t.name: len(t.partitions) for t in reg.topics()}
+    finally:
+        reg.close()
+
+
+def fail_topics_json(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Make every topics.json write fail as a full disk would; returns the paths tried."""
+    tried: list[Path] = []
+
+    def failing(path: Path, data: bytes) -> None:
+        tried.append(path)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(registry_module, "atomic_write", failing)
+    return tried
+
+
+# topic configs ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(n for n, s in TOPIC_CONFIGS.items() if s.kind == "INT"))
+def test_int_topic_configs_are_java_ints(name: str) -> None:
+    assert validate_topic_configs({name: str(INT_MAX)}) == {name: str(INT_MAX)}
+    for value in (str(INT_MAX + 1), "3000000000"):
+        with pytest.raises(InvalidConfig) as raised:
+            validate_topic_configs({name: value})
+        message = str(raised.value)
+        assert name in message and value in message and "INT" in message
+        assert str(INT_MAX) in message
+
+
+@pytest.mark.parametrize("name", sorted(n for n, s in TOPIC_CONFIGS.items() if s.kind == "LONG"))
+def test_long_topic_configs_are_java_longs(name: str) -> None:
+    assert validate_topic_configs({name: str(LONG_MAX)}) == {name: str(LONG_MAX)}
+    with pytest.raises(InvalidConfig, match="LONG"):
+        validate_topic_configs({name: str(LONG_MAX + 1)})
+
+
+def test_number_configs_parse_as_java_does() -> None:
+    # Kafka trims the value and parses it with Integer/Long.parseInt: a sign is fine, Python
+    # literal spellings (digit separators) are not.
+    assert validate_topic_configs({"segment.bytes": " +1024 "}) == {"segment.bytes": "1024"}
+    for value in ("1_024", "1e3", "", "0x10"):
+        with pytest.raises(InvalidConfig, match="Not a number of type INT"):
+            validate_topic_configs({"segment.bytes": value})
+    # Kafka's lower bounds stay.
+    with pytest.raises(InvalidConfig, match="at least 14"):
+        validate_topic_configs({"segment.bytes": "13"})
+
+
+def test_every_number_config_has_a_checked_kind() -> None:
+    # A new INT or LONG config must get its type's bounds: its checker rejects 2**63.
+    for name, spec in TOPIC_CONFIGS.items():
+        if spec.kind in ("INT", "LONG"):
+            with pytest.raises(InvalidConfig):
+                validate_topic_configs({name: str(2**63)})
+
+
+def test_create_refuses_segment_bytes_above_int32(registry: Any, config: Config) -> None:
+    for validate_only in (True, False):
+        with pytest.raises(TopicError) as raised:
+            registry.create("huge", 1, {"segment.bytes": "3000000000"}, validate_only)
+        assert raised.value.code == ErrorCode.INVALID_CONFIG
+    assert registry.get("huge") is None
+    assert partition_dirs(config, "huge") == []
+
+
+# atomic create / add_partitions -------------------------------------------------------------
+
+
+def test_create_rolls_back_when_topics_json_write_fails(
+    registry: Any, config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry.create("old", 2, {})
+    before = config.data_path.joinpath("topics.json").read_bytes()
+    version = registry.version
+    tried = fail_topics_json(monkeypatch)
+    with pytest.raises(OSError):
+        registry.create("lost", 3, {})
+    assert set(tried) == {config.data_path / "topics.json"}
+    assert registry.get("lost") is None
+    assert [t.name for t in registry.topics()] == ["old"]
+    assert registry.version == version
+    assert registry.partition_count() == 2
+    assert partition_dirs(config, "lost") == []
+    assert config.data_path.joinpath("topics.json").read_bytes() == before
+    monkeypatch.undo()
+    # The name is free again, and a later save does not resurrect the failed topic.
+    registry.create("next", 1, {})
+    registry.close()
+    assert reopened(config) == {"old": 2, "next": 1}
+    assert partition_dirs(config, "lost") == []
+
+
+def test_create_rolls_back_when_a_partition_fails_to_open(
+    registry: Any, config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[PartitionLog] = []
+    real_open = PartitionLog.open
+
+    def open_third_fails(directory: Path, *args: Any, **kwargs: Any) -> PartitionLog:
+        if len(opened) == 2:
+            directory.mkdir(parents=True, exist_ok=True)
+            raise OSError(5, "Input/output error")
+        log = real_open(directory, *args, **kwargs)
+        opened.append(log)
+        return log
+
+    monkeypatch.setattr(registry_module.PartitionLog, "open", open_third_fails)
+    with pytest.raises(OSError):
+        registry.create("broken", 4, {})
+    assert len(opened) == 2 and all(log.closed for log in opened)
+    assert registry.get("broken") is None
+    assert partition_dirs(config, "broken") == []
+    assert not config.data_path.joinpath("topics.json").exists()
+    monkeypatch.undo()
+    registry.close()
+    assert reopened(config) == {}
+
+
+def test_add_partitions_rolls_back_when_topics_json_write_fails(
+    registry: Any, config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = registry.create("grow", 2, {})
+    first = topic.partitions[:]
+    version = registry.version
+    fail_topics_json(monkeypatch)
+    with pytest.raises(OSError):
+        registry.add_partitions(topic, 5)
+    assert topic.partitions == first
+    assert registry.num_partitions(topic.topic_id) == 2
+    assert registry.partition("grow", 2) is None
+    assert registry.version == version
+    assert partition_dirs(config, "grow") == ["grow-0", "grow-1"]
+    assert not any(p.log.closed for p in topic.partitions)
+    monkeypatch.undo()
+    registry.close()
+    assert reopened(config) == {"grow": 2}
+
+
+def test_create_and_add_partitions_succeed(registry: Any, config: Config) -> None:
+    version = registry.version
+    topic = registry.create("t", 2, {"retention.ms": "5"})
+    assert registry.version > version
+    registry.add_partitions(topic, 3)
+    assert registry.version > version + 1
+    assert [p.index for p in topic.partitions] == [0, 1, 2]
+    registry.close()
+    assert reopened(config) == {"t": 3}
+
+
+def test_create_restores_topics_json_when_the_write_fails_after_its_rename(
+    registry: Any, config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The new file is in place but its directory fsync fails: the topic is not created, so
+    # topics.json must not keep listing it (a restart would bring back an empty topic).
+    registry.create("old", 1, {})
+    before = config.data_path.joinpath("topics.json").read_bytes()
+    real = registry_module.atomic_write
+    calls: list[int] = []
+
+    def fsync_fails_once(path: Path, data: bytes) -> None:
+        real(path, data)
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(registry_module, "atomic_write", fsync_fails_once)
+    with pytest.raises(OSError):
+        registry.create("ghost", 2, {})
+    assert registry.get("ghost") is None
+    assert config.data_path.joinpath("topics.json").read_bytes() == before
+    monkeypatch.undo()
+    registry.close()
+    assert reopened(config) == {"old": 1}
+    assert partition_dirs(config, "ghost") == []
