@@ -690,8 +690,8 @@ def handle_leave_group(conn: Connection, request: Request) -> Any:
 
 def handle_describe_groups(conn: Connection, request: Request) -> Any:
     """DescribeGroups v0-v6: reads the groups' current state; writes nothing. A missing
-    group is "Dead" (GROUP_ID_NOT_FOUND from v6). Per group: COORDINATOR_LOAD_IN_PROGRESS /
-    NOT_COORDINATOR while its shard is not active."""
+    group, or a consumer (KIP-848) group, is "Dead" (GROUP_ID_NOT_FOUND from v6). Per
+    group: COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR while its shard is not active."""
     version = request.api_version
     m = response_types(ApiKey.DESCRIBE_GROUPS, version)
     include_ops = getattr(request.body, "include_authorized_operations", False)
@@ -712,11 +712,9 @@ def handle_describe_groups(conn: Connection, request: Request) -> Any:
                 )
             )
             continue
-        consumer_group = runner.shard.consumer_group(group_id)
-        if consumer_group is not None:
-            described = runner.shard.consumer.describe_as_classic(consumer_group)
-        else:
-            described = runner.shard.classic.describe_groups([group_id], version)[0]
+        # A consumer group is not a classic group: Dead, as Kafka (client-compat 9); clients
+        # describe it with ConsumerGroupDescribe.
+        described = runner.shard.classic.describe_groups([group_id], version)[0]
         groups.append(
             build(
                 m.DescribedGroup,

@@ -352,3 +352,48 @@ def test_offset_commit_v2_to_v4_retention_time_is_honoured(tmp_path: Any) -> Non
                 assert fetch_offsets(client, f"short-{version}", {"kept": [0]}) == {("kept", 0): -1}
             assert fetch_offsets(client, "default", {"kept": [0]}) == {("kept", 0): 6}
             assert fetch_offsets(client, "v5", {"kept": [0]}) == {("kept", 0): 7}
+
+
+def test_describe_groups_of_a_consumer_group_is_dead(versions_server: ServerProcess) -> None:
+    """Kafka's DescribeGroups only describes classic groups: a KIP-848 consumer group is
+    "Dead" (GROUP_ID_NOT_FOUND from v6), client-compat 9; ConsumerGroupDescribe describes it."""
+    group = "gv-consumer"
+    with RawClient(versions_server.bootstrap) as client:
+        mh = _m(68, 1)
+        joined = client.request(
+            68,
+            1,
+            build(
+                mh.ConsumerGroupHeartbeatRequest,
+                group_id=group,
+                member_id="gv-consumer-member-1",
+                member_epoch=0,
+                rebalance_timeout=datetime.timedelta(milliseconds=5000),
+                subscribed_topic_names=("gv-topic",),
+                topic_partitions=(),
+            ),
+        )
+        assert joined.error_code == 0 and joined.member_epoch > 0
+        for version in _versions(ApiKey.DESCRIBE_GROUPS):
+            md = _m(15, version)
+            described = client.request(
+                15,
+                version,
+                build(
+                    md.DescribeGroupsRequest, groups=(group,), include_authorized_operations=False
+                ),
+            ).groups[0]
+            assert (described.group_state, described.members) == ("Dead", ()), version
+            assert described.error_code == (69 if version >= 6 else 0), version
+        mc = _m(69, 0)
+        consumer = client.request(
+            69,
+            0,
+            build(
+                mc.ConsumerGroupDescribeRequest,
+                group_ids=(group,),
+                include_authorized_operations=False,
+            ),
+        ).groups[0]
+        assert consumer.error_code == 0
+        assert [m.member_id for m in consumer.members] == ["gv-consumer-member-1"]

@@ -63,9 +63,9 @@ from ..assignors import (
 )
 from ..assignors.spec import PartitionAssignorError, TopicDescriber, TopicMetadata
 from ..classic.group import GroupState
-from ..classic.messages import DescribedGroup, DescribedMember, ListedGroup
+from ..classic.messages import ListedGroup
 from ..result import Record, Reply, Result
-from ..topics import TopicImage, named_partitions
+from ..topics import TopicImage
 from .change import GroupChange, HeartbeatError
 from .group import (
     ConsumerGroup,
@@ -1107,34 +1107,6 @@ class ConsumerGroupManager:
             if name is not None:  # partitions of unknown topics are left out, as Kafka
                 out.append(DescribedTopicPartitions(topic_id, name, sorted(partitions[topic_id])))
         return out
-
-    def describe_as_classic(self, group: ConsumerGroup) -> DescribedGroup:
-        """DescribeGroups for a consumer group (Kafka's ConsumerGroup.asDescribedGroup):
-        protocol type "consumer", the assignor as protocol, members with their
-        subscriptions and assignments in the classic ConsumerProtocol encoding."""
-        from ..classic.consumer_protocol import encode_assignment, encode_subscription
-
-        image = self.shard.topics
-        members = []
-        for meta, member in group.iter_members():
-            assigned = named_partitions(image, member.assigned_partitions)
-            members.append(
-                DescribedMember(
-                    member_id=member.member_id,
-                    group_instance_id=meta.instance_id,
-                    client_id=meta.client_id,
-                    client_host=meta.client_host,
-                    member_metadata=encode_subscription(list(meta.subscribed_topic_names)),
-                    member_assignment=encode_assignment(assigned),
-                )
-            )
-        return DescribedGroup(
-            group_id=group.group_id,
-            group_state=group.state().value,
-            protocol_type=CONSUMER_PROTOCOL_TYPE,
-            protocol_data=group.preferred_assignor() or self._default_assignor(group.group_id),
-            members=members,
-        )
 
     def list_groups(
         self, states_filter: Iterable[str] = (), types_filter: Iterable[str] = ()
