@@ -190,10 +190,15 @@ class TopicRegistry:
         return topic
 
     def delete(self, topic: Topic) -> None:
+        """Saved first, then removed: a failed save leaves the topic served and listed."""
+        try:
+            self._save(removed=topic.name)
+        except BaseException:
+            self._restore_saved()
+            raise
         del self.by_name[topic.name]
         del self.by_id[topic.topic_id]
         self.version += 1
-        self._save()
         for partition in topic.partitions:
             partition.log.close()
             wake_waiters(partition)
@@ -314,12 +319,15 @@ class TopicRegistry:
         except OSError:
             pass
 
-    def _save(self, changed: tuple[Topic, int] | None = None) -> None:
+    def _save(self, changed: tuple[Topic, int] | None = None, removed: str | None = None) -> None:
         """Write topics.json: the registered topics, with `changed` = (topic, partition
-        count) added or replacing its entry -- a change is saved before it is shown."""
+        count) added or replacing its entry, or the topic named `removed` left out -- a
+        change is saved before it is shown."""
         counts = {t.name: (t, len(t.partitions)) for t in self.by_name.values()}
         if changed is not None:
             counts[changed[0].name] = changed
+        if removed is not None:
+            del counts[removed]
         data = {
             "version": 1,
             "topics": [

@@ -220,3 +220,23 @@ def test_create_restores_topics_json_when_the_write_fails_after_its_rename(
     registry.close()
     assert reopened(config) == {"old": 1}
     assert partition_dirs(config, "ghost") == []
+
+
+def test_delete_keeps_the_topic_when_topics_json_write_fails(
+    registry: Any, config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A delete whose save fails leaves the topic registered and served (it was removed
+    from memory first: gone until a restart brought it back from topics.json)."""
+    topic = registry.create("kept", 2, {})
+    version = registry.version
+    fail_topics_json(monkeypatch)
+    with pytest.raises(OSError):
+        registry.delete(topic)
+    assert registry.get("kept") is topic and registry.version == version
+    assert not topic.partitions[0].log.closed
+    assert len(partition_dirs(config, "kept")) == 2
+    monkeypatch.undo()
+    registry.delete(topic)
+    assert registry.get("kept") is None and partition_dirs(config, "kept") == []
+    registry.close()
+    assert reopened(config) == {}
