@@ -44,7 +44,7 @@ from protocol.records import (
     encode_value,
     offset_commit_key_fields,
 )
-from storage import GroupCommitter, LogConfig, PartitionLog
+from storage import GroupCommitter, LogConfig, PartitionLog, StorageError
 
 from ..groups.config import GroupConfig
 from ..groups.dynamic_config import GroupConfigSource
@@ -58,6 +58,7 @@ from .timers import LoopTimer
 log = get_logger("groupcoord.shard")
 
 LOAD_CHUNK_BYTES = 5 * 1024 * 1024  # offsets.load.buffer.size
+RELOAD_RETRY_S = 5.0
 BATCH_RECORDS_MAX = 10_000
 
 
@@ -205,8 +206,11 @@ class ShardRunner:
         self._release_parked(StorageFailure("the coordinator is shutting down"))
         self._seal()
         await self._drained.wait()  # the batches in flight are answered or failed
-        if self._tasks:
+        if self._tasks:  # reloads, perhaps waiting to retry
+            for task in self._tasks:
+                task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+            self.state = ShardState.CLOSED
         if self.log is not None:
             self.log.close()
 
@@ -288,7 +292,9 @@ class ShardRunner:
             data = bytearray(builder.build())
             try:
                 base = log_.append(data, [parse_header(data)])
-            except (OSError, RecordError) as e:
+            except (OSError, RecordError, StorageError) as e:
+                # StorageError: the log failed earlier (an fsync, a compaction swap) or is
+                # closed. Escaping here, it would drop the batch's replies unanswered.
                 self._fail(batch, e)
                 return
             last_offset = base + len(batch.records) - 1
@@ -349,11 +355,21 @@ class ShardRunner:
                 log.exception("reply failed", shard=self.shard_id)
 
     async def _reload(self) -> None:
-        try:
-            await self.load()
-        except Exception as e:
-            log.error("shard reload failed", shard=self.shard_id, error=str(e))
-            self.state = ShardState.FAILED
+        """Reload from the log until it works (the disk may come back: space freed, a
+        transient I/O error), every RELOAD_RETRY_S; NOT_COORDINATOR meanwhile."""
+        while True:
+            try:
+                await self.load()
+                return
+            except Exception as e:
+                log.error(
+                    "shard reload failed; retrying",
+                    shard=self.shard_id,
+                    error=str(e),
+                    retry_in_s=RELOAD_RETRY_S,
+                )
+                self.state = ShardState.FAILED
+            await asyncio.sleep(RELOAD_RETRY_S)
 
 
 # -- loading ---------------------------------------------------------------------------------

@@ -4,6 +4,8 @@ the log, and the same state after the log is compacted (hypothesis)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 from coordinator.groups import offsets as om
 from coordinator.groups.classic.messages import JoinGroupRequest
 from coordinator.groups.config import GroupConfig
+from coordinator.runtime import runner as runner_module
 from coordinator.runtime.runner import ShardRunner, ShardState, StorageFailure
 from storage import GroupCommitter, LogConfig, compact
 from tests.support import gate_fsync
@@ -230,4 +233,69 @@ async def test_closing_a_shard_answers_its_parked_joins(tmp_path: Path) -> None:
     assert parked == []
     await runner.close()
     assert len(parked) == 1 and isinstance(parked[0], StorageFailure)
+    await committer.close()
+
+
+async def _until(condition: Any, what: str) -> None:
+    for _ in range(300):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_a_log_failed_outside_a_write_fails_the_next_write_and_reloads(
+    tmp_path: Path,
+) -> None:
+    """A compaction swap that fails marks the log failed (no write of the shard's own was
+    involved). The next commit's append raises LogFailed: it is answered with the failure
+    (NOT_COORDINATOR) and the shard reloads from its log, without the commit; the append
+    error used to escape the runner, leaving the reply unanswered and the shard ACTIVE with
+    state that no log holds."""
+    committer = GroupCommitter()
+    runner = await _runner(tmp_path / "shard", committer)
+    assert runner.log is not None
+    runner.log.mark_failed(OSError(28, "No space left on device"))
+    replies: list[Any] = []
+    _commit(runner, "g", "t", 0, 5, replies)
+    await _until(lambda: replies, "the commit's answer")
+    assert isinstance(replies[0], StorageFailure)
+    await _until(lambda: runner.state is ShardState.ACTIVE, "the reload")
+    assert _state(runner) == ({}, set())
+    await runner.close()
+    await committer.close()
+
+
+async def test_a_batch_gathered_during_a_failing_round_is_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit made while a round's fsync runs waits in a batch for the next round; when
+    that fsync fails, the batch is sealed against the failed log: its reply gets the failure
+    too, instead of nothing (which held every later response of its connection). The reload
+    fails while fsync still fails, and is retried until it works."""
+    monkeypatch.setattr(runner_module, "RELOAD_RETRY_S", 0.05)
+    committer = GroupCommitter(syncfs_min_logs=0)
+    runner = await _runner(tmp_path / "shard", committer)
+    entered, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def failing_fsync(fd: int) -> None:
+        entered.set()
+        release.wait(5)
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    first: list[Any] = []
+    second: list[Any] = []
+    _commit(runner, "g", "t", 0, 1, first)
+    await _until(entered.is_set, "the round's fsync")
+    _commit(runner, "g", "t", 0, 2, second)  # gathered for the next round
+    release.set()
+    await _until(lambda: first and second, "both answers")
+    assert isinstance(first[0], StorageFailure) and isinstance(second[0], StorageFailure)
+    await asyncio.sleep(0.2)  # reloads fail meanwhile (their fsync fails too)
+    assert runner.state is ShardState.FAILED
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    await _until(lambda: runner.state is ShardState.ACTIVE, "the reload retried")
+    await runner.close()
     await committer.close()
