@@ -11,7 +11,16 @@ Errors: Linux reports writeback errors through syncfs only from 5.8 on (before, 
 returned 0 regardless), so older kernels and other systems keep per-file fsyncs. When
 syncfs fails, every log of the round falls back to its own fsyncs, which report the
 error against the file it concerns (the per-file error state is separate from the
-filesystem's), so a failure is never lost and never blamed on the wrong log.
+filesystem's), so a failure is never blamed on the wrong log. And syncfs is not used on
+that filesystem again: it reports an error once, and the file whose writeback failed may
+belong to a log outside the round (syncfs writes back everything dirty); a later syncfs
+would return 0 for it and vouch for data that was lost, where its own fsync reports the
+error.
+
+Locks: each log's flush lock is held from begin_flush to end_flush, so a round holds
+several at once; they are taken in one fixed order (by id), or a round and a concurrent
+flush of the same logs in another order (close's flush_all_now) could each wait for a
+lock the other holds.
 """
 
 from __future__ import annotations
@@ -24,8 +33,12 @@ import threading
 import weakref
 from collections.abc import Callable
 
+import structlog
+
 from .errors import LogClosed
 from .log import FlushPlan, PartitionLog
+
+log_ = structlog.get_logger("groupcoord.storage")
 
 
 def _load_syncfs() -> Callable[[int], int] | None:
@@ -57,6 +70,7 @@ class FilesystemSync:
         # writeback error once per descriptor, so the same one must be asked every time.
         self._fds: dict[int, int] = {}
         self.calls = 0  # syncfs() calls made (a metric; tests check it is used)
+        self._failed_devices: set[int] = set()  # syncfs failed there once: fsyncs only
         self._devices: weakref.WeakKeyDictionary[PartitionLog, int] = weakref.WeakKeyDictionary()
 
     @staticmethod
@@ -73,8 +87,8 @@ class FilesystemSync:
         plans: list[tuple[int, PartitionLog, FlushPlan, int]] = []
         synced: dict[int, bool] = {}
         try:
-            for i, log in enumerate(logs):
-                results[i] = self._begin(i, log, plans)
+            for i in sorted(range(len(logs)), key=lambda i: id(logs[i])):  # the lock order
+                results[i] = self._begin(i, logs[i], plans)
             for _, log, _, device in plans:
                 if device not in synced:
                     synced[device] = device >= 0 and self._syncfs(device, log)
@@ -113,8 +127,11 @@ class FilesystemSync:
         return device
 
     def _syncfs(self, device: int, log: PartitionLog) -> bool:
+        """Whether one syncfs made `device`'s data durable (False: each log fsyncs)."""
         assert _SYNCFS is not None
         with self._lock:
+            if device in self._failed_devices:
+                return False
             fd = self._fds.get(device)
             if fd is None:
                 try:
@@ -123,7 +140,16 @@ class FilesystemSync:
                     return False
                 self._fds[device] = fd
             self.calls += 1
-        return _SYNCFS(fd) == 0
+        if _SYNCFS(fd) == 0:
+            return True
+        with self._lock:
+            self._failed_devices.add(device)
+        log_.error(
+            "syncfs failed: this filesystem is synced file by file from now on",
+            device=device,
+            directory=str(log.directory),
+        )
+        return False
 
 
 def _end(log: PartitionLog, plan: FlushPlan, data_synced: bool) -> int | BaseException:

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -154,3 +157,64 @@ async def test_rolled_segments_keep_their_index_files_and_recovery_point(logs, c
         assert (directory / "recovery-point-offset").read_text().strip() == "3"
         assert (directory / "00000000000000000000.index").exists()
     await committer.close()
+
+
+async def test_after_a_failed_syncfs_the_filesystem_is_synced_file_by_file(
+    logs, calls, monkeypatch
+) -> None:
+    """syncfs reports a writeback error once. The file that failed may belong to a log
+    outside the failing round (syncfs writes back everything dirty); had a later round used
+    syncfs again, it would have returned 0 and vouched for that log's lost data. So after a
+    failure every later round fsyncs each log, and the failed one reports its error."""
+    many = logs(5)
+    bad_fd = many[4]._segments[-1]._fd  # noqa: SLF001 - the file whose writeback failed
+    counting_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if fd == bad_fd:
+            raise OSError(5, "Input/output error")
+        counting_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    committer = GroupCommitter(syncfs_min_logs=4)
+    _append(many[4])  # dirty, but nobody waits on it in the first round
+    calls["fail_syncfs"] = 1  # the first round's syncfs meets log 4's failed writeback
+    assert await _wait_all(committer, many[:4]) == [None] * 4
+    assert calls["syncfs"] == 1
+    calls["fail_syncfs"] = 0  # as Linux: the error was reported once
+    results = await _wait_all(committer, many[1:])
+    assert [r is None for r in results] == [True, True, True, False]
+    assert isinstance(results[3], OSError)
+    assert calls["syncfs"] == 1  # not asked again
+    with pytest.raises(LogFailed):
+        await committer.close()
+
+
+def test_concurrent_flushes_of_the_same_logs_in_opposite_orders_finish(
+    logs, calls, monkeypatch
+) -> None:
+    """A round holds every log's flush lock across its syncfs; close() may flush the same
+    logs at once from another thread, listed in another order. The locks are taken in one
+    order, so neither waits for a lock the other holds."""
+    many = logs(4)
+    for log in many:
+        _append(log)
+    real_begin = syncfs.FilesystemSync._begin
+
+    def slow_begin(self: Any, index: int, log: PartitionLog, plans: Any) -> Any:
+        result = real_begin(self, index, log, plans)
+        time.sleep(0.05)  # widen the window between two lock takings
+        return result
+
+    monkeypatch.setattr(syncfs.FilesystemSync, "_begin", slow_begin)
+    flusher = syncfs.FilesystemSync(min_logs=4)
+    threads = [
+        threading.Thread(target=flusher.flush, args=(order,), daemon=True)
+        for order in (many, many[::-1])
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    assert not any(thread.is_alive() for thread in threads), "the two flushes deadlocked"
+    assert [log.durable_offset for log in many] == [1] * 4
