@@ -186,7 +186,7 @@ class PartitionLog:
         `salvage`: the log was closed cleanly, so a batch failing its CRC is damage, not a
         torn write: it is removed alone and the batches after it kept (Segment.recover).
         """
-        directory.mkdir(parents=True, exist_ok=True)
+        _make_durable_directory(directory)
         log = cls(directory, config, clock_ms)
         try:
             log._recover(salvage)
@@ -853,3 +853,21 @@ def _retention_timestamp(segment: Segment) -> int:
     if segment.max_timestamp_ms >= 0:
         return segment.max_timestamp_ms
     return segment.last_modified_ms
+
+
+def _make_durable_directory(directory: Path) -> None:
+    """Create `directory` (and missing parents) with their entries fsynced in the parents:
+    the log's own fsyncs cover the files in it, not its name in its parent, so a power loss
+    could otherwise lose a new log with what was acknowledged in it."""
+    if directory.is_dir():
+        return
+    highest = directory  # the highest directory about to be created
+    while not highest.parent.exists():
+        highest = highest.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    created = directory
+    while True:
+        fsync_directory(created.parent)
+        if created == highest:
+            return
+        created = created.parent

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
+import storage.log as log_module
 from protocol.batches import BatchHeader, parse_header, split_batches
 from storage import (
     CommitterClosed,
@@ -994,3 +995,26 @@ async def test_group_commit_never_strands_waiters(
     await asyncio.wait_for(committer.close(), timeout=5)
     with pytest.raises(CommitterClosed):
         await stranded
+
+
+def test_a_new_log_directory_is_made_durable_in_its_parents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log's flushes fsync its files and its own directory, never its name in its
+    parent: opening a new log fsyncs each parent that gained an entry (here topics/ and the
+    data directory), and opening an existing one fsyncs none."""
+    synced: list[Path] = []
+    real = log_module.fsync_directory
+
+    def record(directory: Path) -> None:
+        synced.append(directory)
+        real(directory)
+
+    monkeypatch.setattr(log_module, "fsync_directory", record)
+    (tmp_path / "data").mkdir()
+    log = PartitionLog.open(tmp_path / "data" / "topics" / "t-0", LogConfig())
+    assert synced[:2] == [tmp_path / "data" / "topics", tmp_path / "data"]
+    log.close()
+    synced.clear()
+    PartitionLog.open(tmp_path / "data" / "topics" / "t-0", LogConfig()).close()
+    assert tmp_path / "data" not in synced and tmp_path / "data" / "topics" not in synced
