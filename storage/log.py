@@ -33,8 +33,12 @@ files, before the recovery point passed it (the flush after a roll persists the 
 segment's base offset in ``recovery-point-offset``). Such segments are trusted when their
 index files are consistent: start-up reads only their index files and the headers after
 the last index entry. Every other segment (always the last one) is scanned batch by batch
-(header, CRC, increasing offsets) and cut at the first bad batch, dropping every later
-segment. ``log-start-offset`` persists the log start offset when retention moves it.
+(header, CRC, increasing offsets). Above the recovery point a bad batch is a crash's torn
+tail: the segment is cut there and every later segment dropped. Below it (index files
+damaged, so the segment was scanned) a bad batch is damage on disk: the segment is salvaged
+(Segment.recover) and cut within itself only, keeping the later segments (an offset gap;
+reported as damage, ``recovered_salvaged_bytes``). ``log-start-offset`` persists the log
+start offset when retention moves it.
 Before any of this, an interrupted compaction swap is completed or undone (cleaner.py).
 """
 
@@ -143,7 +147,8 @@ class PartitionLog:
         self._clock_ms = clock_ms
         # Bytes dropped at start-up: torn or corrupt tail, and segments after it.
         self.recovered_truncated_bytes = 0
-        # Bytes of damaged batches removed on open with `salvage` (the rest kept).
+        # Bytes of damaged batches removed on open (with `salvage`, or in a segment below
+        # the recovery point), the data after them kept.
         self.recovered_salvaged_bytes = 0
         self._segments: list[Segment] = []
         # Base offsets of _segments, for bisect.
@@ -245,12 +250,20 @@ class PartitionLog:
                 segment = Segment.open_existing(directory, base, interval)
                 segments.append(segment)
                 is_last = i == len(bases) - 1
-                if not is_last and base < recovery_point and segment.load_index_files():
+                flushed_whole = not is_last and base < recovery_point
+                if flushed_whole and segment.load_index_files():
                     continue
-                cut = segment.recover(salvage)
+                # A segment below the recovery point was fsynced whole before the point
+                # moved past it: an invalid batch there is damage on disk, never a torn
+                # write, and the segments after it hold acknowledged data. So it is
+                # salvaged and the cut stays within it (an offset gap), reported as damage;
+                # only a cut above the recovery point is a crash's tail, dropping the rest.
+                cut = segment.recover(salvage or flushed_whole)
                 salvaged += segment.salvaged_bytes
                 scanned.append(segment)
-                if cut:
+                if cut and flushed_whole:
+                    salvaged += cut
+                elif cut:
                     truncated += cut
                     if not is_last:
                         truncated += self._drop_segment_files(bases[i + 1 :])
