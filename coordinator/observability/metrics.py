@@ -71,48 +71,34 @@ class ServerMetrics:
         self.produced_records = Counter(
             "groupcoord_produced_records", "Records appended by Produce", ["topic"], registry=r
         )
-        queue = FastHistogram(
+        # Observed on every coordinator event, batch or round: lock-free (fast_metrics.py).
+        self.event_queue = _seconds_histogram(
+            r,
             "groupcoord_coordinator_event_queue_seconds",
             "Time a coordinator event waited before it ran on its shard: a request from the"
             " read that brought it, a timer from its due time",
-            [],
-            LATENCY_BUCKETS_S,
         )
-        r.register(queue)
-        self.event_queue = queue.labels()
-        events = FastHistogram(
+        self.event_processing = _seconds_histogram(
+            r,
             "groupcoord_coordinator_event_processing_seconds",
             "Time a coordinator event (request or timer) ran on its shard",
-            [],
-            LATENCY_BUCKETS_S,
         )
-        r.register(events)
-        self.event_processing = events.labels()
-        purgatory = FastHistogram(
+        self.event_purgatory = _seconds_histogram(
+            r,
             "groupcoord_coordinator_event_purgatory_seconds",
             "Time coordinator replies waited for their records to be durable",
-            [],
-            LATENCY_BUCKETS_S,
         )
-        r.register(purgatory)
-        self.event_purgatory = purgatory.labels()
-        flush = FastHistogram(
+        self.batch_flush = _seconds_histogram(
+            r,
             "groupcoord_coordinator_batch_flush_seconds",
             "Time a coordinator shard took to write a batch of records to its log",
-            [],
-            LATENCY_BUCKETS_S,
         )
-        r.register(flush)
-        self.batch_flush = flush.labels()
-        sync = FastHistogram(
+        self.sync_round = _seconds_histogram(
+            r,
             "groupcoord_log_sync_round_seconds",
             "Time a group-commit round took to make its logs durable (one fsync or syncfs"
             " call covering every log written since the round before)",
-            [],
-            LATENCY_BUCKETS_S,
         )
-        r.register(sync)
-        self.sync_round = sync.labels()
         self.partition_load = Histogram(
             "groupcoord_coordinator_partition_load_seconds",
             "Time to load a coordinator shard from its log",
@@ -138,6 +124,13 @@ class ServerMetrics:
             )
             self._request_children[key] = children
         return children
+
+
+def _seconds_histogram(registry: CollectorRegistry, name: str, documentation: str) -> Any:
+    """A FastHistogram without labels, registered; returns the child to observe."""
+    histogram = FastHistogram(name, documentation, [], LATENCY_BUCKETS_S)
+    registry.register(histogram)
+    return histogram.labels()
 
 
 def api_name(api_key: int) -> str:
