@@ -656,28 +656,23 @@ def test_create_topics_unexpected_error_fails_only_that_topic(
 
 
 def test_metadata_auto_create_disk_failure_creates_nothing(server: Any, monkeypatch: Any) -> None:
+    def auto_create() -> Any:
+        (topic,) = metadata(
+            server,
+            12,
+            ["auto"],
+            allow_auto_topic_creation=True,
+            include_topic_authorized_operations=False,
+        ).topics
+        return topic
+
     fail_topics_json_once(monkeypatch)
-    (topic,) = metadata(
-        server,
-        12,
-        ["auto"],
-        allow_auto_topic_creation=True,
-        include_topic_authorized_operations=False,
-    ).topics
-    assert topic.error_code == ErrorCode.LEADER_NOT_AVAILABLE
+    assert auto_create().error_code == ErrorCode.LEADER_NOT_AVAILABLE
     assert server.topics.get("auto") is None
     assert not any(
         p.name.startswith("auto-") for p in (server.config.data_path / "topics").iterdir()
     )
-    # The client's retry creates it.
-    (topic,) = metadata(
-        server,
-        12,
-        ["auto"],
-        allow_auto_topic_creation=True,
-        include_topic_authorized_operations=False,
-    ).topics
-    assert topic.error_code == ErrorCode.NONE
+    assert auto_create().error_code == ErrorCode.NONE  # the client's retry creates it
     assert len(server.topics.get("auto").partitions) == server.config.default_partitions
 
 
