@@ -877,72 +877,101 @@ def handle_consumer_group_heartbeat(conn: Connection, request: Request) -> Any:
 
 
 def handle_consumer_group_describe(conn: Connection, request: Request) -> Any:
-    """ConsumerGroupDescribe v0-v1: reads the groups' current state; writes nothing. Per
-    group: GROUP_ID_NOT_FOUND for a missing or classic group (with Kafka's message),
-    INVALID_GROUP_ID for "", COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR while its shard
-    is not active."""
+    """ConsumerGroupDescribe v0-v1: reads the groups' state; writes nothing. The groups of
+    each shard are described by one event on that shard (consumer describe_groups): a read
+    after pending writes, answered once the writes before it are durable, as Kafka reads at
+    the last committed offset (D.2). Per group: GROUP_ID_NOT_FOUND for a missing or classic
+    group (with Kafka's message), INVALID_GROUP_ID for "", COORDINATOR_LOAD_IN_PROGRESS /
+    NOT_COORDINATOR while its shard is not active, NOT_COORDINATOR when a write before it
+    failed."""
     m = response_types(ApiKey.CONSUMER_GROUP_DESCRIBE, request.api_version)
     include_ops = request.body.include_authorized_operations
-    groups = []
-    for group_id in request.body.group_ids:
-        if not group_id:
-            described = ccm.DescribedConsumerGroup(
-                group_id, ErrorCode.INVALID_GROUP_ID, "Group ID can't be empty."
-            )
-        else:
-            runner = conn.server.coordinator.runner_for(group_id)
-            if runner.state is not ShardState.ACTIVE:
-                described = ccm.DescribedConsumerGroup(
-                    group_id, not_active_error(NotActive(runner.state))
-                )
-            else:
-                described = runner.shard.consumer.describe(group_id)
-
-        def assignment(parts: list[ccm.DescribedTopicPartitions]) -> Any:
-            return build(
-                m.Assignment,
-                topic_partitions=tuple(
-                    build(
-                        m.TopicPartitions,
-                        topic_id=p.topic_id,
-                        topic_name=p.topic_name,
-                        partitions=tuple(p.partitions),
-                    )
-                    for p in parts
-                ),
-            )
-
-        groups.append(
-            build(
-                m.DescribedGroup,
-                error_code=described.error_code,
-                error_message=described.error_message,
-                group_id=group_id,
-                group_state=described.group_state,
-                group_epoch=described.group_epoch,
-                assignment_epoch=described.assignment_epoch,
-                assignor_name=described.assignor_name,
-                members=tuple(
-                    build(
-                        m.Member,
-                        member_id=x.member_id,
-                        instance_id=x.instance_id,
-                        rack_id=x.rack_id,
-                        member_epoch=x.member_epoch,
-                        client_id=x.client_id,
-                        client_host=x.client_host,
-                        subscribed_topic_names=tuple(x.subscribed_topic_names),
-                        subscribed_topic_regex=x.subscribed_topic_regex,
-                        assignment=assignment(x.assignment),
-                        target_assignment=assignment(x.target_assignment),
-                        member_type=x.member_type,
-                    )
-                    for x in described.members
-                ),
-                # No authorizer: everything is allowed when asked (READ, DESCRIBE, DELETE).
-                authorized_operations=(1 << 3 | 1 << 6 | 1 << 8)
-                if include_ops and described.error_code == ErrorCode.NONE
-                else -(2**31),
-            )
+    group_ids = list(request.body.group_ids)
+    by_shard: dict[int, list[str]] = {}
+    for group_id in dict.fromkeys(g for g in group_ids if g):
+        by_shard.setdefault(conn.server.coordinator.runner_for(group_id).shard_id, []).append(
+            group_id
         )
-    return build(m.ConsumerGroupDescribeResponse, groups=tuple(groups))
+
+    def on_shard(ids: list[str]) -> Any:
+        def event(reply: Reply, now_ms: int) -> Result:
+            return conn.server.shard_for(ids[0]).consumer.describe_groups(ids, reply)
+
+        def convert(
+            described: list[ccm.DescribedConsumerGroup],
+        ) -> dict[str, ccm.DescribedConsumerGroup]:
+            return {d.group_id: d for d in described}
+
+        def failed(error: ErrorCode) -> dict[str, ccm.DescribedConsumerGroup]:
+            return {g: ccm.DescribedConsumerGroup(g, error) for g in ids}
+
+        return run_on_shard(conn, ids[0], event, convert, failed)
+
+    parts = [on_shard(ids) for ids in by_shard.values()]
+
+    def assignment(topics: list[ccm.DescribedTopicPartitions]) -> Any:
+        return build(
+            m.Assignment,
+            topic_partitions=tuple(
+                build(
+                    m.TopicPartitions,
+                    topic_id=p.topic_id,
+                    topic_name=p.topic_name,
+                    partitions=tuple(p.partitions),
+                )
+                for p in topics
+            ),
+        )
+
+    def described_group(group_id: str, described: ccm.DescribedConsumerGroup) -> Any:
+        return build(
+            m.DescribedGroup,
+            error_code=described.error_code,
+            error_message=described.error_message,
+            group_id=group_id,
+            group_state=described.group_state,
+            group_epoch=described.group_epoch,
+            assignment_epoch=described.assignment_epoch,
+            assignor_name=described.assignor_name,
+            members=tuple(
+                build(
+                    m.Member,
+                    member_id=x.member_id,
+                    instance_id=x.instance_id,
+                    rack_id=x.rack_id,
+                    member_epoch=x.member_epoch,
+                    client_id=x.client_id,
+                    client_host=x.client_host,
+                    subscribed_topic_names=tuple(x.subscribed_topic_names),
+                    subscribed_topic_regex=x.subscribed_topic_regex,
+                    assignment=assignment(x.assignment),
+                    target_assignment=assignment(x.target_assignment),
+                    member_type=x.member_type,
+                )
+                for x in described.members
+            ),
+            # No authorizer: everything is allowed when asked (READ, DESCRIBE, DELETE).
+            authorized_operations=(1 << 3 | 1 << 6 | 1 << 8)
+            if include_ops and described.error_code == ErrorCode.NONE
+            else -(2**31),
+        )
+
+    def respond(answers: list[dict[str, ccm.DescribedConsumerGroup]]) -> Any:
+        described: dict[str, ccm.DescribedConsumerGroup] = {}
+        for answer in answers:
+            described.update(answer)
+        invalid = ccm.DescribedConsumerGroup(
+            "", ErrorCode.INVALID_GROUP_ID, "Group ID can't be empty."
+        )
+        return build(
+            m.ConsumerGroupDescribeResponse,
+            groups=tuple(described_group(g, described[g] if g else invalid) for g in group_ids),
+        )
+
+    if all(not isinstance(p, Pending) for p in parts):
+        return respond(parts)
+
+    async def wait() -> Any:
+        return respond(await gather_responses(parts))
+
+    return wait()

@@ -21,6 +21,7 @@ Where we differ from Kafka on purpose (and the tests follow us):
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import uuid
 from typing import Any
@@ -89,7 +90,9 @@ from tests.unit.consumer_support import (
     Client,
     Harness,
     assert_same_groups,
+    assignment,
     group_state,
+    settle,
 )
 
 TOPICS = {"foo": 6, "bar": 3}
@@ -990,6 +993,39 @@ def test_s76_rebalance_in_progress_while_unrevoked_or_when_awaited_partitions_ar
     assert h.cheartbeat("C", new_generation) is NONE
 
 
+def test_s76_classic_member_told_to_rejoin_only_once_every_awaited_partition_is_free() -> None:
+    """S76 / B.14: a classic member awaiting partitions held by two members is told to
+    rejoin only when neither holds them any more (Kafka's `!waitingOnUnreleasedPartition`),
+    not as soon as the first is released."""
+    h = MigrationHarness()
+    scripted = h.script("uniform")
+    foo, bar = h.topic_id("foo"), h.topic_id("bar")
+    a, b = Client(h, "A"), Client(h, "B")
+    scripted.layout = {"A": {foo: [0, 1, 2, 3, 4, 5]}, "B": {bar: [0, 1, 2]}}
+    ok(a.join(["foo"]))
+    ok(b.join(["bar"]))
+    settle(h, a, b)
+
+    # C's target: foo-3 (A's) and bar-0 (B's).
+    scripted.layout = {"A": {foo: [0, 1, 2, 4, 5]}, "B": {bar: [1, 2]}, "C": {foo: [3], bar: [0]}}
+    generation = ok(h.cjoin("C", topics=("foo", "bar"), version=3).response).generation_id
+    assert h.member("C").state is MemberState.UNRELEASED_PARTITIONS
+    ok(h.csync("C", generation).response)
+    assert h.cheartbeat("C", generation) is NONE
+
+    ok(a.ack())
+    ok(a.ack())  # A revoked foo-3: free; bar-0 is still B's
+    assert h.group().current_partition_epoch(foo, 3) == -1
+    assert h.cheartbeat("C", generation) is NONE
+    assert not h.timer.is_scheduled(member_join_key(GROUP, "C"))
+
+    ok(b.ack())
+    ok(b.ack())  # B revoked bar-0: every awaited partition is free
+    assert h.group().current_partition_epoch(bar, 0) == -1
+    assert h.cheartbeat("C", generation) is ErrorCode.REBALANCE_IN_PROGRESS
+    assert h.timer.deadline(member_join_key(GROUP, "C")) == h.now + REBALANCE
+
+
 def test_s77_classic_member_fenced_on_session_timeout() -> None:
     """S77: a classic member that stops heartbeating is fenced after its own session
     timeout: its tombstones and one group epoch bump (a consumer member remains: no
@@ -1506,4 +1542,63 @@ def test_s82_static_classic_member_replaces_the_last_consumer_static_member() ->
     assert decode_assignment(ok(synced.response).assignment).partitions == [("foo", s2_target)]
     assert h.cheartbeat(m1, epoch) is NONE
     assert not h.timer.is_scheduled(session_timeout_key(GROUP, "s2"))
+    h.assert_replayed()
+
+
+# =============================================================================================
+# A static classic member restarted with group.protocol=consumer (rolling upgrade)
+# =============================================================================================
+
+
+def test_consumer_static_member_replaces_an_unreleased_classic_static_member() -> None:
+    """B.4 step 4 / B.12: a consumer-protocol member joining (epoch 0) with the instance id
+    of a classic-protocol member replaces it whatever that member's epoch: a classic static
+    member sends no LeaveGroup when it restarts, so it never reaches epoch -2, and
+    UNRELEASED_INSTANCE_ID would be fatal to the upgraded Java client."""
+    h = MigrationHarness({**TOPICS, "baz": 2})
+    mixed_group(h, static="i1")
+    old = h.group().static_member_id("i1")
+    assert old is not None
+    old_member = h.member(old)
+    assert old_member.member_epoch > 0  # never released
+    old_target = h.group().target[old]
+
+    response = ok(Client(h, "new-i1", instance_id="i1").join(["baz"]))
+
+    group = h.group()
+    assert response.member_id == "new-i1"
+    assert group.static_member_id("i1") == "new-i1" and old not in group.metadata
+    # It inherits the classic member's assignment and target, as a consumer member.
+    assert group.target["new-i1"] == old_target
+    assert group.member("new-i1").assigned_partitions == old_member.assigned_partitions  # type: ignore[union-attr]
+    assert group.metadata["new-i1"].classic_member_metadata is None
+    for key in (session_timeout_key, member_join_key, member_sync_key):
+        assert not h.timer.is_scheduled(key(GROUP, old))
+    h.assert_replayed()
+
+
+def test_rolling_upgrade_replaces_a_static_member_of_a_classic_group() -> None:
+    """B.14 then B.4 step 4: the first static classic member restarted with
+    group.protocol=consumer upgrades the classic group and takes the place of its own
+    former classic member (same instance id), inheriting its partitions; the other classic
+    member stays."""
+    h = MigrationHarness()
+    key, value = classic_group_record(
+        5, [("m1", ["foo"], [("foo", [0, 1, 2])]), ("m2", ["foo"], [("foo", [3, 4, 5])])]
+    )
+    members = (dataclasses.replace(value.members[0], group_instance_id="i1"), value.members[1])
+    h.load_classic((key, dataclasses.replace(value, members=members)))
+
+    response = ok(Client(h, "new-i1", instance_id="i1").join(["foo"]))
+
+    assert h.shard.classic_group(GROUP) is None
+    group = h.group()
+    assert sorted(group.metadata) == ["m2", "new-i1"]
+    assert group.static_member_id("i1") == "new-i1"
+    assert response.member_epoch == group.assignment_epoch == 5
+    assert assignment(response) == {h.topic_id("foo"): [0, 1, 2]}
+    assert group.metadata["m2"].classic_member_metadata is not None
+    # The replaced member's session does not outlive it (the upgrade moves the others').
+    assert not h.timer.is_scheduled(session_timeout_key(GROUP, "m1"))
+    assert h.timer.deadline(session_timeout_key(GROUP, "m2")) == h.now + SESSION
     h.assert_replayed()

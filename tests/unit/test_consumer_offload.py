@@ -79,6 +79,40 @@ def test_members_that_leave_during_the_computation_are_skipped() -> None:
     h.assert_replayed()
 
 
+def test_static_member_replaced_during_the_computation_takes_over_its_new_target() -> None:
+    """A static member replaced (B.4.4: its target goes to the new id, no epoch moves)
+    while the target is computed: the result's entry for the old id is written for the
+    new one, so no partition is in two targets and the group settles."""
+    h = offloading()
+    a, b = Client(h, "a"), Client(h, "b", instance_id="sb")
+    a.join(["foo"])
+    b.join(["foo"])
+    h.sleep(0)
+    settle(h, a, b)
+    c = Client(h, "c")
+    c.join(["foo"])  # offloaded: the target for epoch 4 (a, b, c)
+    assert h.group().assigning_epoch == 4
+    b.leave(-2)
+    b2 = Client(h, "b2", instance_id="sb")
+    assert b2.join(["foo"]).error_code == 0  # takes b's place and its (old) target
+    assert h.group().group_epoch == 4
+
+    written = h.sleep(0)
+    group = h.group()
+    assert group.assignment_epoch == 4 and "b" not in group.target
+    members = {k.member_id for k, _ in written.records if hasattr(k, "member_id")}
+    assert "b" not in members
+    holders: dict[tuple[object, int], list[str]] = {}
+    for member_id, target in group.target.items():
+        for topic, partitions in target.items():
+            for p in partitions:
+                holders.setdefault((topic, p), []).append(member_id)
+    assert len(holders) == 6 and all(len(ms) == 1 for ms in holders.values()), holders
+    settle(h, a, b2, c)
+    assert sorted(group.target_sizes.values()) == [2, 2, 2]
+    h.assert_replayed()
+
+
 def test_the_result_is_written_in_slices_metadata_last(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(consumer_manager, "OFFLOAD_SLICE", 1)
     h = offloading()

@@ -1,10 +1,14 @@
 """Consumer groups (KIP-848) on the shard runtime over a real log: heartbeats answered
-after the fsync, the group rebuilt by a reload, and a failed write answered as a storage
-failure (the server sends NOT_COORDINATOR, S9) with the shard back at its durable state."""
+after the fsync, the group rebuilt by a reload, a failed write answered as a storage
+failure (the server sends NOT_COORDINATOR, S9) with the shard back at its durable state,
+and ConsumerGroupDescribe answered only once the writes before it are durable."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
+import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +18,13 @@ from coordinator.groups.config import GroupConfig
 from coordinator.groups.consumer.messages import HeartbeatRequest
 from coordinator.groups.topics import StaticTopicImage
 from coordinator.runtime.runner import ShardRunner, ShardState, StorageFailure
+from coordinator.server.app import Server
+from protocol.api import ApiKey, build, decode_request
+from protocol.errors import ErrorCode
 from storage import GroupCommitter, LogConfig
+from tests.rawclient import encode_request, request_class
+from tests.support import gate_fsync
+from tests.unit.server_support import StubConn, started_server
 
 
 async def _runner(path: Path, committer: GroupCommitter, topics: StaticTopicImage) -> ShardRunner:
@@ -112,3 +122,90 @@ async def test_failed_write_answers_storage_failure_and_reloads(
     assert group is not None and set(group.metadata) == {"m1"}
     await runner.close()
     await committer.close()
+
+
+async def test_consumer_group_describe_waits_for_the_writes_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """describe_groups is a read after pending writes: while the join's records are in
+    their fsync, its answer (which shows the joined member) is held; it is released after
+    the join's, and answered at once when nothing is in flight."""
+    committer = GroupCommitter()
+    topics = StaticTopicImage()
+    topics.add("foo", 4)
+    runner = await _runner(tmp_path / "shard", committer, topics)
+    in_fsync, release = gate_fsync(monkeypatch)
+    joined: list[Any] = []
+    _join(runner, "m1", joined)
+    while not in_fsync.is_set():
+        await asyncio.sleep(0.001)
+    described: list[Any] = []
+    joined_first: list[bool] = []
+
+    def on_described(answer: Any) -> None:
+        joined_first.append(bool(joined))
+        described.append(answer)
+
+    runner.run(lambda now_ms: runner.shard.consumer.describe_groups(["g", "x"], on_described))
+    await asyncio.sleep(0.02)
+    assert described == [] and joined == []  # held with the join until the fsync
+    release.set()
+    await _answered(described)
+    assert joined_first == [True]
+    group, missing = described[0]
+    assert [m.member_id for m in group.members] == ["m1"] and group.group_epoch == 2
+    assert missing.group_id == "x" and missing.error_code != 0
+
+    again: list[Any] = []
+    runner.run(lambda now_ms: runner.shard.consumer.describe_groups(["g"], again.append))
+    assert again and again[0][0].members  # nothing in flight: answered at once
+    await runner.close()
+    await committer.close()
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[Server]:
+    async for started in started_server(tmp_path):
+        yield started
+
+
+def _describe(server: Server, group_ids: list[str]) -> Any:
+    """ConsumerGroupDescribe v0 through the server's handler, as the codec decodes it."""
+    m = sys.modules[request_class(ApiKey.CONSUMER_GROUP_DESCRIBE, 0).__module__]
+    body = build(
+        m.ConsumerGroupDescribeRequest,
+        group_ids=tuple(group_ids),
+        include_authorized_operations=False,
+    )
+    frame = encode_request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 7, body)[4:]
+    request = decode_request(frame, server.supported_versions)
+    handler = server.handlers[ApiKey.CONSUMER_GROUP_DESCRIBE]
+    return handler(StubConn(server), request)
+
+
+async def test_consumer_group_describe_handler_shows_no_write_before_it_is_durable(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """D.2 / B.11: ConsumerGroupDescribe reads at the last committed offset. A member whose
+    join is still in its fsync is not shown by an answer sent meanwhile: the handler's
+    answer waits for the join's records to be durable (a failed write would fail it too)."""
+    in_fsync, release = gate_fsync(monkeypatch)
+    joined: list[Any] = []
+    _join(server.coordinator.runner_for("g"), "m1", joined)
+    while not in_fsync.is_set():
+        await asyncio.sleep(0.001)
+    try:
+        answer = _describe(server, ["g", ""])
+        assert inspect.isawaitable(answer), answer  # not answered from unsynced state
+        await asyncio.sleep(0.02)
+        assert joined == []
+    finally:
+        release.set()
+    response = await answer
+    assert joined and joined[0].error_code == ErrorCode.NONE
+    group, empty = response.groups
+    assert group.error_code == ErrorCode.NONE
+    assert [m.member_id for m in group.members] == ["m1"]
+    assert empty.error_code == ErrorCode.INVALID_GROUP_ID
+    # Nothing in flight: answered at once.
+    assert not inspect.isawaitable(_describe(server, ["g"]))

@@ -335,7 +335,7 @@ class ConsumerGroupManager:
             and classic.state is not GroupState.EMPTY
             and group.group_id not in self.groups
         ):
-            self.migration.finish_upgrade(classic, result)
+            self.migration.finish_upgrade(classic, result, replaced=change.replaced)
 
         send_assignment = (
             request.member_epoch == 0
@@ -512,7 +512,14 @@ class ConsumerGroupManager:
             assert static_owner is not None
             old = group.member(static_owner)
             assert old is not None
-            if old.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # As Kafka: only a consumer-protocol owner must have released the instance
+            # (epoch -2). A classic static member never does (it sends no LeaveGroup when
+            # it restarts, KIP-345), so a rolling upgrade to group.protocol=consumer
+            # replaces it whatever its epoch; UNRELEASED_INSTANCE_ID is fatal to the client.
+            if (
+                old.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
+                and group.metadata[static_owner].classic_member_metadata is None
+            ):
                 raise HeartbeatError(
                     ErrorCode.UNRELEASED_INSTANCE_ID,
                     f"Static member {member_id} with instance id {request.instance_id} cannot "
@@ -897,7 +904,9 @@ class ConsumerGroupManager:
         interval). The result is written in slices of OFFLOAD_SLICE members, one shard
         event each, TargetAssignmentMetadata last, so that no event blocks the loop long.
         Members that left meanwhile are skipped; those that joined meanwhile get their
-        target from the next assignment (their join moved the group epoch)."""
+        target from the next assignment (their join moved the group epoch); a static
+        member replaced meanwhile (which moves no epoch) hands its target to the member
+        that replaced it (`_write_target_slice`)."""
         gid = group.group_id
         image = self.shard.topics
         spec: dict[str, MemberSubscription] | None = None
@@ -916,7 +925,7 @@ class ConsumerGroupManager:
         previous, assignor = self._previous_target(group, change)
         group.assigning_epoch = group_epoch
 
-        def compute() -> list[Record]:
+        def compute() -> _Offloaded:
             # Runs in a worker thread: reads only its copies and the topic image (dict
             # reads, safe under the GIL; a topic created meanwhile moves the image version
             # and so the group epoch again).
@@ -937,7 +946,9 @@ class ConsumerGroupManager:
                     )
             wanted = {t for sub in members.values() for t in sub.subscribed_topic_ids}
             counts = TopicMetadata({t: image.num_partitions(t) for t in wanted})
-            return _assign(gid, members, previous, assignor, counts, group_epoch)[1]
+            records = _assign(gid, members, previous, assignor, counts, group_epoch)[1]
+            instances = {m: s.instance_id for m, s in members.items() if s.instance_id}
+            return _Offloaded(records, instances, frozenset(members))
 
         def finish(value: object, finish_ms: int) -> Result:
             if self.groups.get(gid) is not group or group.assigning_epoch != group_epoch:
@@ -945,7 +956,7 @@ class ConsumerGroupManager:
             if isinstance(value, BaseException):
                 group.assigning_epoch = None  # the next heartbeat tries again
                 return Result()
-            assert isinstance(value, list)
+            assert isinstance(value, _Offloaded)
             return self._write_target_slice(group, group_epoch, now_ms, value, 0)
 
         self.shard.timer.offload(assignment_key(gid), compute, finish)
@@ -955,11 +966,15 @@ class ConsumerGroupManager:
         group: ConsumerGroup,
         group_epoch: int,
         started_ms: int,
-        records: list[Record],
+        computed: _Offloaded,
         start: int,
     ) -> Result:
+        """The next slice of an offloaded target: its members' TargetAssignmentMember
+        records (those of members gone meanwhile dropped, those of static members
+        replaced meanwhile renamed to their successor), TargetAssignmentMetadata last."""
         gid = group.group_id
         result = Result()
+        records = computed.records
         end, partitions = start, 0
         # A slice ends at OFFLOAD_SLICE members or OFFLOAD_SLICE_PARTITIONS partitions.
         while end < len(records) and end - start < OFFLOAD_SLICE:
@@ -967,6 +982,14 @@ class ConsumerGroupManager:
             end += 1
             if key.member_id in group.metadata:
                 result.records.append((key, value))
+            elif (successor := computed.successor(group, key.member_id)) is not None:
+                # A static replacement (B.4.4) moved no epoch, so this target is the one
+                # the group settles on: the successor inherited the replaced member's old
+                # target and must take its new one, or it keeps partitions the new
+                # layout gives to others (two targets holding a partition, for good).
+                result.records.append(
+                    (ConsumerGroupTargetAssignmentMemberKey(gid, successor), value)
+                )
             partitions += sum(len(tp.partitions) for tp in value.topic_partitions)
             if partitions >= OFFLOAD_SLICE_PARTITIONS:
                 break
@@ -975,7 +998,7 @@ class ConsumerGroupManager:
             def more(now_ms: int) -> Result:
                 if self.groups.get(gid) is not group or group.assigning_epoch != group_epoch:
                     return Result()
-                return self._write_target_slice(group, group_epoch, started_ms, records, end)
+                return self._write_target_slice(group, group_epoch, started_ms, computed, end)
 
             self.shard.timer.schedule(assignment_key(gid), 0, more)
             return result
@@ -1056,6 +1079,17 @@ class ConsumerGroupManager:
     # ========================================================================================
     # Describe, list, delete
     # ========================================================================================
+
+    def describe_groups(self, group_ids: list[str], reply: Reply) -> Result:
+        """ConsumerGroupDescribe of this shard's `group_ids`: replies with their
+        DescribedConsumerGroup list (`describe`, in that order). Emits nothing; as a Result
+        without records it is a read after pending writes: the runtime releases it only
+        once the writes before it are durable (Kafka reads at the last committed offset,
+        D.2), so it never shows state that a failed write takes back (the reply then
+        fails with them)."""
+        result = Result()
+        result.reply(reply, [self.describe(group_id) for group_id in group_ids])
+        return result
 
     def describe(self, group_id: str) -> DescribedConsumerGroup:
         """ConsumerGroupDescribe for one group: GROUP_ID_NOT_FOUND for a missing group or a
@@ -1210,6 +1244,21 @@ def _check_epoch(member: ConsumerGroupMember, request: HeartbeatRequest) -> None
             f"by the group coordinator ({member.member_epoch}). The member must abandon all "
             f"its partitions and rejoin.",
         )
+
+
+class _Offloaded(NamedTuple):
+    """A target computed off the loop: its TargetAssignmentMember records, the instance
+    ids of the static members it was computed for, and all the member ids it covers."""
+
+    records: list[Record]
+    instances: dict[str, str]
+    members: frozenset[str]
+
+    def successor(self, group: ConsumerGroup, member_id: str) -> str | None:
+        """The member that now holds the static instance `member_id` held, if it is one
+        this target was not computed for (a member it covers has its own record)."""
+        owner = group.static_member_id(self.instances.get(member_id))
+        return owner if owner is not None and owner not in self.members else None
 
 
 def _updated_metadata(

@@ -373,7 +373,9 @@ class ClassicMembers:
         return result
 
     def _must_rejoin(self, group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
-        """Kafka: a newer target, partitions to revoke, or awaited partitions now free."""
+        """Kafka: a newer target, partitions to revoke, or every awaited partition free
+        (`!waitingOnUnreleasedPartition`): a rejoin while some are still held would only
+        hand over part of them and cost another rejoin for the rest."""
         if member.member_epoch < group.assignment_epoch:
             return True
         if member.state is MemberState.UNREVOKED_PARTITIONS:
@@ -382,8 +384,9 @@ class ClassicMembers:
             for topic, partitions in group.target.get(member.member_id, {}).items():
                 held = member.assigned_partitions.get(topic, {})
                 for p in partitions:
-                    if p not in held and group.current_partition_epoch(topic, p) == -1:
-                        return True
+                    if p not in held and group.current_partition_epoch(topic, p) != -1:
+                        return False  # still waiting for this one
+            return True
         return False
 
     # -- timers --------------------------------------------------------------------------
@@ -518,9 +521,12 @@ class ClassicMembers:
         records.extend(converted)
         return group
 
-    def finish_upgrade(self, classic: ClassicGroup, result: Result) -> None:
+    def finish_upgrade(
+        self, classic: ClassicGroup, result: Result, replaced: str | None = None
+    ) -> None:
         """Once the joining heartbeat succeeded: answer the classic group's parked
-        requests (they rejoin through the consumer group), move its timers."""
+        requests (they rejoin through the consumer group), move its timers (not those of
+        `replaced`, the static member the joining one took over: it is gone)."""
         from ..classic.manager import heartbeat_key
         from ..classic.manager import join_key as classic_join_key
         from ..classic.manager import sync_key as classic_sync_key
@@ -543,7 +549,10 @@ class ClassicMembers:
                     member.awaiting_sync, cm.SyncGroupResponse(ErrorCode.REBALANCE_IN_PROGRESS)
                 )
                 member.awaiting_sync = None
-            self.manager.schedule_session_timeout(gid, member.member_id, member.session_timeout_ms)
+            if member.member_id != replaced:
+                self.manager.schedule_session_timeout(
+                    gid, member.member_id, member.session_timeout_ms
+                )
 
     # ========================================================================================
     # Downgrade: only classic members are left
