@@ -1545,6 +1545,26 @@ def test_s82_static_classic_member_replaces_the_last_consumer_static_member() ->
     h.assert_replayed()
 
 
+def test_classic_static_member_replaces_an_active_consumer_static_member() -> None:
+    """A.5 / B.12: a classic JoinGroup with the instance id of a consumer-protocol member
+    replaces it even while that member is active (epoch > 0): Kafka checks for an
+    unreleased instance only when both use the consumer protocol, and classic never
+    returns UNRELEASED_INSTANCE_ID. A rolling downgrade of static consumers depends on it."""
+    h = MigrationHarness()
+    ok(Client(h, "A").join(["foo"]))
+    s = Client(h, "S", instance_id="i1")
+    ok(s.join(["foo"]))
+    assert h.member("S").member_epoch > 0  # active, never released
+
+    joined = h.cjoin(instance="i1")
+
+    newcomer = ok(joined.response).member_id
+    group = h.group()
+    assert newcomer != "S" and group.static_member_id("i1") == newcomer
+    assert "S" not in group.metadata and group.metadata[newcomer].classic_member_metadata
+    h.assert_replayed()
+
+
 # =============================================================================================
 # A static classic member restarted with group.protocol=consumer (rolling upgrade)
 # =============================================================================================

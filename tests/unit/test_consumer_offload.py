@@ -5,6 +5,7 @@ offload on a real event loop."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from typing import Any
 
@@ -13,11 +14,13 @@ import pytest
 from coordinator.groups.consumer import manager as consumer_manager
 from coordinator.groups.result import Result
 from coordinator.runtime.timers import LoopTimer
+from protocol.errors import ErrorCode
 from protocol.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
 )
-from tests.unit.consumer_support import Client, Harness, settle
+from tests.unit.consumer_support import GROUP, Client, Harness, settle
 
 
 def offloading(**config: Any) -> Harness:
@@ -186,3 +189,26 @@ async def test_loop_timer_offload_runs_in_a_thread_and_finishes_on_the_loop() ->
     timer.offload("err", lambda: 1 / 0, finish)
     await asyncio.sleep(0.2)
     assert isinstance(finished[0][0], ZeroDivisionError)
+
+
+def test_a_computation_for_an_epoch_never_written_is_dropped() -> None:
+    """A heartbeat bumps the epoch and starts the off-loop computation, then fails
+    (FENCED_MEMBER_EPOCH: a member in a state this coordinator does not know reports
+    partitions); its records, the epoch bump among them, are dropped. The computation's
+    result must be dropped too: written, it put the assignment epoch ahead of the group
+    epoch, and the next bump to that epoch computed no new target."""
+    h = offloading()
+    a, b = Client(h, "a"), Client(h, "b")
+    a.join(["foo"])
+    b.join(["foo"])
+    h.sleep(0)
+    settle(h, a, b)
+    group = h.group()
+    epoch = group.group_epoch
+    unknown = dataclasses.replace(group.members["a"].to_record(), state=127)
+    h.apply(Result(records=[(ConsumerGroupCurrentMemberAssignmentKey(GROUP, "a"), unknown)]))
+    response = a.ack(subscribed_topic_names=["foo", "bar"])
+    assert response.error_code is ErrorCode.FENCED_MEMBER_EPOCH
+    h.sleep(0)  # the offloaded computation finishes
+    assert group.group_epoch == epoch and group.assignment_epoch <= group.group_epoch
+    assert group.assigning_epoch is None

@@ -917,7 +917,9 @@ class ConsumerGroupManager:
             and group.spec_image_version == image.version
             and not change.resolved
         ):
-            spec = self._spec_members(group, change)  # warm: a copy with the change
+            # Warm: the cached view with the change. Copied, since the thread iterates it
+            # while the loop may update the group's cache (a member's metadata replayed).
+            spec = dict(self._spec_members(group, change))
         else:
             # Cold: the thread resolves the members' subscriptions from copies.
             metadata = _metadata_after(group, change)
@@ -953,8 +955,12 @@ class ConsumerGroupManager:
         def finish(value: object, finish_ms: int) -> Result:
             if self.groups.get(gid) is not group or group.assigning_epoch != group_epoch:
                 return Result()
-            if isinstance(value, BaseException):
-                group.assigning_epoch = None  # the next heartbeat tries again
+            if isinstance(value, BaseException) or group.group_epoch < group_epoch:
+                # Failed, or computed for an epoch that was never written (the heartbeat
+                # that bumped it failed after starting the computation): writing it would
+                # put the assignment epoch ahead of the group's. The next heartbeat or
+                # epoch bump tries again.
+                group.assigning_epoch = None
                 return Result()
             assert isinstance(value, _Offloaded)
             return self._write_target_slice(group, group_epoch, now_ms, value, 0)

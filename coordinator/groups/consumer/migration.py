@@ -65,7 +65,7 @@ from ..result import Record, Reply, Result
 from ..topics import named_partitions
 from .change import GroupChange, HeartbeatError
 from .group import ConsumerGroup, target_to_record
-from .member import LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroupMember, MemberState
+from .member import ConsumerGroupMember, MemberState
 from .reconcile import replace_static_member
 
 if TYPE_CHECKING:
@@ -170,11 +170,10 @@ class ClassicMembers:
                 return fail(ErrorCode.FENCED_INSTANCE_ID)
             old = group.member(static_owner)
             assert old is not None
-            if (
-                group.metadata[static_owner].classic_member_metadata is None
-                and old.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
-            ):
-                return fail(ErrorCode.UNRELEASED_INSTANCE_ID)
+            # A classic JoinGroup replaces the instance's owner whatever its protocol and
+            # epoch: Kafka's check for an unreleased instance applies only when both use
+            # the consumer protocol (A.5: classic never returns UNRELEASED_INSTANCE_ID), so
+            # a rolling downgrade of static members to the classic protocol goes through.
             if (
                 group.metadata[static_owner].classic_member_metadata is None
                 and self.downgrade_allowed()
