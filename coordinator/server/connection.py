@@ -202,8 +202,9 @@ class Connection(asyncio.Protocol):
         if type(result) is Pending:
             if not result.done:
                 slot.pending = result
+                # Nothing to flush until it is set; _handle_frames updates reading after
+                # the frames of this read.
                 result.listener = self._flush_ready
-                self._update_reading()  # nothing to flush until it is set
                 return
             slot.response = result.value
         elif isinstance(result, Awaitable):
