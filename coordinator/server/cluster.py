@@ -22,8 +22,10 @@ def handle_api_versions(conn: Connection, request: Request) -> Any:
 
 def handle_find_coordinator(conn: Connection, request: Request) -> Any:
     """Emits this node for every group key (v0-v3: one key; v4+: batched keys).
-    Errors: INVALID_REQUEST for an unknown key type; COORDINATOR_NOT_AVAILABLE for
-    transaction coordinators (transactions are not served)."""
+    Errors: INVALID_REQUEST for an unknown key type; TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    for transaction coordinators (transactions are not served: as a Kafka broker that
+    refuses the transactional id, so clients fail at once instead of retrying a retriable
+    COORDINATOR_NOT_AVAILABLE until their own timeout, forever for aiokafka)."""
     server = conn.server
     version = request.api_version
     body = request.body
@@ -33,7 +35,7 @@ def handle_find_coordinator(conn: Connection, request: Request) -> Any:
         if key_type == COORDINATOR_GROUP:
             return ErrorCode.NONE, None
         if key_type == COORDINATOR_TRANSACTION:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported"
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported"
         return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}"
 
     key_type = getattr(body, "key_type", COORDINATOR_GROUP)

@@ -314,3 +314,19 @@ def test_a_second_server_on_the_same_data_directory_refuses_to_start(
         assert values == [b"before", b"while the second tried"]
     finally:
         third.kill()
+
+
+def test_transactional_producers_are_refused_at_once(server: ServerProcess) -> None:
+    """Transactions are not served. A transactional producer's first request is
+    FindCoordinator for its transactional id: answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    (fatal to the client, as from a Kafka broker that refuses the id), so it fails at once;
+    COORDINATOR_NOT_AVAILABLE (retriable) made confluent-kafka and kafka-python retry until
+    their timeout and aiokafka forever."""
+    from confluent_kafka import KafkaException
+
+    producer = Producer({"bootstrap.servers": server.bootstrap, "transactional.id": "tx"})
+    started = time.monotonic()
+    with pytest.raises(KafkaException) as refused:
+        producer.init_transactions(20)
+    assert time.monotonic() - started < 10
+    assert refused.value.args[0].code() == 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
