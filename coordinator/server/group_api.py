@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from protocol.api import ApiKey, Encoded, Request, build, response_types
@@ -84,9 +84,53 @@ def run_group_call(
     )
 
 
-async def gather_responses(parts: list[Any]) -> list[Any]:
-    """Await the Pendings among shard answers (some may be plain responses already)."""
-    return [await p if isinstance(p, Pending) else p for p in parts]
+def respond_when_answered(parts: list[Any], respond: Callable[[list[Any]], Any]) -> Any:
+    """`respond(answers)` once every shard answer in `parts` is in (some are Pendings): the
+    response at once when none is pending, else an awaitable of it."""
+    if all(not isinstance(p, Pending) for p in parts):
+        return respond(parts)
+
+    async def wait() -> Any:
+        return respond([await p if isinstance(p, Pending) else p for p in parts])
+
+    return wait()
+
+
+def run_by_shard(
+    conn: Connection,
+    group_ids: Iterable[str],
+    event: Callable[[GroupShard, list[str], Reply, int], Result],
+    convert: Callable[[Any], dict[str, Any]],
+    on_error: Callable[[ErrorCode, list[str]], dict[str, Any]],
+    respond: Callable[[dict[str, Any]], Any],
+) -> Any:
+    """One event per shard owning some of `group_ids` (each id once, in order):
+    `event(shard, ids, reply, now_ms)`, its reply converted to {group id: answer} (or
+    `on_error(error, ids)` when the shard cannot run it); `respond(every answer)` once all
+    shards answered (respond_when_answered)."""
+    by_shard: dict[int, list[str]] = {}
+    for group_id in dict.fromkeys(group_ids):
+        by_shard.setdefault(conn.server.coordinator.runner_for(group_id).shard_id, []).append(
+            group_id
+        )
+    parts = [
+        run_on_shard(
+            conn,
+            ids[0],
+            lambda reply, now_ms, ids=ids: event(conn.server.shard_for(ids[0]), ids, reply, now_ms),
+            convert,
+            lambda error, ids=ids: on_error(error, ids),
+        )
+        for ids in by_shard.values()
+    ]
+
+    def merged(answers: list[dict[str, Any]]) -> Any:
+        merged_answers: dict[str, Any] = {}
+        for answer in answers:
+            merged_answers.update(answer)
+        return respond(merged_answers)
+
+    return respond_when_answered(parts, merged)
 
 
 def _cls(module: Any, *names: str) -> Any:
@@ -382,13 +426,7 @@ def handle_offset_fetch(conn: Connection, request: Request) -> Any:
             )
         return build(m.OffsetFetchResponse, topics=topics_of(answer), error_code=answer.error)
 
-    if all(not isinstance(p, Pending) for p in parts):
-        return respond(parts)
-
-    async def wait() -> Any:
-        return respond(await gather_responses(parts))
-
-    return wait()
+    return respond_when_answered(parts, respond)
 
 
 # -- OffsetDelete ----------------------------------------------------------------------------
@@ -455,47 +493,25 @@ def handle_delete_groups(conn: Connection, request: Request) -> Any:
     Per group: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, COORDINATOR_LOAD_IN_PROGRESS,
     NOT_COORDINATOR, INVALID_GROUP_ID (null id)."""
     m = response_types(ApiKey.DELETE_GROUPS, request.api_version)
-    by_shard: dict[int, list[str]] = {}
-    order: list[str] = []
-    for group_id in request.body.groups_names:
-        order.append(group_id)
-        by_shard.setdefault(conn.server.coordinator.runner_for(group_id).shard_id, []).append(
-            group_id
-        )
-    parts = []
-    for shard_id, group_ids in by_shard.items():
-        shard = conn.server.coordinator.runners[shard_id].shard
-        parts.append(
-            run_on_shard(
-                conn,
-                group_ids[0],
-                lambda reply, now_ms, ids=group_ids, shard=shard: shard.offsets.delete_groups(
-                    ids, reply, now_ms
-                ),
-                lambda r: {x.group_id: x.error for x in r.results},
-                lambda error, ids=group_ids: dict.fromkeys(ids, error),
-            )
-        )
+    names = list(request.body.groups_names)
 
-    def respond(answers: list[dict[str, ErrorCode]]) -> Any:
-        errors: dict[str, ErrorCode] = {}
-        for answer in answers:
-            errors.update(answer)
+    def respond(errors: dict[str, ErrorCode]) -> Any:
         return build(
             m.DeleteGroupsResponse,
             results=tuple(
                 build(m.DeletableGroupResult, group_id=g, error_code=errors[g])
-                for g in dict.fromkeys(order)
+                for g in dict.fromkeys(names)
             ),
         )
 
-    if all(not isinstance(p, Pending) for p in parts):
-        return respond(parts)
-
-    async def wait() -> Any:
-        return respond(await gather_responses(parts))
-
-    return wait()
+    return run_by_shard(
+        conn,
+        names,
+        lambda shard, ids, reply, now_ms: shard.offsets.delete_groups(ids, reply, now_ms),
+        lambda r: {x.group_id: x.error for x in r.results},
+        lambda error, ids: dict.fromkeys(ids, error),
+        respond,
+    )
 
 
 # -- Classic group protocol ------------------------------------------------------------------
@@ -887,27 +903,6 @@ def handle_consumer_group_describe(conn: Connection, request: Request) -> Any:
     m = response_types(ApiKey.CONSUMER_GROUP_DESCRIBE, request.api_version)
     include_ops = request.body.include_authorized_operations
     group_ids = list(request.body.group_ids)
-    by_shard: dict[int, list[str]] = {}
-    for group_id in dict.fromkeys(g for g in group_ids if g):
-        by_shard.setdefault(conn.server.coordinator.runner_for(group_id).shard_id, []).append(
-            group_id
-        )
-
-    def on_shard(ids: list[str]) -> Any:
-        def event(reply: Reply, now_ms: int) -> Result:
-            return conn.server.shard_for(ids[0]).consumer.describe_groups(ids, reply)
-
-        def convert(
-            described: list[ccm.DescribedConsumerGroup],
-        ) -> dict[str, ccm.DescribedConsumerGroup]:
-            return {d.group_id: d for d in described}
-
-        def failed(error: ErrorCode) -> dict[str, ccm.DescribedConsumerGroup]:
-            return {g: ccm.DescribedConsumerGroup(g, error) for g in ids}
-
-        return run_on_shard(conn, ids[0], event, convert, failed)
-
-    parts = [on_shard(ids) for ids in by_shard.values()]
 
     def assignment(topics: list[ccm.DescribedTopicPartitions]) -> Any:
         return build(
@@ -956,10 +951,7 @@ def handle_consumer_group_describe(conn: Connection, request: Request) -> Any:
             else -(2**31),
         )
 
-    def respond(answers: list[dict[str, ccm.DescribedConsumerGroup]]) -> Any:
-        described: dict[str, ccm.DescribedConsumerGroup] = {}
-        for answer in answers:
-            described.update(answer)
+    def respond(described: dict[str, ccm.DescribedConsumerGroup]) -> Any:
         invalid = ccm.DescribedConsumerGroup(
             "", ErrorCode.INVALID_GROUP_ID, "Group ID can't be empty."
         )
@@ -968,10 +960,11 @@ def handle_consumer_group_describe(conn: Connection, request: Request) -> Any:
             groups=tuple(described_group(g, described[g] if g else invalid) for g in group_ids),
         )
 
-    if all(not isinstance(p, Pending) for p in parts):
-        return respond(parts)
-
-    async def wait() -> Any:
-        return respond(await gather_responses(parts))
-
-    return wait()
+    return run_by_shard(
+        conn,
+        (g for g in group_ids if g),
+        lambda shard, ids, reply, now_ms: shard.consumer.describe_groups(ids, reply),
+        lambda described: {d.group_id: d for d in described},
+        lambda error, ids: {g: ccm.DescribedConsumerGroup(g, error) for g in ids},
+        respond,
+    )
