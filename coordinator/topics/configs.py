@@ -41,6 +41,13 @@ def _number_at_least(kind: str, low: int) -> Callable[[str], str]:
     return check
 
 
+def _number(
+    name: str, kind: str, broker_setting: str | None, fixed_default: str | None, low: int, doc: str
+) -> ConfigSpec:
+    """An INT or LONG config, checked against its type's range and `low`."""
+    return ConfigSpec(name, kind, broker_setting, fixed_default, _number_at_least(kind, low), doc)
+
+
 def _one_of(*choices: str) -> Callable[[str], str]:
     def check(value: str) -> str:
         if value not in choices:
@@ -69,44 +76,44 @@ class ConfigSpec:
 TOPIC_CONFIGS: dict[str, ConfigSpec] = {
     spec.name: spec
     for spec in (
-        ConfigSpec(
+        _number(
             "retention.ms",
             "LONG",
             "log_retention_ms",
             None,
-            _number_at_least("LONG", -1),
+            -1,
             "Delete segments older than this many milliseconds (-1: never).",
         ),
-        ConfigSpec(
+        _number(
             "retention.bytes",
             "LONG",
             "log_retention_bytes",
             None,
-            _number_at_least("LONG", -1),
+            -1,
             "Keep at most this many bytes per partition (-1: unlimited).",
         ),
-        ConfigSpec(
+        _number(
             "segment.bytes",
             "INT",
             "log_segment_bytes",
             None,
-            _number_at_least("INT", 14),
+            14,
             "Segment file size before a new one is rolled.",
         ),
-        ConfigSpec(
+        _number(
             "segment.ms",
             "LONG",
             "log_segment_ms",
             None,
-            _number_at_least("LONG", 1),
+            1,
             "Segment age before a new one is rolled.",
         ),
-        ConfigSpec(
+        _number(
             "max.message.bytes",
             "INT",
             "message_bytes_max",
             None,
-            _number_at_least("INT", 0),
+            0,
             "Largest record batch accepted.",
         ),
         ConfigSpec(
@@ -125,12 +132,12 @@ TOPIC_CONFIGS: dict[str, ConfigSpec] = {
             _one_of("CreateTime"),
             "Record timestamps are the producer's (CreateTime).",
         ),
-        ConfigSpec(
+        _number(
             "min.insync.replicas",
             "INT",
             None,
             "1",
-            _number_at_least("INT", 1),
+            1,
             "Accepted for compatibility; a single node is always in sync.",
         ),
     )
