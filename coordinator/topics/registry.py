@@ -178,12 +178,7 @@ class TopicRegistry:
         if validate_only:
             return topic
         opened = self._open_partitions(topic, range(partitions), log_config)
-        try:
-            self._save(changed=(topic, partitions))
-        except BaseException:
-            self._discard(topic, opened)
-            self._restore_saved()
-            raise
+        self._save_or_undo(changed=(topic, partitions), opened=opened)
         topic.partitions = opened
         self._add(topic)
         self.version += 1
@@ -191,11 +186,7 @@ class TopicRegistry:
 
     def delete(self, topic: Topic) -> None:
         """Saved first, then removed: a failed save leaves the topic served and listed."""
-        try:
-            self._save(removed=topic.name)
-        except BaseException:
-            self._restore_saved()
-            raise
+        self._save_or_undo(removed=topic.name)
         del self.by_name[topic.name]
         del self.by_id[topic.topic_id]
         self.version += 1
@@ -219,12 +210,7 @@ class TopicRegistry:
         if validate_only:
             return
         opened = self._open_partitions(topic, range(current, count), self._log_config(topic))
-        try:
-            self._save(changed=(topic, count))
-        except BaseException:
-            self._discard(topic, opened)
-            self._restore_saved()
-            raise
+        self._save_or_undo(changed=(topic, count), opened=opened)
         topic.partitions.extend(opened)
         self.version += 1
 
@@ -309,6 +295,22 @@ class TopicRegistry:
                 partition.log.close()
         for index in indexes if indexes is not None else (p.index for p in opened):
             shutil.rmtree(self._partition_dir(topic.name, index), ignore_errors=True)
+
+    def _save_or_undo(
+        self,
+        changed: tuple[Topic, int] | None = None,
+        removed: str | None = None,
+        opened: list[Partition] | None = None,
+    ) -> None:
+        """`_save` a change not shown yet; if that fails, close and remove the partitions
+        `opened` for it, put topics.json back (`_restore_saved`) and re-raise."""
+        try:
+            self._save(changed=changed, removed=removed)
+        except BaseException:
+            if opened:
+                self._discard(opened[0].topic, opened)
+            self._restore_saved()
+            raise
 
     def _restore_saved(self) -> None:
         """After a failed `_save`: rewrite topics.json from the registry, in case the write
