@@ -210,7 +210,7 @@ class ShardRunner:
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
-            self.state = ShardState.CLOSED
+            self.state = ShardState.CLOSED  # a reload cancelled mid-load left it LOADING
         if self.log is not None:
             self.log.close()
 
