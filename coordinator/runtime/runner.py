@@ -28,7 +28,7 @@ from collections.abc import Callable
 from enum import Enum
 from itertools import compress, count, islice, repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
@@ -89,6 +89,13 @@ class UuidIds:
         import uuid
 
         return str(uuid.uuid4())
+
+
+_A = TypeVar("_A")
+
+
+def _run_event(shard: GroupShard, event: Callable[[int], Result], now_ms: int) -> Result:
+    return event(now_ms)
 
 
 class _Batch:
@@ -220,17 +227,27 @@ class ShardRunner:
         """Run one event now; `queued_at` (time.perf_counter) is when it arrived (the read
         that brought the request), for the queue-time metric. Raises NotActive while
         loading, failed or closed."""
+        self.call(_run_event, event, queued_at)
+
+    def call(
+        self,
+        call: Callable[[GroupShard, _A, int], Result],
+        argument: _A,
+        queued_at: float | None = None,
+    ) -> None:
+        """`run` of the event `call(shard, argument, now_ms)`: a request's handler gets the
+        shard without a closure made per request to bind it (a durable commit's path)."""
         if self.state is not ShardState.ACTIVE:
             raise NotActive(self.state)
         now_ms = self.clock_ms()
         metrics = self.metrics
         if metrics is None:
-            self._apply(event(now_ms), now_ms)
+            self._apply(call(self.shard, argument, now_ms), now_ms)
             return
         started = time.perf_counter()
         if queued_at is not None:
             metrics.event_queue.observe(started - queued_at)
-        self._apply(event(now_ms), now_ms)
+        self._apply(call(self.shard, argument, now_ms), now_ms)
         metrics.event_processing.observe(time.perf_counter() - started)
 
     def fire_timer(self, callback: TimerCallback, late_s: float | None = None) -> None:

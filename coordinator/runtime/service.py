@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from storage import GroupCommitter, LogConfig, install_compaction, prepare_compaction
 
 from ..groups.config import GroupConfig
 from ..groups.dynamic_config import GroupConfigSource
-from ..groups.result import Result
 from ..groups.topics import TopicImage
 from ..observability.logging import get_logger
 from ..observability.metrics import ServerMetrics
@@ -65,13 +64,6 @@ class CoordinatorService:
                 self._shard_of.clear()
             index = self._shard_of[group_id] = shard_for(group_id, self.shard_count)
         return self.runners[index]
-
-    def run(
-        self, group_id: str, event: Callable[[int], Result], queued_at: float | None = None
-    ) -> None:
-        """Run an event on the group's shard (`queued_at`: ShardRunner.run); raises
-        NotActive while it loads or failed."""
-        self.runner_for(group_id).run(event, queued_at)
 
     async def load(self, salvage: bool = False) -> None:
         """Load every shard (`salvage`: their logs were closed cleanly, ShardRunner.load);

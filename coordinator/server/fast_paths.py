@@ -26,6 +26,7 @@ from protocol.header import RequestHeader, new_request_header
 from ..groups.consumer.messages import HeartbeatResponse
 from ..groups.offsets import OffsetCommitPartition, new_commit_partition
 from ..groups.result import Reply, Result
+from ..groups.shard import GroupShard
 from ..runtime.runner import ShardState
 from .group_api import consumer_heartbeat_response, offset_commit, run_on_shard
 
@@ -97,10 +98,10 @@ def steady_consumer_heartbeat(conn: Connection, frame: bytes) -> tuple[Request, 
     ):
         return None
 
-    def event(reply: Reply, now_ms: int) -> Result:
+    def event(shard: GroupShard, reply: Reply, now_ms: int) -> Result:
         # Runs at once (run_on_shard): nothing ran since is_steady accepted it.
         result = Result()
-        result.reply(reply, consumer.steady_answer(group_id, member_id, member_epoch))
+        result.reply(reply, shard.consumer.steady_answer(group_id, member_id, member_epoch))
         return result
 
     version = header.api_version

@@ -41,12 +41,12 @@ def not_active_error(e: NotActive) -> ErrorCode:
 def run_on_shard(
     conn: Connection,
     group_id: str,
-    event: Callable[[Reply, int], Result],
+    event: Callable[[GroupShard, Reply, int], Result],
     convert: Callable[[Any], Any],
     on_error: Callable[[ErrorCode], Any],
 ) -> Any:
-    """Run `event(reply, now_ms)` on the group's shard; the reply is converted to the
-    response. Returns the response when the shard answered at once (most heartbeats),
+    """Run `event(shard, reply, now_ms)` on the group's shard; the reply is converted to
+    the response. Returns the response when the shard answered at once (most heartbeats),
     else a Pending of it."""
     answer = Pending()
 
@@ -58,7 +58,7 @@ def run_on_shard(
         )
 
     try:
-        conn.server.coordinator.run(group_id, lambda now_ms: event(reply, now_ms), conn.read_at)
+        conn.server.coordinator.runner_for(group_id).call(event, reply, conn.read_at)
     except NotActive as e:
         return on_error(not_active_error(e))
     return answer.value if answer.done else answer
@@ -75,13 +75,7 @@ def run_group_call(
     shares: a null or empty group id is INVALID_GROUP_ID."""
     if not group_id:
         return on_error(ErrorCode.INVALID_GROUP_ID)
-    return run_on_shard(
-        conn,
-        group_id,
-        lambda reply, now_ms: call(conn.server.shard_for(group_id), reply, now_ms),
-        convert,
-        on_error,
-    )
+    return run_on_shard(conn, group_id, call, convert, on_error)
 
 
 def respond_when_answered(parts: list[Any], respond: Callable[[list[Any]], Any]) -> Any:
@@ -117,7 +111,7 @@ def run_by_shard(
         run_on_shard(
             conn,
             ids[0],
-            lambda reply, now_ms, ids=ids: event(conn.server.shard_for(ids[0]), ids, reply, now_ms),
+            lambda shard, reply, now_ms, ids=ids: event(shard, ids, reply, now_ms),
             convert,
             lambda error, ids=ids: on_error(error, ids),
         )
@@ -242,11 +236,10 @@ def offset_commit(
         version,
         topics,
     )
-    shard = conn.server.shard_for(group_id)
     return run_on_shard(
         conn,
         group_id,
-        lambda reply, now_ms: shard.offsets.commit_offsets(commit, reply, now_ms),
+        lambda shard, reply, now_ms: shard.offsets.commit_offsets(commit, reply, now_ms),
         lambda r: respond([(t.name, [(p.index, p.error) for p in t.partitions]) for t in r.topics]),
         all_failed,
     )
@@ -332,9 +325,7 @@ def _fetch_one(
     return run_on_shard(
         conn,
         group_id,
-        lambda reply, now_ms: conn.server.shard_for(group_id).offsets.fetch_offsets(
-            fetch, reply, now_ms
-        ),
+        lambda shard, reply, now_ms: shard.offsets.fetch_offsets(fetch, reply, now_ms),
         lambda r: r,
         lambda error: om.OffsetFetchResponse(group_id, [], error),
     )
@@ -869,12 +860,10 @@ def handle_consumer_group_heartbeat(conn: Connection, request: Request) -> Any:
             client_host=client_host,
         )
 
-    def event(reply: Reply, now_ms: int) -> Result:
+    def event(shard: GroupShard, reply: Reply, now_ms: int) -> Result:
         # Steady v1 heartbeats rarely get here (fast_paths.py answers them from the raw
         # frame); the shard's heartbeat tries its steady path first anyway.
-        return conn.server.shard_for(body.group_id).consumer.heartbeat(
-            full_request(), reply, now_ms
-        )
+        return shard.consumer.heartbeat(full_request(), reply, now_ms)
 
     def respond(r: ccm.HeartbeatResponse) -> Any:
         return consumer_heartbeat_response(version, r)
