@@ -1190,7 +1190,7 @@ def _encode_offset_commit_value(value: OffsetCommitValue, version: int) -> bytes
         tagged = b"\x00"
         topic_id = value.topic_id
         if topic_id is not None and topic_id.int:  # (not UUID.__eq__: Python code)
-            tagged = b"\x01\x00\x10" + topic_id.bytes
+            tagged = b"\x01\x00\x10" + topic_id.int.to_bytes(16)  # UUID.bytes, inlined
         return b"".join(
             (
                 _HQI.pack(4, value.offset, value.leader_epoch),
@@ -1462,7 +1462,10 @@ def encode_value(value: Value, version: int | None = None) -> bytes:
     if encode is None:
         raise TypeError(f"not a coordinator record value: {type(value).__name__}")
     if version is None:
-        version = default_value_version(value)
+        if type(value) is OffsetCommitValue:  # default_value_version, inlined: every commit
+            version = 1 if value.expire_timestamp != -1 else 4
+        else:
+            version = default_value_version(value)
     try:
         return encode(value, version)
     except struct.error as e:

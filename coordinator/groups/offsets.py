@@ -221,8 +221,8 @@ Entry = bytes
 
 def _pack(value: OffsetCommitValue) -> Entry:
     metadata = value.metadata.encode("utf-8", "surrogatepass") if value.metadata else b""
-    topic_id = _known_topic_id(value.topic_id)
-    if topic_id is None:
+    topic_id = value.topic_id
+    if topic_id is None or not topic_id.int:  # (_known_topic_id, inlined: once per commit)
         head = _HEADER.pack(
             value.offset, value.commit_timestamp, value.expire_timestamp, value.leader_epoch, 0
         )
@@ -234,7 +234,7 @@ def _pack(value: OffsetCommitValue) -> Entry:
         value.leader_epoch,
         _HAS_TOPIC_ID,
     )
-    return head + topic_id.bytes + metadata
+    return head + topic_id.int.to_bytes(16) + metadata  # UUID.bytes (a property), inlined
 
 
 def _pack_fields(fields: OffsetCommitFields) -> Entry:
@@ -342,8 +342,9 @@ class OffsetManager:
                 if not topics:
                     del self._offsets[group_id]
             return
-        if not self.shard.has_group(group_id):
-            self.shard.get_or_create_classic_group(group_id, now_ms)
+        shard = self.shard
+        if group_id not in shard.groups and group_id not in shard.consumer_groups:  # has_group
+            shard.get_or_create_classic_group(group_id, now_ms)
         topics = self._offsets.get(group_id)
         if topics is None:
             topics = self._offsets[group_id] = {}
@@ -421,8 +422,9 @@ class OffsetManager:
         UNSUPPORTED_VERSION (a consumer-protocol member below v9) and STALE_MEMBER_EPOCH
         (KIP-1251 fencing, consumer/fencing.py); per partition OFFSET_METADATA_TOO_LARGE."""
         result = Result()
-        consumer_group = self.shard.consumer_group(request.group_id)
-        group = self.shard.classic_group(request.group_id)
+        shard = self.shard
+        consumer_group = shard.consumer_groups.get(request.group_id)
+        group = shard.groups.get(request.group_id)
         if consumer_group is not None:
             error = _validate_consumer_commit(consumer_group, request)
         else:
@@ -446,10 +448,12 @@ class OffsetManager:
         max_metadata = self.shard.config.offset_metadata_max_bytes
         topics: list[OffsetCommitTopicResult] = []
         for topic in request.topics:
-            topic_id = _known_topic_id(topic.topic_id)
+            topic_id = topic.topic_id
+            if topic_id is not None and not topic_id.int:  # _known_topic_id, inlined
+                topic_id = None
             partitions: list[PartitionResult] = []
             for p in topic.partitions:
-                if p.metadata is not None and _java_length(p.metadata) > max_metadata:
+                if p.metadata and _java_length(p.metadata) > max_metadata:
                     partitions.append(PartitionResult(p.index, ErrorCode.OFFSET_METADATA_TOO_LARGE))
                     continue
                 partitions.append(_new_partition_result(p.index, ErrorCode.NONE))

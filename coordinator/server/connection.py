@@ -275,8 +275,9 @@ class Connection(asyncio.Protocol):
             request = slot.request
             if self.closed or transport is None:
                 continue
+            header = request.header  # (Request.api_key and api_version are properties)
             data = encode_response(
-                request.api_key, request.api_version, request.header.correlation_id, response
+                header.api_key, header.api_version, header.correlation_id, response
             )
             if not self._out:
                 asyncio.get_running_loop().call_soon(self._write_out)
@@ -302,8 +303,9 @@ class Connection(asyncio.Protocol):
 
     def _observe(self, request: Request, started: float, response: Any) -> None:
         error = int(getattr(response, "error_code", 0)) if response is not None else 0
+        header = request.header
         counter, latency = self.server.metrics.request_children(
-            request.api_key, request.api_version, error
+            header.api_key, header.api_version, error
         )
         counter.inc()
         latency.observe(time.perf_counter() - started)

@@ -200,11 +200,14 @@ def offset_commit(
             invalid.setdefault(name, []).extend(p.index for p in partitions)
             continue
         count = len(topic.partitions)
-        valid = [p for p in partitions if 0 <= p.index < count]
-        if len(valid) != len(partitions):
-            invalid.setdefault(name, []).extend(
-                p.index for p in partitions if not 0 <= p.index < count
-            )
+        valid = partitions
+        for p in partitions:  # a loop, not a comprehension: every partition valid is usual
+            if not 0 <= p.index < count:
+                valid = [p for p in partitions if 0 <= p.index < count]
+                invalid.setdefault(name, []).extend(
+                    p.index for p in partitions if not 0 <= p.index < count
+                )
+                break
         if valid:
             topics.append(om.new_commit_topic(name, valid, topic.topic_id))
 
@@ -240,9 +243,42 @@ def offset_commit(
         conn,
         group_id,
         lambda shard, reply, now_ms: shard.offsets.commit_offsets(commit, reply, now_ms),
-        lambda r: respond([(t.name, [(p.index, p.error) for p in t.partitions]) for t in r.topics]),
+        (lambda r: respond(_commit_results(r)))
+        if invalid
+        else _COMMIT_ANSWERS.get(version) or _CommitAnswer(version),
         all_failed,
     )
+
+
+def _commit_results(r: om.OffsetCommitResponse) -> list[tuple[str, list[tuple[int, ErrorCode]]]]:
+    return [(t.name, [(p.index, p.error) for p in t.partitions]) for t in r.topics]
+
+
+class _CommitAnswer:
+    """The OffsetCommitResponse of a version for the shard's answer, when every requested
+    partition exists (the usual commit: one topic, one partition, answered from
+    _ONE_PARTITION_COMMITS without building a response)."""
+
+    __slots__ = ("version",)
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+
+    def __call__(self, r: om.OffsetCommitResponse) -> Any:
+        topics = r.topics
+        if len(topics) == 1:
+            topic = topics[0]
+            if len(topic.partitions) == 1:
+                p = topic.partitions[0]
+                key = (self.version, topic.name, p.index, p.error)
+                encoded = _ONE_PARTITION_COMMITS.cached(key)
+                if encoded is not None:
+                    return encoded
+        return _commit_response(self.version, _commit_results(r))
+
+
+# One per OffsetCommit version served (v0-v9 are known to the codec).
+_COMMIT_ANSWERS = {version: _CommitAnswer(version) for version in range(10)}
 
 
 class _EncodedResponses:
@@ -255,6 +291,9 @@ class _EncodedResponses:
     def __init__(self, api_key: ApiKey) -> None:
         self.api_key = api_key
         self._encoded: dict[tuple[Any, ...], Encoded] = {}
+
+    def cached(self, key: tuple[Any, ...]) -> Encoded | None:
+        return self._encoded.get(key)
 
     def get(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Encoded:
         encoded = self._encoded.get(key)
