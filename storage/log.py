@@ -9,8 +9,9 @@ batches, so the coordinator's own state logs use it as well as data partitions.
 Compaction (cleaner.py) rewrites the closed segments of a keyed log and leaves gaps in
 their offsets: a read at an offset without a record returns the next batch.
 
-Offsets. ``log_start_offset`` <= ``durable_offset`` <= ``next_offset`` (log end offset;
-the high watermark on this single node). Reads accept [log_start_offset, next_offset].
+Offsets. ``log_start_offset`` <= ``durable_offset`` <= ``next_offset`` (log end offset).
+The high watermark that Fetch and ListOffsets expose is ``durable_offset``; retention deletes
+only below it. Reads accept [log_start_offset, next_offset].
 
 Durability. ``append`` only writes into the page cache. ``flush`` fsyncs and advances
 ``durable_offset``; responses that depend on a write wait for it (group_commit.py), so one
@@ -38,7 +39,9 @@ tail: the segment is cut there and every later segment dropped. Below it (index 
 damaged, so the segment was scanned) a bad batch is damage on disk: the segment is salvaged
 (Segment.recover) and cut within itself only, keeping the later segments (an offset gap;
 reported as damage, ``recovered_salvaged_bytes``). ``log-start-offset`` persists the log
-start offset when retention moves it.
+start offset when retention moves it, before the segments go. Retention may delete the
+active segment too (Kafka's deleteSegments): a new empty one is rolled first, at the log
+end, so a log always has a segment and its offsets continue after a restart.
 Before any of this, an interrupted compaction swap is completed or undone (cleaner.py).
 """
 
@@ -49,7 +52,7 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -338,18 +341,24 @@ class PartitionLog:
     def config(self) -> LogConfig:
         return self._config
 
+    def reconfigure(self, config: LogConfig) -> None:
+        """Use `config` from now on (a topic's altered configs): it steers later rolls and
+        retention passes, never the data already stored. The index interval stays the
+        log's own (its segments' indexes were built with it). Call on the writer thread."""
+        self._config = replace(config, index_interval_bytes=self._config.index_interval_bytes)
+
     @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
 
     @property
     def next_offset(self) -> int:
-        """Log end offset: the offset the next appended record gets (high watermark)."""
+        """Log end offset: the offset the next appended record gets."""
         return self._next_offset
 
     @property
     def durable_offset(self) -> int:
-        """Every offset below this is fsynced."""
+        """Every offset below this is fsynced: the high watermark clients see."""
         return self._durable_offset
 
     @property
@@ -697,7 +706,9 @@ class PartitionLog:
 
     def advance_log_start_offset(self, offset: int) -> int:
         """Move the log start to `offset` (never backwards), persist it and delete the
-        segments wholly below it (never the active one). Returns segments deleted."""
+        segments wholly below it (never the active one: Kafka's log-start rule keeps the
+        last segment). Returns segments deleted. Raises OffsetOutOfRange beyond the log
+        end, LogClosed / LogFailed, OSError."""
         self._check_writable()
         if offset <= self._log_start_offset:
             return 0
@@ -713,13 +724,16 @@ class PartitionLog:
         return count
 
     def apply_retention(self, now_ms: int) -> int:
-        """Delete the oldest non-active segments whose newest record is older than
-        retention_ms, then while the log stays at or above retention_bytes without them
-        (Kafka's rule: retention_bytes is kept at least). Returns segments deleted."""
+        """Delete the oldest segments whose newest record is older than retention_ms, then
+        while the log stays at or above retention_bytes without them (Kafka's rule:
+        retention_bytes is kept at least). Only segments wholly below the high watermark
+        count, the active one included unless empty; deleting every segment rolls a new
+        empty one first, at the log end, which becomes the log start. Returns segments
+        deleted. Raises LogClosed / LogFailed, OSError."""
         self._check_writable()
         config = self._config
         segments = self._segments
-        candidates = len(segments) - 1
+        candidates = self._deletable_count()
         count = 0
         if config.retention_ms >= 0:
             cutoff = now_ms - config.retention_ms
@@ -734,6 +748,39 @@ class PartitionLog:
                 count += 1
         if not count:
             return 0
+        return self._delete_oldest(count)
+
+    def _deletable_count(self) -> int:
+        """How many of the oldest segments retention may consider (Kafka's
+        deletableSegments before its predicate): those whose offsets all lie below the
+        high watermark, the durable offset that Fetch and ListOffsets expose, so neither
+        undurable data nor an offset clients cannot see yet is ever deleted; never an
+        empty active segment (isLastSegmentAndEmpty): it holds nothing, and the roll that
+        must precede its deletion would create a file of its own name at every pass."""
+        segments = self._segments
+        high_watermark = self._durable_offset
+        count = 0
+        for segment in segments[1:]:
+            if segment.base_offset > high_watermark:
+                return count
+            count += 1
+        active = segments[-1]
+        if self._next_offset <= high_watermark and active.size_bytes:
+            count += 1
+        return count
+
+    def _delete_oldest(self, count: int) -> int:
+        """Delete the `count` oldest segments and move the log start to the first one
+        left; when that is all of them, roll a new empty active segment first (at the log
+        end) so the log always has one. Returns `count`. Raises OSError."""
+        if count == len(self._segments):
+            # Rolled as an append rolls: the old active segment's index files are written,
+            # the new file's name becomes durable with the next flush (here already with
+            # the log start file's directory fsync below). The recovery point stays below
+            # the new segment until a flush after a roll moves it, so recovery scans the
+            # new segment, as any segment no flush has vouched for.
+            self._roll(self._clock_ms())
+        segments = self._segments
         # Persist the new start first: a crash before the deletions is finished at open.
         self._set_log_start_offset(max(self._log_start_offset, segments[count].base_offset))
         self._remove_segments(segments[:count])

@@ -8,6 +8,7 @@ import socket
 import struct
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from kio.serial import entity_reader
 from protocol.api import response_schema
 from tests.integration.test_clients import create_topic
 from tests.rawclient import RawClient, encode_request, request_class
-from tests.support import ServerProcess, make_batch
+from tests.support import ServerProcess, make_batch, serving
 
 
 def _m(api_key: int, version: int) -> Any:
@@ -221,6 +222,45 @@ def test_watermarks_and_offsets_for_times_with_confluent(server: ServerProcess) 
     past = consumer.offsets_for_times([TopicPartition(topic, 0, base + 10_000)], timeout=10)
     assert past[0].offset == -1  # librdkafka's "end": no such record
     consumer.close()
+
+
+def test_time_retention_empties_an_idle_topic(tmp_path: Path) -> None:
+    """An idle topic whose only (active) segment expires is emptied by the retention timer
+    alone, with nothing more produced: earliest == latest, and the offsets hold after a
+    restart and continue where they were."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = "short-lived"
+    tp = TopicPartition(topic, 0)
+    with serving(tmp_path / "data", log_retention_check_interval_ms=100) as server:
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        new_topic = NewTopic(topic, num_partitions=1, config={"retention.ms": "500"})
+        created = admin.create_topics([new_topic])
+        created[topic].result(10)
+        producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all"})
+        for i in range(5):
+            producer.produce(topic, value=b"v%d" % i, partition=0)
+        assert producer.flush(10) == 0
+        consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "retention"})
+        try:
+            deadline = time.monotonic() + 15
+            watermarks = consumer.get_watermark_offsets(tp, timeout=10)
+            while watermarks != (5, 5) and time.monotonic() < deadline:
+                time.sleep(0.1)
+                watermarks = consumer.get_watermark_offsets(tp, timeout=10)
+            assert watermarks == (5, 5)
+        finally:
+            consumer.close()
+        server.restart()
+        consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "retention"})
+        try:
+            assert consumer.get_watermark_offsets(tp, timeout=10) == (5, 5)
+            producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all"})
+            producer.produce(topic, value=b"after", partition=0)
+            assert producer.flush(10) == 0
+            assert consumer.get_watermark_offsets(tp, timeout=10)[1] == 6
+        finally:
+            consumer.close()
 
 
 def test_metrics_and_health_endpoints(server: ServerProcess) -> None:

@@ -610,6 +610,7 @@ def test_retention_by_time_moves_log_start_and_survives_reopen(
         # Six old batches (ten days ago), then six recent ones.
         ts = now - 10 * day if i < 6 else now - 1000
         append(log, make_batch([ts], value_size=200))
+    log.flush()  # retention deletes only below the high watermark (the durable offset)
     segments = log.segment_count
     assert segments == 12
     assert log.apply_retention(now) == 6
@@ -622,9 +623,9 @@ def test_retention_by_time_moves_log_start_and_survives_reopen(
     log.close()
     reopened = open_log(config)
     assert (reopened.log_start_offset, reopened.next_offset) == (6, 12)
-    # Time retention never deletes the active segment, even when it is expired.
-    assert reopened.apply_retention(now + 100 * day) == 5
-    assert reopened.segment_count == 1 and reopened.log_start_offset == 11
+    # Everything expired, the active segment too: a new empty one is rolled first.
+    assert reopened.apply_retention(now + 100 * day) == 6
+    assert reopened.segment_count == 1 and reopened.log_start_offset == 12
 
 
 def test_retention_by_bytes_keeps_at_least_retention_bytes(
@@ -637,6 +638,7 @@ def test_retention_by_bytes_keeps_at_least_retention_bytes(
     log = open_log(config)
     for _ in range(10):
         append(log, batch)
+    log.flush()
     assert log.segment_count == 10
     assert log.apply_retention(0) == 7
     assert log.size_bytes == 3 * len(batch)
@@ -652,9 +654,242 @@ def test_retention_helper_over_many_logs(
     for log in logs:
         for _ in range(4):
             append(log, make_batch([5], value_size=200))
+        log.flush()
     logs[0].close()  # closed logs are skipped
-    assert apply_retention(logs, now_ms=10_000) == 6
-    assert all(log.log_start_offset == 3 for log in logs[1:])
+    assert apply_retention(logs, now_ms=10_000) == 8  # four segments each, the active too
+    assert all(log.log_start_offset == 4 == log.next_offset for log in logs[1:])
+
+
+def test_time_retention_deletes_an_expired_active_segment(
+    open_log: Callable[..., PartitionLog], tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    day = 24 * 3600 * 1000
+    config = LogConfig(retention_ms=day)
+    log = open_log(config, clock_ms=clock)
+    for i in range(3):
+        append(log, make_batch([clock.now_ms - 10 * day + i]))
+    log.flush()
+    assert log.segment_count == 1  # an idle topic: its only segment never rolled
+    assert log.apply_retention(clock.now_ms) == 1
+    assert (log.log_start_offset, log.next_offset, log.durable_offset) == (3, 3, 3)
+    assert (log.segment_count, log.size_bytes) == (1, 0)
+    assert [p.name for p in log_files(tmp_path / "p0")] == [f"{3:020d}.log"]
+    assert log.read(3, BIG) == b""
+    with pytest.raises(OffsetOutOfRange):
+        log.read(2, BIG)
+    assert log.offset_for_timestamp(0) is None and log.max_timestamp() is None
+    # The new active segment is empty: never deleted, however old.
+    assert log.apply_retention(clock.now_ms + 100 * day) == 0
+    log.close()
+    reopened = open_log(config, clock_ms=clock)
+    assert (reopened.log_start_offset, reopened.next_offset) == (3, 3)
+    assert append(reopened, make_batch([clock.now_ms])) == 3
+    reopened.flush()
+    reopened.close()
+    again = open_log(config, clock_ms=clock)
+    assert (again.log_start_offset, again.next_offset) == (3, 4)
+    assert [h.base_offset for h in parse_all(again.read(3, BIG))] == [3]
+
+
+def test_appends_continue_after_the_active_segment_expired(
+    open_log: Callable[..., PartitionLog], tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    config = LogConfig(retention_ms=1000)
+    log = open_log(config, clock_ms=clock)
+    append(log, make_batch([clock.now_ms - 5000, clock.now_ms - 5000]))
+    log.flush()
+    assert log.apply_retention(clock.now_ms) == 1
+    assert append(log, make_batch([clock.now_ms])) == 2
+    assert log.flush() == 3
+    assert (log.log_start_offset, log.next_offset, log.segment_count) == (2, 3, 1)
+    assert [h.base_offset for h in parse_all(log.read(2, BIG))] == [2]
+    log._close_all()  # a crash: no close()
+    reopened = open_log(config, clock_ms=clock)
+    assert reopened.recovered_truncated_bytes == 0
+    assert (reopened.log_start_offset, reopened.next_offset) == (2, 3)
+    assert [h.base_offset for h in parse_all(reopened.read(2, BIG))] == [2]
+
+
+def test_expired_active_segment_deletion_survives_a_crash(
+    open_log: Callable[..., PartitionLog], tmp_path: Path
+) -> None:
+    """Crash right after retention, with nothing flushed since: the new start holds."""
+    clock = ManualClock()
+    config = LogConfig(retention_ms=1000)
+    log = open_log(config, clock_ms=clock)
+    append(log, make_batch([1, 2, 3]))
+    log.flush()
+    assert log.apply_retention(clock.now_ms) == 1
+    log._close_all()
+    reopened = open_log(config, clock_ms=clock)
+    assert (reopened.log_start_offset, reopened.next_offset, reopened.segment_count) == (3, 3, 1)
+    assert append(reopened, make_batch([clock.now_ms])) == 3
+
+
+def test_crash_between_the_new_log_start_and_the_deletions(
+    open_log: Callable[..., PartitionLog], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from storage.segment import Segment
+
+    clock = ManualClock()
+    config = LogConfig(retention_ms=1000)
+    log = open_log(config, clock_ms=clock)
+    append(log, make_batch([1, 2]))
+    log.flush()
+
+    def crash(segment: Segment) -> None:
+        raise OSError(errno.EIO, "crash before the files go")
+
+    monkeypatch.setattr(Segment, "delete_files", crash)
+    with pytest.raises(OSError):
+        log.apply_retention(clock.now_ms)
+    monkeypatch.undo()
+    log._close_all()
+    # The expired segment is still on disk, next to the rolled one.
+    assert len(log_files(tmp_path / "p0")) == 2
+    reopened = open_log(config, clock_ms=clock)
+    assert (reopened.log_start_offset, reopened.next_offset, reopened.segment_count) == (2, 2, 1)
+    assert [p.name for p in log_files(tmp_path / "p0")] == [f"{2:020d}.log"]
+    assert append(reopened, make_batch([clock.now_ms])) == 2
+
+
+def test_crash_before_the_new_log_start_is_persisted_keeps_the_data(
+    open_log: Callable[..., PartitionLog], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = ManualClock()
+    config = LogConfig(retention_ms=1000)
+    log = open_log(config, clock_ms=clock)
+    append(log, make_batch([1, 2]))
+    log.flush()
+    content = log.read(0, BIG)
+
+    def crash(path: Path, value: int) -> None:
+        raise OSError(errno.EIO, "crash before the log start is written")
+
+    monkeypatch.setattr(log_module, "write_offset_file", crash)
+    with pytest.raises(OSError):
+        log.apply_retention(clock.now_ms)
+    monkeypatch.undo()
+    log._close_all()
+    reopened = open_log(config, clock_ms=clock)
+    assert (reopened.log_start_offset, reopened.next_offset) == (0, 2)
+    assert reopened.read(0, BIG) == content
+    assert reopened.apply_retention(clock.now_ms) == 1  # the empty rolled one stays
+    assert (reopened.log_start_offset, reopened.segment_count) == (2, 1)
+
+
+def test_size_retention_deletes_the_active_segment(
+    open_log: Callable[..., PartitionLog], tmp_path: Path
+) -> None:
+    batch = make_batch([1], value_size=200)
+    config = LogConfig(segment_bytes_max=2 * len(batch), retention_ms=-1, retention_bytes=0)
+    log = open_log(config)
+    for _ in range(5):
+        append(log, batch)
+    log.flush()
+    assert log.segment_count == 3  # [0, 2), [2, 4), [4, 5): the last one active
+    assert log.apply_retention(0) == 3
+    assert (log.log_start_offset, log.next_offset, log.size_bytes, log.segment_count) == (
+        5,
+        5,
+        0,
+        1,
+    )
+    assert log.apply_retention(0) == 0  # an empty active segment stays
+    assert append(log, batch) == 5
+    log.close()
+    reopened = open_log(config)
+    assert (reopened.log_start_offset, reopened.next_offset) == (5, 6)
+
+
+def test_size_retention_keeps_an_active_segment_needed_for_retention_bytes(
+    open_log: Callable[..., PartitionLog],
+) -> None:
+    batch = make_batch([1], value_size=200)
+    config = LogConfig(retention_ms=-1, retention_bytes=1)
+    log = open_log(config)
+    for _ in range(3):
+        append(log, batch)
+    log.flush()
+    # Deleting the only segment would leave less than retention_bytes.
+    assert log.apply_retention(0) == 0
+    assert log.log_start_offset == 0
+
+
+def test_retention_never_deletes_an_empty_active_segment(
+    open_log: Callable[..., PartitionLog], tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    config = LogConfig(segment_bytes_max=300, retention_ms=0, retention_bytes=0)
+    log = open_log(config, clock_ms=clock)
+    # No batch carries a timestamp, so its age is the file's modification time.
+    assert log.apply_retention(clock.now_ms + 10**9) == 0
+    assert (log.segment_count, log.log_start_offset) == (1, 0)
+    # After a truncation to the active segment's base: the older segment goes, it stays.
+    append(log, make_batch([1], value_size=200))
+    append(log, make_batch([1], value_size=200))
+    assert log.segment_count == 2
+    log.truncate_to(1)
+    log.flush()
+    assert log.apply_retention(clock.now_ms + 10**9) == 1
+    assert (log.segment_count, log.log_start_offset, log.next_offset) == (1, 1, 1)
+    assert [p.name for p in log_files(tmp_path / "p0")] == [f"{1:020d}.log"]
+
+
+def test_retention_never_deletes_data_above_the_high_watermark(
+    open_log: Callable[..., PartitionLog],
+) -> None:
+    batch = make_batch([1], value_size=200)
+    config = LogConfig(segment_bytes_max=len(batch), retention_ms=0, retention_bytes=0)
+    log = open_log(config)
+    for _ in range(3):
+        append(log, batch)
+    assert log.durable_offset == 0
+    assert log.apply_retention(10**6) == 0  # nothing is durable, nothing goes
+    assert log.flush() == 3
+    for _ in range(2):
+        append(log, batch)
+    assert (log.segment_count, log.durable_offset) == (5, 3)
+    # [0,1) [1,2) [2,3) are below the high watermark; [3,4) and [4,5) are not yet.
+    assert log.apply_retention(10**6) == 3
+    assert (log.log_start_offset, log.segment_count) == (3, 2)
+    assert len(parse_all(log.read(3, BIG))) == 2
+    log.flush()
+    assert log.apply_retention(10**6) == 2
+    assert (log.log_start_offset, log.next_offset, log.segment_count) == (5, 5, 1)
+
+
+def test_retention_of_the_active_segment_while_a_flush_runs(
+    open_log: Callable[..., PartitionLog],
+) -> None:
+    """A flush may be fsyncing the active segment when retention deletes it: the flush
+    closes its descriptor when it ends, never retention under it."""
+    clock = ManualClock()
+    log = open_log(LogConfig(retention_ms=1000), clock_ms=clock)
+    append(log, make_batch([1]))
+    append(log, make_batch([2]))
+    plan = log.begin_flush()
+    assert plan is not None
+    # Not durable until the flush ends: the high watermark is still 0.
+    assert log.apply_retention(clock.now_ms) == 0
+    log.end_flush(plan, data_synced=False)
+    log._dir_dirty = True  # a directory change waits (as after compaction): a flush runs
+    plan = log.begin_flush()
+    assert plan is not None
+    old_active = plan.active
+    try:
+        deleted = log.apply_retention(clock.now_ms)
+        still_open = old_active._fd >= 0
+    finally:
+        assert log.end_flush(plan, data_synced=False) == 2
+    assert deleted == 1
+    assert old_active.deleted and still_open  # left open for the running flush
+    assert old_active._fd == -1  # closed by the flush when it ended
+    assert (log.log_start_offset, log.next_offset, log.segment_count) == (2, 2, 1)
+    assert log.flush() == 2  # makes the rolled segment's name durable
+    assert append(log, make_batch([clock.now_ms])) == 2
 
 
 def test_advance_log_start_offset(open_log: Callable[..., PartitionLog]) -> None:
