@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ from ..groups.dynamic_config import GROUP_CONFIGS
 from ..observability.logging import get_logger
 from ..runtime.service import OFFSETS_TOPIC
 from .configs import TOPIC_CONFIGS, ConfigSpec
-from .registry import Topic, TopicError, check_topic_name
+from .registry import Topic, TopicError, check_topic_name, collision_key
 
 if TYPE_CHECKING:
     from ..server.app import Server
@@ -227,7 +227,9 @@ def handle_create_topics(conn: Connection, request: Request) -> Any:
     1 and every topic config with its value and source (an array, also for validate_only;
     -1/-1 and an empty array on error), and from v7 the topic id.
     Errors per topic: INVALID_REQUEST (named twice in the request; manual assignment together
-    with a partition count or replication factor), INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
+    with a partition count or replication factor), INVALID_TOPIC_EXCEPTION (an illegal name, or
+    one colliding with an existing topic or one earlier in the request once '.' and '_' are
+    unified, as Kafka: "Topic 'a_b' collides with existing topics: a.b"), TOPIC_ALREADY_EXISTS,
     INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR (not -1 or 1), INVALID_REPLICA_ASSIGNMENT
     (a broker other than this node, or partitions not numbered 0..n-1), INVALID_CONFIG (also a
     number outside its Kafka type, e.g. segment.bytes above a Java int), UNKNOWN_SERVER_ERROR
@@ -239,6 +241,9 @@ def handle_create_topics(conn: Connection, request: Request) -> Any:
     counts = Counter(t.name for t in body.topics)
     results = []
     answered: set[str] = set()
+    # Names accepted earlier in this request, by collision key: a later colliding name is
+    # refused as if the earlier topic existed -- also for validate_only, which creates none.
+    accepted: dict[str, str] = {}
     for creatable in body.topics:
         name = creatable.name
         if name in answered:
@@ -250,7 +255,7 @@ def handle_create_topics(conn: Connection, request: Request) -> Any:
             )
             continue
         try:
-            topic, partitions = _create_topic(server, creatable, body.validate_only)
+            topic, partitions = _create_topic(server, creatable, body.validate_only, accepted)
         except TopicError as e:
             results.append(_create_error(m, name, ErrorCode(e.code), e.message))
             continue
@@ -283,6 +288,7 @@ def handle_create_topics(conn: Connection, request: Request) -> Any:
             if request.api_version >= 5
             else ()
         )
+        accepted[collision_key(name)] = name
         if not body.validate_only:
             log.info("created topic", topic=name, partitions=partitions)
         results.append(
@@ -314,14 +320,24 @@ def _create_error(m: Any, name: str, code: ErrorCode, message: str) -> Any:
     )
 
 
-def _create_topic(server: Server, creatable: Any, validate_only: bool) -> tuple[Topic, int]:
-    """Checks in Kafka's order (name, existence, assignment or counts, configs), then creates.
-    Returns the topic and its partition count."""
+def _create_topic(
+    server: Server, creatable: Any, validate_only: bool, accepted: Mapping[str, str]
+) -> tuple[Topic, int]:
+    """Checks in Kafka's order (name, existence, collision with existing topics or the
+    `accepted` ones of this request, assignment or counts, configs), then creates. Returns
+    the topic and its partition count."""
     name = creatable.name
     check_topic_name(name)
     # __consumer_offsets exists as the coordinator's shard logs, as Kafka's internal topic.
     if server.topics.get(name) is not None or name == OFFSETS_TOPIC:
         raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    server.topics.check_collision(name)
+    earlier = accepted.get(collision_key(name))
+    if earlier is not None:
+        raise TopicError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic '{name}' collides with existing topics: {earlier}",
+        )
     partitions = creatable.num_partitions
     replication = creatable.replication_factor
     if creatable.assignments:

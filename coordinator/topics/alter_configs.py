@@ -1,69 +1,109 @@
-"""IncrementalAlterConfigs (44) for GROUP resources (KIP-848 dynamic group configs).
+"""IncrementalAlterConfigs (44): one answer per resource, by resource type.
 
-SET and DELETE apply to a group's overrides (coordinator/groups/dynamic_config.py) and are
-persisted before the answer; APPEND and SUBTRACT make no sense for these scalar configs
-(INVALID_CONFIG, as Kafka). Other resource types are not alterable here yet."""
+TOPIC (alter_topic_configs.py): SET, DELETE, APPEND and SUBTRACT on the topic's overrides,
+saved to topics.json and applied to the live logs. GROUP (alter_group_configs.py): KIP-848
+dynamic group configs. BROKER (alter_broker_configs.py): refused, as Kafka refuses a broker
+config that cannot be updated dynamically. The legacy AlterConfigs (33) is not served."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from protocol.api import ApiKey, Request, build, response_types
 from protocol.errors import ErrorCode
 
-from ..groups.dynamic_config import InvalidGroupConfig, settings
-from .admin import RESOURCE_GROUP
+from ..observability.logging import get_logger
+from .admin import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC
+from .alter_broker_configs import alter_broker_configs
+from .alter_group_configs import alter_group_configs
+from .alter_topic_configs import alter_topic_configs
+from .config_ops import AlterError, request_errors
+from .registry import TopicError
 
 if TYPE_CHECKING:
+    from ..server.app import Server
     from ..server.connection import Connection
 
-OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+log = get_logger("groupcoord.admin")
+
+_ALTER: dict[int, Callable[[Server, Any, bool], None]] = {
+    RESOURCE_TOPIC: alter_topic_configs,
+    RESOURCE_BROKER: alter_broker_configs,
+    RESOURCE_GROUP: alter_group_configs,
+}
+# Kafka's request checks (ConfigAdminManager.preprocess); GROUP keeps its own checks.
+_PRECHECKED = {RESOURCE_TOPIC, RESOURCE_BROKER}
 
 
 def handle_incremental_alter_configs(conn: Connection, request: Request) -> Any:
-    """IncrementalAlterConfigs v0-v1. GROUP: the overrides after the operations must pass
-    Kafka's checks (names, bounds, heartbeat below session timeout), else INVALID_CONFIG
-    with the reason; an empty group name is INVALID_REQUEST; validate_only writes nothing.
-    Other resource types: INVALID_REQUEST."""
+    """IncrementalAlterConfigs v0-v1: emits per resource its error code and message (null on
+    success); validate_only checks everything and writes nothing.
+    TOPIC: the overrides after the operations are validated as CreateTopics validates topic
+    configs, saved to topics.json, then applied to the topic's live logs; DescribeConfigs
+    then shows them as DYNAMIC_TOPIC_CONFIG (source 1), and a restart keeps them. Errors:
+    INVALID_REQUEST (resource named twice, config named twice, a null value for an operation
+    other than DELETE, an unknown operation, an empty topic name), INVALID_CONFIG (APPEND or
+    SUBTRACT on a config that is not a list, an unknown config, a bad value),
+    INVALID_TOPIC_EXCEPTION (illegal name), UNKNOWN_TOPIC_OR_PARTITION,
+    UNKNOWN_SERVER_ERROR (topics.json could not be written: the old configs stay in force).
+    BROKER "" or "<node_id>": this server has no dynamic broker configs, so any SET, APPEND or
+    SUBTRACT is INVALID_REQUEST with "Cannot update these configs dynamically: Set(...)" --
+    the code and message Kafka gives for a config that cannot be altered dynamically (it
+    wraps that ConfigException in InvalidRequestException, KAFKA-13609); DELETE, which has
+    nothing to delete, succeeds. Other broker ids: INVALID_REQUEST; APPEND or SUBTRACT on an
+    unknown or non-list broker config: INVALID_CONFIG.
+    GROUP: as before (alter_group_configs.py): INVALID_CONFIG for a bad result,
+    INVALID_REQUEST for an empty name. Other resource types: INVALID_REQUEST."""
+    server = conn.server
+    body = request.body
     m = response_types(ApiKey.INCREMENTAL_ALTER_CONFIGS, request.api_version)
-    store = conn.server.group_configs
-    group_config = conn.server.coordinator.runners[0].shard.config
+    rejected = request_errors(body.resources, _PRECHECKED)
     responses = []
-    for resource in request.body.resources:
-        error, message = ErrorCode.NONE, None
-        name = resource.resource_name
-        if resource.resource_type != RESOURCE_GROUP:
-            error = ErrorCode.INVALID_REQUEST
-            message = f"Altering configs of resource type {resource.resource_type} is not supported"
-        elif not name:
-            error, message = ErrorCode.INVALID_REQUEST, "Group name can't be empty."
-        else:
-            overrides = dict(store.overrides(name))
-            try:
-                for entry in resource.configs:
-                    if entry.config_operation == OP_SET:
-                        if entry.value is None:
-                            raise InvalidGroupConfig(f"Null value for config {entry.name}")
-                        overrides[entry.name] = entry.value
-                    elif entry.config_operation == OP_DELETE:
-                        overrides.pop(entry.name, None)
-                    else:
-                        raise InvalidGroupConfig(
-                            f"Config {entry.name} is not a list: APPEND and SUBTRACT do not apply"
-                        )
-                settings(group_config, overrides)
-            except InvalidGroupConfig as e:
-                error, message = ErrorCode.INVALID_CONFIG, str(e)
-            else:
-                if not request.body.validate_only:
-                    store.replace(name, overrides)
+    for index, resource in enumerate(body.resources):
+        rtype, name = resource.resource_type, resource.resource_name
+        error, message = _alter(server, index, resource, body.validate_only, rejected)
         responses.append(
             build(
                 m.AlterConfigsResourceResponse,
                 error_code=error,
                 error_message=message,
-                resource_type=resource.resource_type,
+                resource_type=rtype,
                 resource_name=name,
             )
         )
     return build(m.IncrementalAlterConfigsResponse, responses=tuple(responses))
+
+
+def _alter(
+    server: Server,
+    index: int,
+    resource: Any,
+    validate_only: bool,
+    rejected: dict[int, AlterError],
+) -> tuple[ErrorCode, str | None]:
+    rtype = resource.resource_type
+    alter = _ALTER.get(rtype)
+    if alter is None:
+        return (
+            ErrorCode.INVALID_REQUEST,
+            f"Altering configs of resource type {rtype} is not supported",
+        )
+    try:
+        if index in rejected:
+            raise rejected[index]
+        alter(server, resource, validate_only)
+    except (AlterError, TopicError) as e:
+        return ErrorCode(e.code), e.message
+    except Exception as e:
+        # OSError: a write failed (what was in force stays so); anything else is a bug.
+        # Either is this resource's answer, not the whole request's.
+        if isinstance(e, OSError):
+            log.error("alter configs failed", resource=resource.resource_name, error=str(e))
+        else:
+            log.exception("alter configs failed", resource=resource.resource_name)
+        return (
+            ErrorCode.UNKNOWN_SERVER_ERROR,
+            f"Altering configs of '{resource.resource_name}' failed: {e}",
+        )
+    return ErrorCode.NONE, None

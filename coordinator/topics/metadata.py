@@ -114,7 +114,9 @@ def handle_metadata(conn: Connection, request: Request) -> Any:
     created with default_partitions partitions when the request (v4+; always below) and the
     server allow auto-creation.
     Errors per topic: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (by id),
-    INVALID_TOPIC_EXCEPTION (illegal name), INVALID_REQUEST (neither name nor id),
+    INVALID_TOPIC_EXCEPTION (illegal name, or auto-creation refused because the name
+    collides with an existing topic's once '.' and '_' are unified), INVALID_REQUEST
+    (neither name nor id),
     LEADER_NOT_AVAILABLE (auto-creation failed on disk; retriable)."""
     server = conn.server
     version = request.api_version

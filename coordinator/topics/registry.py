@@ -2,6 +2,9 @@
 partition logs. Topic metadata is one JSON file rewritten atomically (temp file, fsync,
 rename, directory fsync) on every change; partition data lives in `topics/<name>-<n>/`.
 
+Names that differ only in '.' against '_' collide (Kafka's rule: its per-topic metric names
+replace '.' with '_'), so a new topic whose name collides with an existing one is refused.
+
 Creating a topic or adding partitions is all or nothing: the new partition logs are opened
 first, then topics.json is written with them, and only then does the registry show them
 (and `version` move). A failure on the way closes and removes what was opened and leaves
@@ -9,12 +12,18 @@ the registry and topics.json as they were. Showing a topic before topics.json li
 let clients produce to it and get acks for data that `load()` deletes at the next start (it
 removes partition directories topics.json does not list); a later save of any other topic
 would also persist a topic whose creation had failed.
+
+Altering a topic's configs follows the same order: the new overrides are validated as
+CreateTopics validates them, saved to topics.json, and only then installed in the topic and
+its open logs (retention, segment rolling and the produce size limit read them live); a
+failed save leaves the old overrides in force.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -26,6 +35,7 @@ from pathlib import Path
 from storage import LogConfig, PartitionLog
 
 from ..config import Config
+from ..runtime.service import OFFSETS_TOPIC
 from .configs import TOPIC_CONFIGS, validate_topic_configs
 from .producers import ProducerStates
 
@@ -48,6 +58,11 @@ def check_topic_name(name: str) -> None:
             ErrorCode.INVALID_TOPIC_EXCEPTION,
             f"Topic name {name!r} is illegal: it must be 1-249 of [a-zA-Z0-9._-], not '.' or '..'",
         )
+
+
+def collision_key(name: str) -> str:
+    """Kafka's Topic.unifyCollisionChars: names with the same key collide."""
+    return name.replace(".", "_")
 
 
 @dataclass(eq=False)
@@ -84,6 +99,11 @@ class TopicRegistry:
         self.meta_path = config.data_path / "topics.json"
         self.by_name: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
+        # collision_key -> the names having it: one each, unless topics.json predates the
+        # collision check. The coordinator's own topic is there, as Kafka's internal topic.
+        self._by_collision_key: dict[str, set[str]] = {
+            collision_key(OFFSETS_TOPIC): {OFFSETS_TOPIC}
+        }
         # Moves on every change: the group coordinator's TopicImage view (groups/topics.py).
         self.version = 1
 
@@ -151,6 +171,24 @@ class TopicRegistry:
     def topic_names(self) -> list[str]:
         return list(self.by_name)
 
+    def colliding_topics(self, name: str) -> list[str]:
+        """The existing topics (other than `name` itself) whose name collides with `name`
+        once '.' and '_' are unified, sorted."""
+        if "." not in name and "_" not in name:
+            return []
+        return sorted(self._by_collision_key.get(collision_key(name), set()) - {name})
+
+    def check_collision(self, name: str) -> None:
+        """INVALID_TOPIC_EXCEPTION when a new topic `name` would collide with existing ones."""
+        from protocol.errors import ErrorCode
+
+        colliding = self.colliding_topics(name)
+        if colliding:
+            raise TopicError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"Topic '{name}' collides with existing topics: {', '.join(colliding)}",
+            )
+
     # changes -----------------------------------------------------------------------------
 
     def create(
@@ -165,6 +203,7 @@ class TopicRegistry:
         check_topic_name(name)
         if name in self.by_name:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        self.check_collision(name)
         if partitions == -1:
             partitions = self.config.default_partitions
         if not 1 <= partitions <= PARTITIONS_MAX:
@@ -189,6 +228,7 @@ class TopicRegistry:
         self._save_or_undo(removed=topic.name)
         del self.by_name[topic.name]
         del self.by_id[topic.topic_id]
+        self._forget_collision_key(topic.name)
         self.version += 1
         for partition in topic.partitions:
             partition.log.close()
@@ -213,6 +253,28 @@ class TopicRegistry:
         self._save_or_undo(changed=(topic, count), opened=opened)
         topic.partitions.extend(opened)
         self.version += 1
+
+    def checked_configs(self, configs: dict[str, str | None]) -> tuple[dict[str, str], LogConfig]:
+        """Topic overrides checked exactly as CreateTopics checks them (names, values, then
+        the log settings they make), normalised; TopicError(INVALID_CONFIG) otherwise."""
+        checked = self._checked_configs(configs)
+        return checked, self._checked_log_config(Topic("", uuid.UUID(int=0), checked))
+
+    def alter_configs(
+        self, topic: Topic, configs: dict[str, str | None], validate_only: bool = False
+    ) -> None:
+        """Make `configs` the topic's whole override set (an absent name falls back to the
+        broker setting). Checked as CreateTopics checks configs (INVALID_CONFIG), saved to
+        topics.json, then installed in the topic and the live logs of its partitions. A
+        failed save (OSError) leaves the old overrides saved and in force."""
+        checked, log_config = self.checked_configs(configs)
+        if validate_only or checked == topic.configs:
+            return
+        staged = dataclasses.replace(topic, configs=checked, partitions=[])
+        self._save_or_undo(changed=(staged, len(topic.partitions)))
+        topic.configs = checked
+        for partition in topic.partitions:
+            partition.log.reconfigure(log_config)
 
     # internals ---------------------------------------------------------------------------
 
@@ -239,12 +301,23 @@ class TopicRegistry:
     def _add(self, topic: Topic) -> None:
         self.by_name[topic.name] = topic
         self.by_id[topic.topic_id] = topic
+        self._by_collision_key.setdefault(collision_key(topic.name), set()).add(topic.name)
+
+    def _forget_collision_key(self, name: str) -> None:
+        key = collision_key(name)
+        names = self._by_collision_key.get(key)
+        if names is not None:
+            names.discard(name)
+            if not names:
+                del self._by_collision_key[key]
 
     def _partition_dir(self, name: str, index: int) -> Path:
         return self.root / f"{name}-{index}"
 
     def _log_config(self, topic: Topic) -> LogConfig:
-        value = lambda name: int(topic.config_value(name, self.config))  # noqa: E731
+        def value(name: str) -> int:
+            return int(topic.config_value(name, self.config))
+
         return LogConfig(
             segment_bytes_max=value("segment.bytes"),
             retention_ms=value("retention.ms"),

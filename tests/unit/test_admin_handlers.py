@@ -1,5 +1,6 @@
 """Metadata, DescribeCluster, DescribeTopicPartitions, CreateTopics, DeleteTopics,
-CreatePartitions and DescribeConfigs handlers, called directly on a real Server (no sockets).
+CreatePartitions, DescribeConfigs and IncrementalAlterConfigs handlers, called directly on a
+real Server (no sockets).
 
 Each request is encoded and decoded through the real codec first, and each response is
 encoded and decoded again, so both directions are proven to serialise at the version under
@@ -25,6 +26,7 @@ from coordinator.topics.admin import (
     handle_delete_topics,
     handle_describe_configs,
 )
+from coordinator.topics.alter_configs import handle_incremental_alter_configs
 from coordinator.topics.configs import TOPIC_CONFIGS
 from coordinator.topics.metadata import (
     handle_describe_cluster,
@@ -540,6 +542,46 @@ def test_create_topics_validate_only(server: Any) -> None:
     assert result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS
 
 
+def test_create_topics_refuses_a_name_colliding_with_an_existing_topic(server: Any) -> None:
+    # Kafka: names equal once '.' and '_' are unified collide (metric names would clash).
+    assert create(server, "ok.name", 1).error_code == ErrorCode.NONE
+    for validate_only in (True, False):
+        result = create(server, "ok_name", 1, validate_only=validate_only)
+        assert result.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+        assert result.error_message == "Topic 'ok_name' collides with existing topics: ok.name"
+        assert (result.num_partitions, result.topic_id, result.configs) == (-1, ZERO_UUID, ())
+    assert server.topics.get("ok_name") is None
+    assert create(server, "ok.name", 1).error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+    result = create(server, "__consumer.offsets", 1)
+    assert result.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert "__consumer_offsets" in result.error_message
+    server.topics.create("a_b", 1, {})
+    assert create(server, "a.b", 1).error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_create_topics_refuses_the_second_of_two_colliding_names(
+    server: Any, validate_only: bool
+) -> None:
+    results = create_many(
+        server,
+        ("x.y", 1, {}),
+        ("other", 1, {}),
+        ("x_y", 1, {}),
+        validate_only=validate_only,
+    )
+    assert results["x.y"].error_code == ErrorCode.NONE
+    assert results["other"].error_code == ErrorCode.NONE
+    assert results["x_y"].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert results["x_y"].error_message == "Topic 'x_y' collides with existing topics: x.y"
+    assert server.topics.get("x_y") is None
+    assert (server.topics.get("x.y") is None) == validate_only
+    # A name refused for another reason does not take the key: the next one is created.
+    results = create_many(server, ("p.q", 0, {}), ("p_q", 1, {}))
+    assert results["p.q"].error_code == ErrorCode.INVALID_PARTITIONS
+    assert results["p_q"].error_code == ErrorCode.NONE
+
+
 def create_many(server: Any, *topics: tuple[str, int, dict[str, str]], **extra: Any) -> Any:
     """One CreateTopics v7 request for several topics; results by name."""
     m = schema(ApiKey.CREATE_TOPICS, 7)
@@ -674,6 +716,19 @@ def test_metadata_auto_create_disk_failure_creates_nothing(server: Any, monkeypa
     )
     assert auto_create().error_code == ErrorCode.NONE  # the client's retry creates it
     assert len(server.topics.get("auto").partitions) == server.config.default_partitions
+
+
+def test_metadata_auto_create_refuses_a_colliding_name(server: Any) -> None:
+    server.topics.create("auto.topic", 1, {})
+    (topic,) = metadata(
+        server,
+        12,
+        ["auto_topic"],
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    ).topics
+    assert topic.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert server.topics.get("auto_topic") is None
 
 
 def test_create_topics_manual_assignment(server: Any) -> None:
@@ -938,3 +993,252 @@ def test_describe_configs_group_lists_the_consumer_group_configs(server: Any) ->
     (group,) = describe_configs(server, 4, (32, "my-group", None))
     values = {c.name: (c.value, c.config_source) for c in group.configs}
     assert values["consumer.heartbeat.interval.ms"] == ("6000", 8)  # DYNAMIC_GROUP_CONFIG
+
+
+# IncrementalAlterConfigs --------------------------------------------------------------------
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def alter_configs(
+    server: Any,
+    *resources: tuple[int, str, list[tuple[str, int, str | None]]],
+    validate_only: bool = False,
+    version: int = 1,
+) -> Any:
+    """One IncrementalAlterConfigs request: resources as (type, name, [(config, op, value)])."""
+    m = schema(ApiKey.INCREMENTAL_ALTER_CONFIGS, version)
+    body = m.IncrementalAlterConfigsRequest(
+        resources=tuple(
+            m.AlterConfigsResource(
+                resource_type=rtype,
+                resource_name=rname,
+                configs=tuple(
+                    m.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in entries
+                ),
+            )
+            for rtype, rname, entries in resources
+        ),
+        validate_only=validate_only,
+    )
+    return call(
+        server, handle_incremental_alter_configs, ApiKey.INCREMENTAL_ALTER_CONFIGS, version, body
+    ).responses
+
+
+def topic_values(server: Any, name: str) -> dict[str, tuple[str, int]]:
+    """DescribeConfigs of a topic: config -> (value, source)."""
+    (result,) = describe_configs(server, 4, (2, name, None))
+    assert result.error_code == ErrorCode.NONE
+    return {c.name: (c.value, c.config_source) for c in result.configs}
+
+
+def saved_topic_configs(server: Any, name: str) -> dict[str, str]:
+    """The topic's overrides as a restarted registry loads them from topics.json."""
+    reloaded = TopicRegistry(server.config)
+    reloaded.load()
+    try:
+        return dict(reloaded.get(name).configs)
+    finally:
+        reloaded.close()
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_incremental_alter_configs_topic_set_and_delete(server: Any, version: int) -> None:
+    topic = server.topics.create("cfg", 2, {"retention.ms": "1000"})
+    (result,) = alter_configs(
+        server,
+        (2, "cfg", [("segment.bytes", SET, "1048576"), ("retention.ms", SET, "5000")]),
+        version=version,
+    )
+    assert (result.error_code, result.error_message) == (ErrorCode.NONE, None)
+    assert (result.resource_type, result.resource_name) == (2, "cfg")
+    values = topic_values(server, "cfg")
+    assert values["segment.bytes"] == ("1048576", 1)  # DYNAMIC_TOPIC_CONFIG
+    assert values["retention.ms"] == ("5000", 1)
+    for partition in topic.partitions:  # the live logs use the new settings
+        assert partition.log.config.segment_bytes_max == 1048576
+        assert partition.log.config.retention_ms == 5000
+    assert saved_topic_configs(server, "cfg") == {
+        "retention.ms": "5000",
+        "segment.bytes": "1048576",
+    }
+
+    # DELETE: back to the broker's value; deleting a config that has no override is a no-op.
+    (result,) = alter_configs(
+        server, (2, "cfg", [("retention.ms", DELETE, None), ("segment.ms", DELETE, None)])
+    )
+    assert result.error_code == ErrorCode.NONE
+    values = topic_values(server, "cfg")
+    assert values["retention.ms"] == (str(server.config.log_retention_ms), 5)  # DEFAULT_CONFIG
+    assert values["segment.bytes"] == ("1048576", 1)
+    assert topic.partitions[0].log.config.retention_ms == server.config.log_retention_ms
+    assert saved_topic_configs(server, "cfg") == {"segment.bytes": "1048576"}
+
+
+def test_incremental_alter_configs_topic_validate_only_writes_nothing(server: Any) -> None:
+    topic = server.topics.create("dry", 1, {"retention.ms": "1000"})
+    saved = (server.config.data_path / "topics.json").read_bytes()
+    (ok, bad) = alter_configs(
+        server,
+        (2, "dry", [("retention.ms", SET, "99")]),
+        (2, "nope", [("retention.ms", SET, "99")]),
+        validate_only=True,
+    )
+    assert ok.error_code == ErrorCode.NONE
+    assert bad.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    (invalid,) = alter_configs(
+        server, (2, "dry", [("retention.ms", SET, "soon")]), validate_only=True
+    )
+    assert invalid.error_code == ErrorCode.INVALID_CONFIG
+    assert topic.configs == {"retention.ms": "1000"}
+    assert topic.partitions[0].log.config.retention_ms == 1000
+    assert (server.config.data_path / "topics.json").read_bytes() == saved
+
+
+def test_incremental_alter_configs_topic_errors(server: Any) -> None:
+    topic = server.topics.create("cfg", 1, {"retention.ms": "1000"})
+    results = alter_configs(
+        server,
+        (2, "missing", [("retention.ms", SET, "5")]),
+        (2, "", [("retention.ms", SET, "5")]),
+        (2, "bad name", [("retention.ms", SET, "5")]),
+        (2, "cfg", [("retention.ms", APPEND, "5")]),
+        (2, "cfg.a", [("retention.ms", SUBTRACT, "5")]),
+        (2, "cfg.b", [("no.such.config", SET, "1")]),
+        (2, "cfg.c", [("retention.ms", SET, "soon")]),
+        (2, "cfg.d", [("segment.bytes", SET, "3000000000")]),
+        (2, "cfg.e", [("retention.ms", SET, None)]),
+        (2, "cfg.f", [("retention.ms", SET, "5"), ("retention.ms", DELETE, None)]),
+        (2, "cfg.g", [("retention.ms", 7, "5")]),
+    )
+    answers = [(r.resource_name, r.error_code) for r in results]
+    assert answers == [
+        ("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        ("", ErrorCode.INVALID_REQUEST),
+        ("bad name", ErrorCode.INVALID_TOPIC_EXCEPTION),
+        ("cfg", ErrorCode.INVALID_CONFIG),
+        ("cfg.a", ErrorCode.INVALID_CONFIG),
+        ("cfg.b", ErrorCode.INVALID_CONFIG),
+        ("cfg.c", ErrorCode.INVALID_CONFIG),
+        ("cfg.d", ErrorCode.INVALID_CONFIG),
+        ("cfg.e", ErrorCode.INVALID_REQUEST),
+        ("cfg.f", ErrorCode.INVALID_REQUEST),
+        ("cfg.g", ErrorCode.INVALID_REQUEST),
+    ]
+    messages = {r.resource_name: r.error_message for r in results}
+    assert messages["missing"] == "The topic 'missing' does not exist."
+    assert messages["cfg"] == "Config value append is not allowed for config key: retention.ms"
+    assert messages["cfg.a"] == "Config value subtract is not allowed for config key: retention.ms"
+    assert messages["cfg.b"] == "Unknown topic config name: no.such.config"
+    assert "retention.ms" in messages["cfg.c"]
+    assert "segment.bytes" in messages["cfg.d"] and "INT" in messages["cfg.d"]
+    assert messages["cfg.e"] == "Null value not supported for : retention.ms"
+    assert messages["cfg.f"] == "Error due to duplicate config keys"
+    assert all(r.error_message for r in results)
+    # A resource named twice: both copies refused, and the other resources still served.
+    server.topics.create("other", 1, {})
+    twice, other, again = alter_configs(
+        server,
+        (2, "cfg", [("retention.ms", SET, "5")]),
+        (2, "other", [("retention.ms", SET, "7")]),
+        (2, "cfg", [("retention.ms", SET, "6")]),
+    )
+    assert twice.error_code == again.error_code == ErrorCode.INVALID_REQUEST
+    assert twice.error_message == "Each resource must appear at most once."
+    assert other.error_code == ErrorCode.NONE
+    assert server.topics.get("other").configs == {"retention.ms": "7"}
+    assert topic.configs == {"retention.ms": "1000"}
+
+
+def test_incremental_alter_configs_topic_list_configs_append_and_subtract(server: Any) -> None:
+    topic = server.topics.create("lists", 1, {})
+    # cleanup.policy is a LIST: APPEND starts from its default ("delete") ...
+    (result,) = alter_configs(server, (2, "lists", [("cleanup.policy", APPEND, "delete")]))
+    assert result.error_code == ErrorCode.NONE
+    assert topic.configs == {"cleanup.policy": "delete"}
+    assert topic_values(server, "lists")["cleanup.policy"] == ("delete", 1)
+    # ... and the result is validated as CreateTopics validates it (only "delete" is served).
+    for op, value in ((APPEND, "compact"), (SUBTRACT, "delete")):
+        (result,) = alter_configs(server, (2, "lists", [("cleanup.policy", op, value)]))
+        assert result.error_code == ErrorCode.INVALID_CONFIG
+        assert "cleanup.policy" in result.error_message
+    assert topic.configs == {"cleanup.policy": "delete"}
+
+
+def test_incremental_alter_configs_topic_failed_save_keeps_the_old_configs(
+    server: Any, monkeypatch: Any
+) -> None:
+    topic = server.topics.create("kept", 1, {"retention.ms": "1000"})
+    fail_topics_json_once(monkeypatch)
+    (result,) = alter_configs(server, (2, "kept", [("retention.ms", SET, "5000")]))
+    assert result.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert "No space left on device" in result.error_message
+    assert topic.configs == {"retention.ms": "1000"}
+    assert topic.partitions[0].log.config.retention_ms == 1000
+    assert topic_values(server, "kept")["retention.ms"] == ("1000", 1)
+    assert saved_topic_configs(server, "kept") == {"retention.ms": "1000"}
+    (result,) = alter_configs(server, (2, "kept", [("retention.ms", SET, "5000")]))
+    assert result.error_code == ErrorCode.NONE  # the retry succeeds
+    assert saved_topic_configs(server, "kept") == {"retention.ms": "5000"}
+
+
+def test_incremental_alter_configs_topic_max_message_bytes_applies_at_once(server: Any) -> None:
+    topic = server.topics.create("sized", 1, {})
+    (result,) = alter_configs(server, (2, "sized", [("max.message.bytes", SET, "1000")]))
+    assert result.error_code == ErrorCode.NONE
+    # The produce path reads the topic's limit at every request.
+    assert topic.config_value("max.message.bytes", server.config) == "1000"
+
+
+@pytest.mark.parametrize("name", ["", "0"])
+def test_incremental_alter_configs_broker_configs_are_not_dynamic(server: Any, name: str) -> None:
+    results = alter_configs(
+        server,
+        (4, name, [("log.retention.ms", SET, "1000"), ("num.partitions", SET, "3")]),
+        (4, "7", [("log.retention.ms", SET, "1000")]),
+        (4, "x", [("log.retention.ms", SET, "1000")]),
+    )
+    static, other, not_a_number = results
+    assert static.error_code == ErrorCode.INVALID_REQUEST
+    assert static.error_message.startswith(
+        "Cannot update these configs dynamically: Set(log.retention.ms, num.partitions)"
+    )
+    assert other.error_code == ErrorCode.INVALID_REQUEST
+    assert other.error_message == "Unexpected broker id, expected 0, but received 7"
+    assert not_a_number.error_code == ErrorCode.INVALID_REQUEST
+    assert not_a_number.error_message == "Node id must be an integer, but it is: x"
+    results = alter_configs(
+        server,
+        (4, name, [("log.retention.ms", DELETE, None)]),
+        (2, "unrelated", [("retention.ms", SET, "1")]),
+    )
+    assert results[0].error_code == ErrorCode.NONE  # nothing to delete, as in Kafka
+    results = alter_configs(
+        server,
+        (4, name, [("log.retention.ms", APPEND, "1")]),
+        (4, "0" if name == "" else "", [("no.such.config", SUBTRACT, "1")]),
+    )
+    assert [r.error_code for r in results] == [ErrorCode.INVALID_CONFIG] * 2
+    assert results[0].error_message == (
+        "Config value append is not allowed for config key: log.retention.ms"
+    )
+    assert results[1].error_message == "Unknown config name: no.such.config"
+    (broker,) = describe_configs(server, 4, (4, name, ("log.retention.ms",)))
+    assert broker.configs[0].value == str(server.config.log_retention_ms)
+
+
+def test_incremental_alter_configs_group_and_other_resources(server: Any) -> None:
+    group, bad, listed, empty, logger = alter_configs(
+        server,
+        (32, "g1", [("consumer.heartbeat.interval.ms", SET, "6000")]),
+        (32, "g2", [("consumer.session.timeout.ms", SET, "1000")]),
+        (32, "g3", [("consumer.assignor", APPEND, "range")]),
+        (32, "", [("consumer.heartbeat.interval.ms", SET, "6000")]),
+        (8, "0", [("root", SET, "DEBUG")]),
+    )
+    assert group.error_code == ErrorCode.NONE
+    assert bad.error_code == listed.error_code == ErrorCode.INVALID_CONFIG
+    assert empty.error_code == logger.error_code == ErrorCode.INVALID_REQUEST
+    assert server.group_configs.overrides("g1") == {"consumer.heartbeat.interval.ms": "6000"}
+    assert server.group_configs.overrides("g2") == {}

@@ -240,3 +240,107 @@ def test_delete_keeps_the_topic_when_topics_json_write_fails(
     assert registry.get("kept") is None and partition_dirs(config, "kept") == []
     registry.close()
     assert reopened(config) == {}
+
+
+# topic name collisions ('.' against '_') ----------------------------------------------------
+
+
+def test_create_refuses_a_name_colliding_with_an_existing_topic(
+    registry: Any, config: Config
+) -> None:
+    registry.create("ok.name", 1, {})
+    for validate_only in (True, False):
+        with pytest.raises(TopicError) as raised:
+            registry.create("ok_name", 1, {}, validate_only)
+        assert raised.value.code == ErrorCode.INVALID_TOPIC_EXCEPTION
+        assert raised.value.message == "Topic 'ok_name' collides with existing topics: ok.name"
+    with pytest.raises(TopicError) as raised:
+        registry.create("ok.name", 1, {})
+    assert raised.value.code == ErrorCode.TOPIC_ALREADY_EXISTS  # the same name is not a collision
+    # The coordinator's internal topic takes part, as Kafka's __consumer_offsets does.
+    with pytest.raises(TopicError) as raised:
+        registry.create("__consumer.offsets", 1, {})
+    assert raised.value.code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert registry.get("ok_name") is None and partition_dirs(config, "ok_name") == []
+    # Names without '.' or '_' never collide; a deleted topic's name is free to collide with.
+    registry.create("ok-name", 1, {})
+    registry.delete(registry.get("ok.name"))
+    registry.create("ok_name", 1, {})
+    registry.close()
+    assert reopened(config) == {"ok-name": 1, "ok_name": 1}
+
+
+def test_colliding_topics_saved_before_the_check_still_load(config: Config) -> None:
+    """topics.json written before collisions were refused may list colliding names: all are
+    served, and a further colliding name is refused naming each of them."""
+    first = TopicRegistry(config)
+    first.load()
+    first.create("a.b.c", 1, {})
+    first.create("x", 1, {})
+    first.close()
+    path = config.data_path / "topics.json"
+    path.write_text(path.read_text().replace('"x"', '"a_b.c"'))
+    (config.data_path / "topics" / "x-0").rename(config.data_path / "topics" / "a_b.c-0")
+    reg = TopicRegistry(config)
+    reg.load()
+    try:
+        assert sorted(t.name for t in reg.topics()) == ["a.b.c", "a_b.c"]
+        with pytest.raises(TopicError) as raised:
+            reg.create("a.b_c", 1, {})
+        assert raised.value.message == ("Topic 'a.b_c' collides with existing topics: a.b.c, a_b.c")
+        reg.delete(reg.get("a.b.c"))
+        assert reg.colliding_topics("a.b_c") == ["a_b.c"]
+    finally:
+        reg.close()
+
+
+# altering topic configs ---------------------------------------------------------------------
+
+
+def test_alter_configs_saves_then_reconfigures_the_live_logs(registry: Any, config: Config) -> None:
+    topic = registry.create("t", 2, {"retention.ms": "5000"})
+    index_interval = topic.partitions[0].log.config.index_interval_bytes
+    registry.alter_configs(topic, {"segment.bytes": "1048576", "retention.bytes": "4096"})
+    assert topic.configs == {"segment.bytes": "1048576", "retention.bytes": "4096"}
+    for partition in topic.partitions:
+        log_config = partition.log.config
+        assert log_config.segment_bytes_max == 1048576
+        assert log_config.retention_bytes == 4096
+        assert log_config.retention_ms == config.log_retention_ms  # the override went away
+        assert log_config.index_interval_bytes == index_interval
+    # validate_only, and a bad value, change nothing.
+    registry.alter_configs(topic, {"retention.ms": "1"}, validate_only=True)
+    with pytest.raises(TopicError) as raised:
+        registry.alter_configs(topic, {"segment.bytes": "3000000000"})
+    assert raised.value.code == ErrorCode.INVALID_CONFIG
+    assert topic.configs == {"segment.bytes": "1048576", "retention.bytes": "4096"}
+    registry.close()
+    reg = TopicRegistry(config)
+    reg.load()
+    try:
+        reloaded = reg.get("t")
+        assert reloaded.configs == {"segment.bytes": "1048576", "retention.bytes": "4096"}
+        assert reloaded.partitions[1].log.config.segment_bytes_max == 1048576
+    finally:
+        reg.close()
+
+
+def test_alter_configs_keeps_the_old_configs_when_topics_json_write_fails(
+    registry: Any, config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = registry.create("t", 1, {"retention.ms": "5000"})
+    before = config.data_path.joinpath("topics.json").read_bytes()
+    fail_topics_json(monkeypatch)
+    with pytest.raises(OSError):
+        registry.alter_configs(topic, {"retention.ms": "60000"})
+    assert topic.configs == {"retention.ms": "5000"}
+    assert topic.partitions[0].log.config.retention_ms == 5000
+    assert config.data_path.joinpath("topics.json").read_bytes() == before
+    monkeypatch.undo()
+    registry.close()
+    reg = TopicRegistry(config)
+    reg.load()
+    try:
+        assert reg.get("t").configs == {"retention.ms": "5000"}
+    finally:
+        reg.close()
