@@ -1194,7 +1194,7 @@ def _encode_offset_commit_value(value: OffsetCommitValue, version: int) -> bytes
         return b"".join(
             (
                 _HQI.pack(4, value.offset, value.leader_epoch),
-                _uvarint(n + 1),
+                _SMALL_UVARINTS[n + 1] if n < 0x7F else _uvarint(n + 1),
                 md,
                 _I64.pack(value.commit_timestamp),
                 tagged,

@@ -793,24 +793,27 @@ def handle_describe_groups(conn: Connection, request: Request) -> Any:
 
 def handle_list_groups(conn: Connection, request: Request) -> Any:
     """ListGroups v0-v5: every group of every active shard with its real state and type;
-    states and types filters matched case-insensitively. Error: COORDINATOR_LOAD_IN_PROGRESS
-    while any shard still loads (Kafka's answer for a partial listing)."""
+    states and types filters matched case-insensitively. A failed shard is skipped (Kafka
+    swallows NOT_COORDINATOR per partition); while any shard still loads the answer is
+    COORDINATOR_LOAD_IN_PROGRESS with no groups (Kafka fails the whole listing with it, and
+    clients retry)."""
     version = request.api_version
     m = response_types(ApiKey.LIST_GROUPS, version)
     states = list(getattr(request.body, "states_filter", ()) or ())
     types = list(getattr(request.body, "types_filter", ()) or ())
-    error = ErrorCode.NONE
+    runners = conn.server.coordinator.runners
+    if any(runner.state is ShardState.LOADING for runner in runners):
+        return build(
+            m.ListGroupsResponse, error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, groups=()
+        )
     listed = []
-    for runner in conn.server.coordinator.runners:
-        if runner.state is not ShardState.ACTIVE:
-            if runner.state is ShardState.LOADING:
-                error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-            continue
-        listed.extend(runner.shard.classic.list_groups(states, types))
-        listed.extend(runner.shard.consumer.list_groups(states, types))
+    for runner in runners:
+        if runner.state is ShardState.ACTIVE:
+            listed.extend(runner.shard.classic.list_groups(states, types))
+            listed.extend(runner.shard.consumer.list_groups(states, types))
     return build(
         m.ListGroupsResponse,
-        error_code=error,
+        error_code=ErrorCode.NONE,
         groups=tuple(
             build(
                 m.ListedGroup,

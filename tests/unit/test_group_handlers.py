@@ -68,3 +68,35 @@ async def test_offset_fetch_v1_puts_the_group_error_on_every_requested_partition
     }
     assert got == {("t", 0): (-1, error), ("t", 2): (-1, error), ("u", 1): (-1, error)}
     assert v2.error_code == error
+
+
+def _list_groups(server: Server) -> Any:
+    m = sys.modules[request_class(16, 5).__module__]
+    body = build(m.ListGroupsRequest, states_filter=(), types_filter=())
+    frame = encode_request(16, 5, 4, body)[4:]
+    request = decode_request(frame, server.supported_versions)
+    return server.handlers[16](StubConn(server), request)  # type: ignore[arg-type]
+
+
+async def test_list_groups_skips_a_failed_shard_and_fails_whole_while_one_loads(
+    server: Server,
+) -> None:
+    """Kafka's listGroups swallows NOT_COORDINATOR per partition (a failed shard's groups
+    are just not listed) but fails the whole listing with any other error: while a shard
+    loads, COORDINATOR_LOAD_IN_PROGRESS and no groups, never a partial list with it."""
+    ids = ["g-a", "g-b"]
+    runners = [server.coordinator.runner_for(g) for g in ids]
+    assert runners[0] is not runners[1]
+    for group_id, runner in zip(ids, runners, strict=True):
+        runner.shard.get_or_create_classic_group(group_id, 0)
+    listed = _list_groups(server)
+    assert (listed.error_code, sorted(g.group_id for g in listed.groups)) == (ErrorCode.NONE, ids)
+    runners[1].state = ShardState.FAILED
+    try:
+        listed = _list_groups(server)
+        assert (listed.error_code, [g.group_id for g in listed.groups]) == (ErrorCode.NONE, ["g-a"])
+        runners[1].state = ShardState.LOADING
+        listed = _list_groups(server)
+        assert (listed.error_code, listed.groups) == (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ())
+    finally:
+        runners[1].state = ShardState.ACTIVE
