@@ -14,6 +14,7 @@ from .groups.config import MIGRATION_POLICIES
 
 MiB = 1024 * 1024
 DAY_MS = 24 * 3600 * 1000
+LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE: Kafka's "no limit" for LONG settings
 
 
 class ConfigError(ValueError):
@@ -78,6 +79,34 @@ class Config:
     )
     log_retention_check_interval_ms: int = field(
         default=300_000, metadata={"help": "how often retention runs"}
+    )
+    log_cleaner_interval_ms: int = field(
+        default=15_000,
+        metadata={
+            "help": "how often the partitions of compacted topics (cleanup.policy=compact) "
+            "are checked and cleaned when due (log.cleaner.backoff.ms)"
+        },
+    )
+    log_message_timestamp_type: str = field(
+        default="CreateTime",
+        metadata={
+            "help": "record timestamps: the producer's (CreateTime) or the append time "
+            "(LogAppendTime); topics' default (log.message.timestamp.type)"
+        },
+    )
+    log_message_timestamp_before_max_ms: int = field(
+        default=LONG_MAX,
+        metadata={
+            "help": "CreateTime: refuse records timestamped further in the past than this "
+            "(log.message.timestamp.before.max.ms)"
+        },
+    )
+    log_message_timestamp_after_max_ms: int = field(
+        default=3_600_000,
+        metadata={
+            "help": "CreateTime: refuse records timestamped further in the future than this "
+            "(log.message.timestamp.after.max.ms)"
+        },
     )
     fetch_wait_max_ms: int = field(
         default=30_000, metadata={"help": "cap on a Fetch request's max_wait"}
@@ -305,6 +334,7 @@ def validate(config: Config) -> None:
         "default_partitions",
         "message_bytes_max",
         "log_segment_bytes",
+        "log_cleaner_interval_ms",
         "offsets_partitions",
         "thread_switch_interval_us",
     )
@@ -326,6 +356,11 @@ def validate(config: Config) -> None:
         )
     if config.log_level not in ("debug", "info", "warning", "error"):
         raise ConfigError("log_level must be debug, info, warning or error")
+    if config.log_message_timestamp_type not in ("CreateTime", "LogAppendTime"):
+        raise ConfigError("log_message_timestamp_type must be CreateTime or LogAppendTime")
+    for name in ("log_message_timestamp_before_max_ms", "log_message_timestamp_after_max_ms"):
+        if not 0 <= getattr(config, name) <= LONG_MAX:
+            raise ConfigError(f"{name} must be 0 to {LONG_MAX}")
 
 
 def describe_settings() -> list[tuple[str, str, str]]:

@@ -2,8 +2,10 @@
 
 Batches are stored and served exactly as producers sent them; the server only reads the
 61-byte header, checks the CRC-32C and rewrites the base offset (which the CRC does not
-cover). Records inside a batch are decoded only where a record-level answer is needed
-(timestamp lookups), using aiokafka's C-accelerated codec.
+cover), and, as Kafka's LogValidator, the timestamp type and max timestamp (which it does
+cover: the CRC is recomputed; the records stay as sent, compressed or not). Records inside a
+batch are decoded only where a record-level answer is needed (timestamp checks and lookups),
+using aiokafka's C-accelerated codec.
 
 Layout (big-endian): baseOffset i64 @0, batchLength i32 @8, partitionLeaderEpoch i32 @12,
 magic i8 @16, crc u32 @17, attributes i16 @21, lastOffsetDelta i32 @23, baseTimestamp i64
@@ -13,6 +15,7 @@ recordsCount i32 @57, records @61. The CRC covers bytes 21..end.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,12 +34,19 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+# The attribute bits Kafka's DefaultRecordBatch.computeAttributes writes back, bar the
+# timestamp type: rewriting the timestamp clears any other (undefined) bit, as in Kafka.
+_KEPT_ATTRIBUTES = COMPRESSION_MASK | TRANSACTIONAL_MASK | CONTROL_MASK | DELETE_HORIZON_MASK
 
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+_ATTRIBUTES = struct.Struct(">h")
+_MAX_TIMESTAMP = struct.Struct(">q")
 _LENGTH = struct.Struct(">qi")
 
 
@@ -79,6 +89,11 @@ class BatchHeader:
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def is_log_append_time(self) -> bool:
+        """Timestamp type LogAppendTime: every record's timestamp is max_timestamp."""
+        return bool(self.attributes & TIMESTAMP_TYPE_MASK)
 
     @property
     def last_sequence(self) -> int:
@@ -148,8 +163,36 @@ def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
     _BASE_OFFSET.pack_into(buf, pos, base_offset)
 
 
-def record_timestamps(batch: bytes) -> Iterator[tuple[int, int]]:
-    """(offset, timestamp) of each record of one whole batch, decompressing if needed."""
+def set_max_timestamp(
+    buf: bytearray, pos: int, header: BatchHeader, log_append_time: bool, max_timestamp: int
+) -> BatchHeader:
+    """Kafka's DefaultRecordBatch.setMaxTimestamp on the batch at `pos`: write the timestamp
+    type (attributes bit 3) and max timestamp, then the CRC they are covered by. The base
+    timestamp and the records' timestamp deltas stay as they are (readers of a LogAppendTime
+    batch take max_timestamp for every record). Returns the batch's new header; nothing is
+    written when both are already as asked."""
+    if header.is_log_append_time == log_append_time and header.max_timestamp == max_timestamp:
+        return header
+    attributes = header.attributes & _KEPT_ATTRIBUTES
+    if log_append_time:
+        attributes |= TIMESTAMP_TYPE_MASK
+    _ATTRIBUTES.pack_into(buf, pos + 21, attributes)
+    _MAX_TIMESTAMP.pack_into(buf, pos + 35, max_timestamp)
+    crc = int(calc_crc32c(memoryview(buf)[pos + 21 : pos + header.size_bytes]))
+    _CRC.pack_into(buf, pos + 17, crc)
+    return dataclasses.replace(header, attributes=attributes, max_timestamp=max_timestamp, crc=crc)
+
+
+def record_timestamp_list(batch: bytes | bytearray | memoryview) -> list[int]:
+    """Each record's timestamp, in order, of one whole batch (as record_timestamps reads
+    them); a list built in one pass, for checks over every record of a produced batch."""
+    return [record.timestamp for record in DefaultRecordBatch(batch)]
+
+
+def record_timestamps(batch: bytes | bytearray | memoryview) -> Iterator[tuple[int, int]]:
+    """(offset, timestamp) of each record of one whole batch, decompressing if needed. In a
+    LogAppendTime batch every record's timestamp is the batch's max timestamp (as Kafka's
+    DefaultRecordBatch reads it; aiokafka's codec does the same)."""
     decoded = DefaultRecordBatch(batch)
     for record in decoded:
         yield record.offset, record.timestamp

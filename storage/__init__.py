@@ -1,9 +1,11 @@
 """Segmented partition logs with group commit and compaction (see log.py and cleaner.py)."""
 
 from .cleaner import (
+    CleanableRange,
     CompactionError,
     CompactionPlan,
     CompactionStats,
+    cleanable_range,
     compact,
     install_compaction,
     prepare_compaction,
@@ -21,6 +23,7 @@ from .log import LogConfig, PartitionLog
 from .retention import apply_retention
 
 __all__ = [
+    "CleanableRange",
     "CommitterClosed",
     "CompactionError",
     "CompactionPlan",
@@ -34,6 +37,7 @@ __all__ = [
     "StorageError",
     "TooManyWaiters",
     "apply_retention",
+    "cleanable_range",
     "compact",
     "install_compaction",
     "prepare_compaction",

@@ -1,5 +1,6 @@
-"""Log compaction: keep each key's latest record, drop old tombstones (Kafka's log cleaner,
-one pass over every closed segment, no dirty-ratio heuristics).
+"""Log compaction: keep each key's latest record, drop old tombstones (Kafka's log cleaner:
+one pass over the closed segments; when to run one is the caller's choice, see
+``cleanable_range``).
 
 Theory of operation
 -------------------
@@ -7,9 +8,10 @@ The coordinator writes keyed records (value None = tombstone) into a PartitionLo
 shard. Compaction rewrites every segment except the active one so that:
 
 * a record stays only if it is the latest record of its key in the whole log: the offset
-  map (key -> latest offset) covers the closed segments and the *durable* part of the
-  active segment. A record past the durable offset never supersedes anything: a crash
-  could still take it away, and the older value it replaced would be gone already.
+  map (key -> latest offset) covers the segments cleaned (their content becomes durable
+  in the output) and the *durable* part of the later ones. A record past the durable
+  offset never supersedes anything: a crash could still take it away, and the older
+  value it replaced would be gone already.
 * a tombstone that is the latest record of its key goes once its batch's max timestamp
   (the segment's modification time when the batch has none) is older than
   ``now_ms - tombstone_retention_ms``; younger ones stay so that a replay elsewhere still
@@ -19,10 +21,27 @@ shard. Compaction rewrites every segment except the active one so that:
 * transactional and control batches are kept whole and never supersede anything
   (nothing here knows whether their transaction committed); tombstones of keys that
   appear in them are kept.
+* the latest batch of each producer id stays, emptied of its records if none survives
+  (Kafka's RETAIN_EMPTY: a 61-byte header keeping base offset, last offset delta,
+  producer id, epoch and base sequence), so the producer state rebuilt from batch headers
+  at start-up (idempotent producers) still knows its last sequence.
+
+Two options serve data topics (Kafka's LogConfig), the coordinator's logs use neither:
+
+* ``end_offset`` (min.compaction.lag.ms): only the closed segments that end at or below
+  it are cleaned; the later ones are read for the offset map only, up to the durable
+  offset, as the active segment is.
+* ``delete_horizon`` (KIP-534, Kafka's rule for magic v2): a tombstone's retention
+  counts from the pass that first cleans it, not from its timestamp. That pass stamps
+  the batch holding it with a delete horizon, ``now_ms + tombstone_retention_ms``, in the
+  base timestamp field, with attribute bit 6 set; each record's timestamp delta is
+  re-encoded against it, so every record keeps its timestamp. A later pass drops the
+  tombstone once ``now_ms`` reaches the horizon.
 
 Every record keeps its offset. A batch keeps its base offset, last offset delta (as
 Kafka's cleaner does, so producer sequence state and the segment's end offset survive),
-timestamps, producer fields and compression; only the records that go are cut out, and
+timestamps (the base timestamp moves only to a delete horizon), producer fields and
+compression; only the records that go are cut out, and
 its length, record count and CRC are recomputed. Uncompressed records are copied byte for
 byte; compressed ones are decompressed and compressed again with the same codec. A
 batch that loses every record goes, so offsets may have gaps: a read at such an offset
@@ -77,11 +96,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiokafka import codec
-from aiokafka.record.util import calc_crc32c, decode_varint
+from aiokafka.record.util import calc_crc32c, decode_varint, encode_varint
 
 from protocol.batches import (
+    CONTROL_MASK,
+    DELETE_HORIZON_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    NO_PRODUCER_ID,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     InvalidBatch,
     crc_ok,
@@ -113,13 +137,23 @@ TOMBSTONE_RETENTION_MS_DEFAULT = 86_400_000
 _SWAP_ORDER = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX)
 _READ_CHUNK_BYTES = 1024 * 1024
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # protocol/batches.py's layout
 # Byte positions in the batch header (see protocol/batches.py).
 _BATCH_LENGTH_AT = 8
 _CRC_AT = 17
 _CRC_FROM = 21
+_ATTRIBUTES_AT = 21
+_BASE_TIMESTAMP_AT = 27
 _RECORDS_COUNT_AT = 57
+# Java's Long.MAX_VALUE: Kafka's "no limit" for LONG configs, and the largest timestamp.
+LONG_MAX = 2**63 - 1
+# What an emptied batch keeps of its attributes (Kafka's writeEmptyHeader: no compression,
+# no delete horizon).
+_EMPTY_BATCH_ATTRIBUTES = TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK
 
 
 class CompactionError(StorageError):
@@ -167,7 +201,8 @@ class CompactionPlan:
         # The closed segments cleaned, and their replacements (empty: nothing to swap).
         self.old = old
         self.new = new
-        # Base offset of the first segment not cleaned (the active one at prepare).
+        # Base offset of the first segment not cleaned (the active one, or the first one
+        # past the end offset asked for).
         self.end_offset = end_offset
         self.stats = stats
         # The log changed while preparing: installing does nothing.
@@ -224,11 +259,18 @@ def _release(log: PartitionLog) -> None:
 
 
 def compact(
-    log: PartitionLog, now_ms: int, tombstone_retention_ms: int = TOMBSTONE_RETENTION_MS_DEFAULT
+    log: PartitionLog,
+    now_ms: int,
+    tombstone_retention_ms: int = TOMBSTONE_RETENTION_MS_DEFAULT,
+    *,
+    end_offset: int | None = None,
+    delete_horizon: bool = False,
 ) -> CompactionStats:
     """Compact `log` in one go: prepare and install on the calling thread, which must be
     the log's writer thread (no append may run meanwhile). See the module docstring."""
-    plan = prepare_compaction(log, now_ms, tombstone_retention_ms)
+    plan = prepare_compaction(
+        log, now_ms, tombstone_retention_ms, end_offset=end_offset, delete_horizon=delete_horizon
+    )
     stats = install_compaction(log, plan)
     if stats is None:  # pragma: no cover - only another thread could have changed the log
         raise CompactionError(f"{log.directory} changed during compaction")
@@ -236,10 +278,18 @@ def compact(
 
 
 def prepare_compaction(
-    log: PartitionLog, now_ms: int, tombstone_retention_ms: int = TOMBSTONE_RETENTION_MS_DEFAULT
+    log: PartitionLog,
+    now_ms: int,
+    tombstone_retention_ms: int = TOMBSTONE_RETENTION_MS_DEFAULT,
+    *,
+    end_offset: int | None = None,
+    delete_horizon: bool = False,
 ) -> CompactionPlan:
-    """Clean every closed segment of `log` into ``.cleaned`` files (fsynced); nothing in
-    the log changes. Safe in a worker thread while the writer appends and flushes.
+    """Clean the closed segments of `log` (those ending at or below `end_offset`, when
+    given) into ``.cleaned`` files (fsynced); nothing in the log changes. Safe in a worker
+    thread while the writer appends and flushes. `delete_horizon`: tombstones are kept
+    for `tombstone_retention_ms` after the pass that first cleans them (KIP-534), not
+    after their batch's timestamp; see the module docstring.
 
     Raises CompactionError when a compaction of this log is already prepared, or on a
     corrupt batch; LogClosed / LogFailed; OSError.
@@ -248,7 +298,7 @@ def prepare_compaction(
         raise ValueError("tombstone_retention_ms must be >= 0")
     _claim(log)
     try:
-        return _prepare(log, now_ms, now_ms - tombstone_retention_ms)
+        return _prepare(log, now_ms, tombstone_retention_ms, end_offset, delete_horizon)
     except BaseException:
         _release(log)
         raise
@@ -301,13 +351,119 @@ def install_compaction(log: PartitionLog, plan: CompactionPlan) -> CompactionSta
 install = install_compaction
 
 
+# -- when to clean (Kafka's LogCleanerManager) ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CleanableRange:
+    """What a pass over a log would clean (Kafka's LogToClean): the closed segments below
+    `end_offset`, of which those from `first_dirty_offset` on were not cleaned yet."""
+
+    first_dirty_offset: int
+    # Pass it to prepare_compaction: the active segment's base offset, or that of the
+    # first dirty segment holding a record newer than min.compaction.lag.ms.
+    end_offset: int
+    clean_bytes: int
+    dirty_bytes: int
+    # A dirty closed segment's first batch is older than max.compaction.lag.ms.
+    overdue: bool
+
+    @property
+    def dirty_ratio(self) -> float:
+        total = self.clean_bytes + self.dirty_bytes
+        return self.dirty_bytes / total if total else 0.0
+
+    def due(self, min_dirty_ratio: float) -> bool:
+        """Kafka's grabFilthiestCompactedLog: dirty bytes to clean, and either more of
+        them than `min_dirty_ratio` (min.cleanable.dirty.ratio) or an overdue segment."""
+        return self.dirty_bytes > 0 and (self.overdue or self.dirty_ratio > min_dirty_ratio)
+
+
+def cleanable_range(
+    log: PartitionLog,
+    first_dirty_offset: int,
+    now_ms: int,
+    min_lag_ms: int = 0,
+    max_lag_ms: int = LONG_MAX,
+) -> CleanableRange:
+    """Kafka's cleanableOffsets and maxCompactionDelay for `log`, whose segments below
+    `first_dirty_offset` (the end offset of the last pass) are clean; an offset outside
+    the log means nothing is (Kafka's fallback when its checkpoint is invalid). Reads the
+    first batch header of each dirty closed segment only when max_lag_ms can have
+    passed. On the writer thread. Raises LogClosed / LogFailed, OSError."""
+    _, _, closed, active, _ = log.segments_snapshot()
+    if not log.log_start_offset <= first_dirty_offset <= log.next_offset:
+        first_dirty_offset = log.log_start_offset
+    end_offset: int | None = None
+    clean_bytes = dirty_bytes = 0
+    dirty: list[Segment] = []
+    for segment in closed:
+        if segment.base_offset < first_dirty_offset:
+            clean_bytes += segment.size_bytes
+            continue
+        dirty.append(segment)
+        if end_offset is not None:
+            continue
+        if min_lag_ms > 0 and _largest_timestamp(segment) > now_ms - min_lag_ms:
+            end_offset = segment.base_offset  # this one and every later one wait
+        else:
+            dirty_bytes += segment.size_bytes
+    overdue = False
+    clean_until_ms = now_ms - max(max_lag_ms, 0)
+    if clean_until_ms > 0:
+        for segment in dirty:
+            first = next(segment.iter_headers(0), None)
+            # Kafka ignores batches without a timestamp (<= 0) here.
+            if first is not None and 0 < first[1].max_timestamp < clean_until_ms:
+                overdue = True
+                break
+    if end_offset is None:
+        end_offset = active.base_offset
+    return CleanableRange(first_dirty_offset, end_offset, clean_bytes, dirty_bytes, overdue)
+
+
+def _largest_timestamp(segment: Segment) -> int:
+    """Kafka's LogSegment.largestTimestamp: the newest batch's max timestamp, else the
+    file's modification time."""
+    if segment.max_timestamp_ms >= 0:
+        return segment.max_timestamp_ms
+    return segment.last_modified_ms
+
+
 # -- prepare ---------------------------------------------------------------------------
 
 
-def _prepare(log: PartitionLog, now_ms: int, horizon_ms: int) -> CompactionPlan:
+@dataclass(frozen=True, slots=True)
+class _Rules:
+    """What decides the fate of each record in one pass (see the module docstring)."""
+
+    latest: dict[bytes, int]  # key -> offset of its latest record
+    pinned: set[bytes]  # keys of transactional records: their tombstones stay
+    last_batches: dict[int, int]  # producer id -> last offset of its latest batch
+    now_ms: int
+    retention_ms: int  # how long tombstones stay
+    delete_horizon: bool  # KIP-534's rule for tombstones, else their batch's timestamp
+
+
+def _prepare(
+    log: PartitionLog,
+    now_ms: int,
+    retention_ms: int,
+    end_offset: int | None,
+    delete_horizon: bool,
+) -> CompactionPlan:
     generation, durable, closed, active, active_size = log.segments_snapshot()
-    if not closed:
-        return CompactionPlan(log, generation, (), [], active.base_offset, _NOTHING)
+    # Segment i ends where the next one begins: clean the prefix ending at or below the
+    # limit; the rest of the closed segments only feed the offset map.
+    ends = [segment.base_offset for segment in closed[1:]] + [active.base_offset]
+    limit = active.base_offset if end_offset is None else min(end_offset, active.base_offset)
+    count = 0
+    while count < len(closed) and ends[count] <= limit:
+        count += 1
+    if not count:
+        first_kept = closed[0].base_offset if closed else active.base_offset
+        return CompactionPlan(log, generation, (), [], first_kept, _NOTHING)
+    cleaned, rest = closed[:count], closed[count:]
     directory = log.directory
     # The previous install removed its marker without fsyncing the directory: make that
     # durable before new .cleaned files appear, or recovery would take them for its own.
@@ -315,33 +471,42 @@ def _prepare(log: PartitionLog, now_ms: int, horizon_ms: int) -> CompactionPlan:
     if (directory / SWAP_MARKER_FILE).exists():
         raise CompactionError(f"{directory} has an unfinished compaction swap")
     try:
-        latest, pinned = _offset_map(closed, active, active_size, durable)
-        return _clean(
-            log, generation, closed, active.base_offset, latest, pinned, horizon_ms, now_ms
-        )
+        latest, pinned, last_batches = _offset_map(cleaned, rest, active, active_size, durable)
+        rules = _Rules(latest, pinned, last_batches, now_ms, retention_ms, delete_horizon)
+        return _clean(log, generation, cleaned, ends[count - 1], rules)
     except (OSError, InvalidBatch) as exc:
         # Files read through our own descriptors may have been cut or deleted under us.
         if log.generation != generation:
-            return CompactionPlan(log, generation, (), [], active.base_offset, _NOTHING, True)
+            return CompactionPlan(log, generation, (), [], ends[count - 1], _NOTHING, True)
         if isinstance(exc, InvalidBatch):
             raise CompactionError(f"cannot compact {directory}: {exc}") from exc
         raise
 
 
 def _offset_map(
-    closed: Sequence[Segment], active: Segment, active_size: int, durable: int
-) -> tuple[dict[bytes, int], set[bytes]]:
-    """(key -> latest offset, keys of transactional records) over the closed segments and
-    the active segment's batches below the durable offset."""
+    cleaned: Sequence[Segment],
+    rest: Sequence[Segment],
+    active: Segment,
+    active_size: int,
+    durable: int,
+) -> tuple[dict[bytes, int], set[bytes], dict[int, int]]:
+    """(key -> latest offset, keys of transactional records in the cleaned segments,
+    producer id -> last offset of its latest batch) over the segments to clean, then the
+    batches of the later segments below the durable offset. (What is cleaned becomes
+    durable in the .cleaned files; anything later could still be lost in a crash.)"""
     latest: dict[bytes, int] = {}
     pinned: set[bytes] = set()
+    last_batches: dict[int, int] = {}
     sources: list[tuple[Path, int, int | None]] = [
-        (segment.path(), segment.size_bytes, None) for segment in closed
+        (segment.path(), segment.size_bytes, None) for segment in cleaned
     ]
+    sources.extend((segment.path(), segment.size_bytes, durable) for segment in rest)
     sources.append((active.path(), active_size, durable))
     for path, size, limit in sources:
         with closing(_iter_batches(path, size, limit)) as batches:
             for header, batch in batches:
+                if header.producer_id != NO_PRODUCER_ID:
+                    last_batches[header.producer_id] = header.last_offset
                 if header.is_control:
                     continue
                 _, records = _decode_records(header, batch)
@@ -353,7 +518,7 @@ def _offset_map(
                 for _, _, delta, key, _ in records:
                     if key is not None:
                         latest[key] = base + delta
-    return latest, pinned
+    return latest, pinned, last_batches
 
 
 def _clean(
@@ -361,16 +526,15 @@ def _clean(
     generation: int,
     closed: tuple[Segment, ...],
     end_offset: int,
-    latest: dict[bytes, int],
-    pinned: set[bytes],
-    horizon_ms: int,
-    now_ms: int,
+    rules: _Rules,
 ) -> CompactionPlan:
     directory = log.directory
     config = log.config
+    now_ms = rules.now_ms
     groups: list[Segment] = []
     group_mtime: list[int] = []
     kept = dropped = tombstones = 0
+    changed = False  # a batch dropped or rewritten
     try:
         for source in closed:
             out: list[bytes] = []
@@ -378,10 +542,9 @@ def _clean(
             out_size = 0
             with closing(_iter_batches(source.path(), source.size_bytes, None)) as batches:
                 for header, batch in batches:
-                    result, k, d, t = _filter_batch(
-                        header, batch, latest, pinned, horizon_ms, source.last_modified_ms
-                    )
+                    result, k, d, t = _filter_batch(header, batch, rules, source.last_modified_ms)
                     kept, dropped, tombstones = kept + k, dropped + d, tombstones + t
+                    changed = changed or result is not batch
                     if result is None:
                         continue
                     out.append(result)
@@ -423,7 +586,7 @@ def _clean(
             records_dropped=dropped,
             tombstones_dropped=tombstones,
         )
-        if not dropped and len(groups) == len(closed):
+        if not changed and len(groups) == len(closed):
             # Byte for byte what is there already.
             _delete_cleaned(groups)
             return CompactionPlan(log, generation, closed, [], end_offset, stats)
@@ -437,12 +600,7 @@ def _clean(
 
 
 def _filter_batch(
-    header: BatchHeader,
-    batch: bytes,
-    latest: dict[bytes, int],
-    pinned: set[bytes],
-    horizon_ms: int,
-    fallback_ms: int,
+    header: BatchHeader, batch: bytes, rules: _Rules, fallback_ms: int
 ) -> tuple[bytes | None, int, int, int]:
     """(the batch to keep: `batch` itself, a rewrite, or None; records kept, dropped,
     tombstones dropped)."""
@@ -450,8 +608,14 @@ def _filter_batch(
         return batch, header.records_count, 0, 0
     data, records = _decode_records(header, batch)
     base = header.base_offset
-    timestamp = header.max_timestamp if header.max_timestamp >= 0 else fallback_ms
-    expired = timestamp < horizon_ms
+    if rules.delete_horizon:
+        stamped = bool(header.attributes & DELETE_HORIZON_MASK)
+        expired = stamped and rules.now_ms >= header.base_timestamp
+    else:
+        stamped = True  # the coordinator's rule: nothing to stamp
+        timestamp = header.max_timestamp if header.max_timestamp >= 0 else fallback_ms
+        expired = timestamp < rules.now_ms - rules.retention_ms
+    latest, pinned = rules.latest, rules.pinned
     survivors = []
     tombstones = 0
     for record in records:
@@ -463,11 +627,26 @@ def _filter_batch(
             continue
         survivors.append(record)
     dropped = len(records) - len(survivors)
-    if not dropped:
+    producers_last = (
+        header.producer_id != NO_PRODUCER_ID
+        and rules.last_batches.get(header.producer_id) == header.last_offset
+    )
+    if not records:  # emptied by an earlier pass: kept while its producer writes no other
+        return (batch if producers_last else None), 0, 0, 0
+    stamp = not stamped and any(record[4] for record in survivors)
+    if not dropped and not stamp:
         return batch, len(survivors), 0, 0
     if not survivors:
+        if producers_last:
+            return _empty_batch(header), 0, dropped, tombstones
         return None, 0, dropped, tombstones
-    body: bytes = b"".join(data[start:end] for start, end, _, _, _ in survivors)
+    if stamp:
+        # Kafka computes the horizon in Java long arithmetic, where a huge retention
+        # wraps; clamped here, it means "keep for ever" as intended.
+        horizon = min(rules.now_ms + rules.retention_ms, LONG_MAX)
+        body = _restamp(data, survivors, header.base_timestamp - horizon)
+    else:
+        body = b"".join(data[start:end] for start, end, _, _, _ in survivors)
     if header.compression:
         body = _compress(header.compression, body)
     out = bytearray(HEADER_SIZE + len(body))
@@ -475,8 +654,53 @@ def _filter_batch(
     out[HEADER_SIZE:] = body
     _I32.pack_into(out, _BATCH_LENGTH_AT, len(out) - LOG_OVERHEAD)
     _I32.pack_into(out, _RECORDS_COUNT_AT, len(survivors))
+    if stamp:
+        _I16.pack_into(out, _ATTRIBUTES_AT, header.attributes | DELETE_HORIZON_MASK)
+        _I64.pack_into(out, _BASE_TIMESTAMP_AT, horizon)
     _U32.pack_into(out, _CRC_AT, calc_crc32c(memoryview(out)[_CRC_FROM:]))
     return bytes(out), len(survivors), dropped, tombstones
+
+
+def _restamp(data: bytes | memoryview, survivors: Sequence[_Record], shift: int) -> bytes:
+    """The `survivors` records with each timestamp delta moved by `shift` (the old base
+    timestamp minus the new one), so that every record keeps its timestamp; the rest of
+    each record is copied byte for byte."""
+    out = bytearray()
+    for start, end, _, _, _ in survivors:
+        _, body = decode_varint(data, start)  # past the record's length
+        delta, rest = decode_varint(data, body + 1)  # past its attributes byte
+        record = bytearray(data[body : body + 1])
+        encode_varint(delta + shift, record.append)
+        record += data[rest:end]
+        encode_varint(len(record), out.append)
+        out += record
+    return bytes(out)
+
+
+def _empty_batch(header: BatchHeader) -> bytes:
+    """The header alone of a producer's latest batch whose records all went (Kafka's
+    DefaultRecordBatch.writeEmptyHeader): offsets, producer id, epoch and base sequence
+    as they were, no records, no compression, both timestamps its max timestamp."""
+    out = bytearray(HEADER_SIZE)
+    _BATCH_HEADER.pack_into(
+        out,
+        0,
+        header.base_offset,
+        HEADER_SIZE - LOG_OVERHEAD,
+        header.partition_leader_epoch,
+        header.magic,
+        0,
+        header.attributes & _EMPTY_BATCH_ATTRIBUTES,
+        header.last_offset_delta,
+        header.max_timestamp,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        0,
+    )
+    _U32.pack_into(out, _CRC_AT, calc_crc32c(memoryview(out)[_CRC_FROM:]))
+    return bytes(out)
 
 
 def _seal(segment: Segment, mtime_ms: int) -> None:

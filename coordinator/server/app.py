@@ -32,6 +32,7 @@ from ..observability.logging import get_logger, setup_logging
 from ..observability.metrics import ServerMetrics
 from ..runtime.service import OFFSETS_TOPIC, CoordinatorService
 from ..runtime.shard_count import settled_shard_count
+from ..topics.compaction import TopicCompactor
 from ..topics.registry import Partition, TopicRegistry, atomic_write, wake_waiters
 from .connection import Connection
 from .dispatch import build_dispatch
@@ -88,6 +89,9 @@ class Server:
         self._stopped = asyncio.Event()
         self._retention_task: asyncio.Task[None] | None = None
         self._compaction_task: asyncio.Task[None] | None = None
+        # The log cleaner of compacted topics (cleanup.policy=compact).
+        self.topic_compactor = TopicCompactor(self.topics, config)
+        self._topic_compaction_task: asyncio.Task[None] | None = None
         self._producer_ids: ProducerIdAllocator | None = None
 
     # start / stop ------------------------------------------------------------------------
@@ -126,6 +130,9 @@ class Server:
             self._http = HttpEndpoint(self.metrics, self.health, self.refresh_gauges)
             await self._http.start(*split_host_port(self.config.metrics_listen))
         self._retention_task = asyncio.ensure_future(self._retention_loop())
+        self._topic_compaction_task = asyncio.ensure_future(
+            self.topic_compactor.run(self.config.log_cleaner_interval_ms)
+        )
         self.ready = True
         gc.freeze()  # what start-up built lives as long as the server: out of the collector
         log.info(
@@ -170,6 +177,8 @@ class Server:
             self._retention_task.cancel()
         if self._compaction_task is not None:
             self._compaction_task.cancel()
+        if self._topic_compaction_task is not None:
+            self._topic_compaction_task.cancel()
         await self.coordinator.close()
         await self.committer.close()
         for connection in list(self.connections):

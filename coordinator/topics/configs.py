@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..config import Config
+from .cleanup_policy import POLICIES, policy_items
 
 
 class InvalidConfig(ValueError):
@@ -55,6 +56,38 @@ def _one_of(*choices: str) -> Callable[[str], str]:
         return value
 
     return check
+
+
+def _cleanup_policy(value: str) -> str:
+    """Kafka's ValidList.in("compact", "delete") (Kafka 4): any of them, once each, or
+    none (neither deletion nor compaction); kept as written."""
+    items = policy_items(value)
+    if any(not item for item in items):
+        raise InvalidConfig("Configuration 'cleanup.policy' values must not be empty.")
+    if len(set(items)) != len(items):
+        raise InvalidConfig("Configuration 'cleanup.policy' values must not be duplicated.")
+    for item in items:
+        if item not in POLICIES:
+            raise InvalidConfig(f"String must be one of: {', '.join(POLICIES)}")
+    return value
+
+
+# Java's Double.parseDouble on a trimmed value, without NaN, infinities, hexadecimal or
+# a type suffix.
+_DOUBLE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def _ratio(value: str) -> str:
+    """A Kafka DOUBLE config between 0 and 1 (ConfigDef.Range.between(0, 1))."""
+    text = value.strip()
+    if not _DOUBLE.fullmatch(text):
+        raise InvalidConfig("Not a number of type DOUBLE")
+    number = float(text)
+    if number < 0:
+        raise InvalidConfig("Value must be at least 0")
+    if number > 1:
+        raise InvalidConfig("Value must be no more than 1")
+    return text
 
 
 @dataclass(frozen=True)
@@ -121,16 +154,69 @@ TOPIC_CONFIGS: dict[str, ConfigSpec] = {
             "LIST",
             None,
             "delete",
-            _one_of("delete"),
-            "Only 'delete' is served for data topics.",
+            _cleanup_policy,
+            "'delete' (retention deletes old segments), 'compact' (the latest record of each "
+            "key is kept), both, or neither.",
+        ),
+        _number(
+            "delete.retention.ms",
+            "LONG",
+            None,
+            "86400000",
+            0,
+            "Compacted topics: how long a tombstone stays after the cleaner first passed it.",
+        ),
+        _number(
+            "min.compaction.lag.ms",
+            "LONG",
+            None,
+            "0",
+            0,
+            "Compacted topics: a record stays uncompacted at least this long.",
+        ),
+        _number(
+            "max.compaction.lag.ms",
+            "LONG",
+            None,
+            str(2**63 - 1),
+            1,
+            "Compacted topics: a record is compacted at most this long after it was written "
+            "(the active segment rolls by then, and its log is cleaned whatever its ratio).",
+        ),
+        ConfigSpec(
+            "min.cleanable.dirty.ratio",
+            "DOUBLE",
+            None,
+            "0.5",
+            _ratio,
+            "Compacted topics: a log is cleaned once this share of it was never cleaned.",
         ),
         ConfigSpec(
             "message.timestamp.type",
             "STRING",
+            "log_message_timestamp_type",
             None,
-            "CreateTime",
-            _one_of("CreateTime"),
-            "Record timestamps are the producer's (CreateTime).",
+            _one_of("CreateTime", "LogAppendTime"),
+            "Record timestamps are the producer's (CreateTime) or the broker's clock at "
+            "append (LogAppendTime).",
+        ),
+        _number(
+            "message.timestamp.before.max.ms",
+            "LONG",
+            "log_message_timestamp_before_max_ms",
+            None,
+            0,
+            "CreateTime: refuse a record whose timestamp is more than this many milliseconds "
+            "before the broker's clock (INVALID_TIMESTAMP).",
+        ),
+        _number(
+            "message.timestamp.after.max.ms",
+            "LONG",
+            "log_message_timestamp_after_max_ms",
+            None,
+            0,
+            "CreateTime: refuse a record whose timestamp is more than this many milliseconds "
+            "after the broker's clock (INVALID_TIMESTAMP).",
         ),
         _number(
             "min.insync.replicas",

@@ -4,7 +4,8 @@ Emits per partition: timestamp -2 -> the log start offset; -1 -> the high waterm
 offset + 1, never the last batch's base offset + 1); -3 (v7+) -> the offset and timestamp
 of the record with the largest timestamp; -4 (v8+, earliest local) -> the log start offset;
 -5 (v9+, latest tiered) -> -1 (nothing is tiered); a timestamp -> the first offset whose
-record timestamp is at least it, else offset -1 with timestamp -1. read_committed readers
+record timestamp is at least it, else offset -1 with timestamp -1. A record of a batch
+stamped LogAppendTime has the batch's append time as its timestamp. read_committed readers
 get the same answers (no transactions: the last stable offset is the high watermark).
 Errors: UNKNOWN_TOPIC_OR_PARTITION.
 """

@@ -1,10 +1,15 @@
 """Produce v3-v11.
 
-Emits: appends each partition's batches to its log (as sent, only the base offset stamped),
+Emits: appends each partition's batches to its log (as sent, only the base offset stamped,
+and the timestamp type and max timestamp as message.timestamp.type asks: timestamps.py),
 then answers once the appended data is durable (one group-commit fsync covers every append
-made meanwhile). acks=0 gets no response; its data is flushed all the same.
+made meanwhile), with log_append_time for LogAppendTime topics. acks=0 gets no response;
+its data is flushed all the same.
 Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE (bad CRC, length or
-magic), MESSAGE_TOO_LARGE, INVALID_RECORD (empty), OUT_OF_ORDER_SEQUENCE_NUMBER and
+magic), MESSAGE_TOO_LARGE, INVALID_RECORD (empty, records that cannot be decoded, or, with
+record_errors, records without a key on a compacted topic), INVALID_TIMESTAMP (with
+record_errors: message.timestamp.before/after.max.ms, or a batch already marked
+LogAppendTime by its producer), OUT_OF_ORDER_SEQUENCE_NUMBER and
 INVALID_PRODUCER_EPOCH (idempotence), INVALID_REQUIRED_ACKS, KAFKA_STORAGE_ERROR (the write or
 fsync failed, now or earlier, or the log is closed), TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 (transactions are not served).
@@ -12,6 +17,7 @@ fsync failed, now or earlier, or the log is closed), TRANSACTIONAL_ID_AUTHORIZAT
 
 from __future__ import annotations
 
+import datetime
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +28,10 @@ from storage import StorageError
 
 from ..observability.logging import get_logger
 from ..server.connection import NO_RESPONSE
+from .cleanup_policy import refuse_keyless
 from .producers import SequenceError
 from .registry import Partition
+from .timestamps import InvalidTimestamps, RecordsUnreadable, TimestampPolicy
 
 if TYPE_CHECKING:
     from ..server.app import Server
@@ -31,9 +39,22 @@ if TYPE_CHECKING:
 
 log = get_logger("groupcoord.produce")
 
+# log_append_time is a datetime in kio's schema; built from whole milliseconds so that it
+# encodes back to exactly the append time.
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
 
 class _PartitionResult:
-    __slots__ = ("index", "error", "base_offset", "message", "partition", "last_offset")
+    __slots__ = (
+        "index",
+        "error",
+        "base_offset",
+        "message",
+        "partition",
+        "last_offset",
+        "log_append_time",
+        "record_errors",
+    )
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -42,6 +63,8 @@ class _PartitionResult:
         self.message: str | None = None
         self.partition: Partition | None = None
         self.last_offset = -1
+        self.log_append_time = -1  # ms; -1 unless the topic is LogAppendTime
+        self.record_errors: list[tuple[int, str]] = []
 
 
 def handle_produce(conn: Connection, request: Request) -> Any:
@@ -96,6 +119,26 @@ def _append(
             result.error = ErrorCode.MESSAGE_TOO_LARGE
             result.message = f"batch of {header.size_bytes} bytes exceeds max.message.bytes {limit}"
             return
+    # Kafka's LogValidator checks a record's key (compacted topics) before its timestamp.
+    refused = refuse_keyless(partition, records, headers, server.config)
+    if refused is not None:
+        result.error, result.message, result.record_errors = refused
+        return
+    # Kafka's LogValidator: timestamps are checked before the producer sequence, and the
+    # append time is the broker's clock once per partition payload.
+    policy = TimestampPolicy.of(partition.topic, server.config)
+    now_ms = time.time_ns() // 1_000_000
+    try:
+        max_timestamps = policy.check(records, headers, now_ms)
+    except InvalidTimestamps as e:
+        result.error = ErrorCode.INVALID_TIMESTAMP
+        result.message = str(e)
+        result.record_errors = e.record_errors
+        return
+    except RecordsUnreadable as e:
+        result.error = ErrorCode.INVALID_RECORD
+        result.message = str(e)
+        return
     if len(headers) == 1:
         groups = [(records, headers)]
     else:
@@ -109,7 +152,7 @@ def _append(
     producers = partition.producers
     log_ = partition.log
     first_base = -1
-    for payload, group_headers in groups:
+    for (payload, group_headers), max_timestamp in zip(groups, max_timestamps, strict=True):
         header = group_headers[0]
         try:
             duplicate = producers.check(header)
@@ -119,9 +162,16 @@ def _append(
             return
         if duplicate is not None:
             base, last = duplicate.base_offset, duplicate.last_offset
+            if policy.log_append_time:
+                # As Kafka: a retried batch answers the time its original was appended at.
+                result.log_append_time = duplicate.max_timestamp
         else:
+            buffer = bytearray(payload)
+            header = policy.stamp(buffer, 0, header, max_timestamp, now_ms)
+            if policy.log_append_time:
+                result.log_append_time = now_ms
             try:
-                base = log_.append(bytearray(payload), group_headers)
+                base = log_.append(buffer, [header])
             except (OSError, StorageError) as e:
                 # StorageError: a log failed by an earlier write or fsync (LogFailed) or
                 # closed refuses appends. Answered per partition: raised, it would cost the
@@ -185,19 +235,30 @@ async def _respond_when_durable(
 
 def _response(request: Request, results: list[tuple[str, list[_PartitionResult]]]) -> Any:
     m = response_types(ApiKey.PRODUCE, request.api_version)
+    record_error = getattr(m, "BatchIndexAndErrorMessage", None)  # v8+
     topics = []
     for name, partition_results in results:
         partitions = []
         for r in partition_results:
             partition = r.partition
+            ok = r.error == ErrorCode.NONE
+            record_errors = ()
+            if r.record_errors and record_error is not None:
+                record_errors = tuple(
+                    build(record_error, batch_index=i, batch_index_error_message=text)
+                    for i, text in r.record_errors
+                )
             partitions.append(
                 build(
                     m.PartitionProduceResponse,
                     index=r.index,
                     error_code=r.error,
-                    base_offset=r.base_offset if r.error == ErrorCode.NONE else -1,
-                    log_append_time=None,
+                    base_offset=r.base_offset if ok else -1,
+                    log_append_time=_EPOCH + datetime.timedelta(milliseconds=r.log_append_time)
+                    if ok and r.log_append_time >= 0
+                    else None,
                     log_start_offset=partition.log.log_start_offset if partition else -1,
+                    record_errors=record_errors,
                     error_message=r.message,
                 )
             )

@@ -33,6 +33,8 @@ class _Entry:
     last_sequence: int
     base_offset: int
     last_offset: int
+    # The batch's max timestamp as stored: a retry on a LogAppendTime topic answers it.
+    max_timestamp: int = -1
 
 
 @dataclass(slots=True)
@@ -112,5 +114,6 @@ class ProducerStates:
                 header.last_sequence,
                 base_offset,
                 base_offset + header.last_offset_delta,
+                header.max_timestamp,
             )
         )

@@ -15,8 +15,8 @@ would also persist a topic whose creation had failed.
 
 Altering a topic's configs follows the same order: the new overrides are validated as
 CreateTopics validates them, saved to topics.json, and only then installed in the topic and
-its open logs (retention, segment rolling and the produce size limit read them live); a
-failed save leaves the old overrides in force.
+its open logs (retention, segment rolling, the log cleaner and the produce checks read
+them live); a failed save leaves the old overrides in force.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from storage import LogConfig, PartitionLog
 
 from ..config import Config
 from ..runtime.service import OFFSETS_TOPIC
+from .cleanup_policy import CleanupPolicy, lag_conflict
 from .configs import TOPIC_CONFIGS, validate_topic_configs
 from .producers import ProducerStates
 
@@ -293,6 +294,9 @@ class TopicRegistry:
         bounds every number by its Kafka type, so this is a second line of defence)."""
         from protocol.errors import ErrorCode
 
+        conflict = lag_conflict(topic, self.config)
+        if conflict is not None:
+            raise TopicError(ErrorCode.INVALID_CONFIG, conflict)
         try:
             return self._log_config(topic)
         except ValueError as e:
@@ -315,14 +319,22 @@ class TopicRegistry:
         return self.root / f"{name}-{index}"
 
     def _log_config(self, topic: Topic) -> LogConfig:
+        """Kafka's LogConfig: without `delete` in cleanup.policy nothing is deleted by
+        retention; a compacted topic's active segment rolls by max.compaction.lag.ms, so
+        the cleaner can reach its records in time (maxSegmentMs)."""
+
         def value(name: str) -> int:
             return int(topic.config_value(name, self.config))
 
+        policy = CleanupPolicy.of(topic, self.config)
+        segment_ms = value("segment.ms")
+        if policy.compact:
+            segment_ms = min(segment_ms, policy.max_lag_ms)
         return LogConfig(
             segment_bytes_max=value("segment.bytes"),
-            retention_ms=value("retention.ms"),
-            retention_bytes=value("retention.bytes"),
-            segment_ms=value("segment.ms"),
+            retention_ms=value("retention.ms") if policy.delete else -1,
+            retention_bytes=value("retention.bytes") if policy.delete else -1,
+            segment_ms=segment_ms,
         )
 
     def _open_partition(

@@ -207,7 +207,8 @@ def test_idempotent_producer_dedupes_and_rejects_gaps(server: ServerProcess) -> 
 def test_watermarks_and_offsets_for_times_with_confluent(server: ServerProcess) -> None:
     topic = "watermarks"
     create_topic(server.bootstrap, topic, 1)
-    base = 1_800_000_000_000
+    # In the past: message.timestamp.after.max.ms (1 hour by default) refuses future ones.
+    base = 1_700_000_000_000
     ts = base
     for size in (5, 1, 1, 3):  # one batch per flush: batches of different sizes
         producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 1000})

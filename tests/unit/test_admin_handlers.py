@@ -1158,12 +1158,18 @@ def test_incremental_alter_configs_topic_list_configs_append_and_subtract(server
     assert result.error_code == ErrorCode.NONE
     assert topic.configs == {"cleanup.policy": "delete"}
     assert topic_values(server, "lists")["cleanup.policy"] == ("delete", 1)
-    # ... and the result is validated as CreateTopics validates it (only "delete" is served).
-    for op, value in ((APPEND, "compact"), (SUBTRACT, "delete")):
-        (result,) = alter_configs(server, (2, "lists", [("cleanup.policy", op, value)]))
-        assert result.error_code == ErrorCode.INVALID_CONFIG
-        assert "cleanup.policy" in result.error_message
-    assert topic.configs == {"cleanup.policy": "delete"}
+    # ... and APPEND / SUBTRACT of items make a compacted topic and back.
+    (result,) = alter_configs(server, (2, "lists", [("cleanup.policy", APPEND, "compact")]))
+    assert result.error_code == ErrorCode.NONE
+    assert topic.configs == {"cleanup.policy": "delete,compact"}
+    (result,) = alter_configs(server, (2, "lists", [("cleanup.policy", SUBTRACT, "delete")]))
+    assert result.error_code == ErrorCode.NONE
+    assert topic.configs == {"cleanup.policy": "compact"}
+    # The result is validated as CreateTopics validates it.
+    (result,) = alter_configs(server, (2, "lists", [("cleanup.policy", APPEND, "shred")]))
+    assert result.error_code == ErrorCode.INVALID_CONFIG
+    assert "cleanup.policy" in result.error_message
+    assert topic.configs == {"cleanup.policy": "compact"}
 
 
 def test_incremental_alter_configs_topic_failed_save_keeps_the_old_configs(
@@ -1242,3 +1248,93 @@ def test_incremental_alter_configs_group_and_other_resources(server: Any) -> Non
     assert empty.error_code == logger.error_code == ErrorCode.INVALID_REQUEST
     assert server.group_configs.overrides("g1") == {"consumer.heartbeat.interval.ms": "6000"}
     assert server.group_configs.overrides("g2") == {}
+
+
+def test_timestamp_configs_are_described_with_kafka_defaults_and_synonyms(server: Any) -> None:
+    server.topics.create("ts", 1, {"message.timestamp.type": "LogAppendTime"})
+    (result,) = describe_configs(server, 4, (2, "ts", None), synonyms=True, documentation=True)
+    configs = {c.name: c for c in result.configs}
+    kind = configs["message.timestamp.type"]
+    assert (kind.value, kind.config_source, kind.config_type) == ("LogAppendTime", 1, 2)
+    assert [(s.name, s.value, s.source) for s in kind.synonyms] == [
+        ("message.timestamp.type", "LogAppendTime", 1),
+        ("log.message.timestamp.type", "CreateTime", 5),
+    ]
+    for name, default in (
+        ("message.timestamp.before.max.ms", str(2**63 - 1)),
+        ("message.timestamp.after.max.ms", "3600000"),
+    ):
+        entry = configs[name]
+        assert (entry.value, entry.config_source, entry.config_type) == (default, 5, 5)  # LONG
+        assert [(s.name, s.value) for s in entry.synonyms] == [("log." + name, default)]
+        assert entry.documentation
+    (broker,) = describe_configs(server, 4, (4, "0", None))
+    values = {c.name: c.value for c in broker.configs}
+    assert values["log.message.timestamp.type"] == "CreateTime"
+    assert values["log.message.timestamp.before.max.ms"] == str(2**63 - 1)
+    assert values["log.message.timestamp.after.max.ms"] == "3600000"
+
+
+def test_timestamp_configs_follow_the_broker_settings(tmp_path: Any) -> None:
+    config = load_config(
+        overrides={
+            "data_dir": str(tmp_path),
+            "metrics_listen": "",
+            "log_message_timestamp_type": "LogAppendTime",
+            "log_message_timestamp_after_max_ms": 5000,
+        },
+        environ={},
+    )
+    srv = Server(config)
+    srv.topics.load()
+    try:
+        srv.topics.create("ts", 1, {})
+        (result,) = describe_configs(srv, 4, (2, "ts", None))
+        values = {c.name: (c.value, c.config_source) for c in result.configs}
+        assert values["message.timestamp.type"] == ("LogAppendTime", 4)  # STATIC_BROKER_CONFIG
+        assert values["message.timestamp.after.max.ms"] == ("5000", 4)
+    finally:
+        srv.topics.close()
+
+
+def test_incremental_alter_configs_sets_timestamp_configs(server: Any) -> None:
+    server.topics.create("ts", 1, {})
+    (result,) = alter_configs(
+        server,
+        (
+            2,
+            "ts",
+            [
+                ("message.timestamp.type", SET, "LogAppendTime"),
+                ("message.timestamp.after.max.ms", SET, "1000"),
+                ("message.timestamp.before.max.ms", SET, "2000"),
+            ],
+        ),
+    )
+    assert result.error_code == ErrorCode.NONE
+    values = topic_values(server, "ts")
+    assert values["message.timestamp.type"] == ("LogAppendTime", 1)
+    assert values["message.timestamp.after.max.ms"] == ("1000", 1)
+    assert values["message.timestamp.before.max.ms"] == ("2000", 1)
+    (refused,) = alter_configs(
+        server, (2, "ts", [("message.timestamp.difference.max.ms", SET, "1000")])
+    )
+    assert refused.error_code == ErrorCode.INVALID_CONFIG
+    (refused,) = alter_configs(server, (2, "ts", [("message.timestamp.type", SET, "Now")]))
+    assert refused.error_code == ErrorCode.INVALID_CONFIG
+    assert topic_values(server, "ts")["message.timestamp.type"] == ("LogAppendTime", 1)
+
+
+def test_create_topics_accepts_timestamp_configs(server: Any) -> None:
+    result = create(
+        server,
+        "created-ts",
+        1,
+        {"message.timestamp.type": "LogAppendTime", "message.timestamp.after.max.ms": "0"},
+    )
+    assert result.error_code == ErrorCode.NONE
+    configs = {c.name: (c.value, c.config_source) for c in result.configs}
+    assert configs["message.timestamp.type"] == ("LogAppendTime", 1)
+    assert configs["message.timestamp.after.max.ms"] == ("0", 1)
+    refused = create(server, "refused-ts", 1, {"message.timestamp.difference.max.ms": "1"})
+    assert refused.error_code == ErrorCode.INVALID_CONFIG

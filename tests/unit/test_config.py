@@ -77,3 +77,22 @@ def test_readme_documents_every_setting_and_api() -> None:
     for key, (_, low, high) in APIS.items():
         versions = f"{low}-{high}" if low != high else f"{low}"
         assert f"| {int(key)} | {versions} |" in readme, key
+
+
+def test_topic_timestamp_defaults_are_broker_settings() -> None:
+    config = load_config(environ={})
+    assert config.log_message_timestamp_type == "CreateTime"
+    assert config.log_message_timestamp_before_max_ms == 2**63 - 1
+    assert config.log_message_timestamp_after_max_ms == 3_600_000
+    config = load_config(
+        environ={
+            "GROUPCOORD_LOG_MESSAGE_TIMESTAMP_TYPE": "LogAppendTime",
+            "GROUPCOORD_LOG_MESSAGE_TIMESTAMP_AFTER_MAX_MS": "0",
+        }
+    )
+    assert config.log_message_timestamp_type == "LogAppendTime"
+    assert config.log_message_timestamp_after_max_ms == 0
+    with pytest.raises(ConfigError, match="log_message_timestamp_type"):
+        load_config(environ={"GROUPCOORD_LOG_MESSAGE_TIMESTAMP_TYPE": "NowTime"})
+    with pytest.raises(ConfigError, match="log_message_timestamp_before_max_ms"):
+        load_config(environ={"GROUPCOORD_LOG_MESSAGE_TIMESTAMP_BEFORE_MAX_MS": "-1"})

@@ -126,6 +126,26 @@ def test_batch_header_validation_and_offset_stamping() -> None:
     assert [o for o, _ in batches.record_timestamps(bytes(payload[: len(one)]))] == [100, 101, 102]
 
 
+def test_set_max_timestamp_rewrites_the_header_and_crc_only() -> None:
+    sent = bytes(_batch(2) + _batch(3))  # the second batch, at an offset, is rewritten
+    payload = bytearray(sent)
+    first, second = batches.split_batches(payload)
+    pos = first.size_bytes
+    same = batches.set_max_timestamp(payload, pos, second, False, second.max_timestamp)
+    assert same is second and payload == sent  # already so: nothing written
+    stamped = batches.set_max_timestamp(payload, pos, second, True, 5_000)
+    assert batches.split_batches(payload) == [first, stamped]  # CRC valid
+    assert stamped.is_log_append_time and stamped.max_timestamp == 5_000
+    assert stamped.base_timestamp == second.base_timestamp
+    assert payload[pos + 61 :] == sent[pos + 61 :]  # records untouched
+    # Kafka's DefaultRecordBatch reads every record of a LogAppendTime batch at its max.
+    batch = bytes(payload[pos:])
+    assert [ts for _, ts in batches.record_timestamps(batch)] == [5_000] * 3
+    # Back to CreateTime: the records' own timestamps again.
+    back = batches.set_max_timestamp(payload, pos, stamped, False, second.max_timestamp)
+    assert back == second and payload == sent
+
+
 def test_batch_corruption_is_detected() -> None:
     payload = _batch(3)
     payload[-1] ^= 0xFF

@@ -28,6 +28,7 @@ from storage import (
     LogFailed,
     OffsetOutOfRange,
     PartitionLog,
+    cleanable_range,
     compact,
     install_compaction,
     prepare_compaction,
@@ -850,5 +851,353 @@ def test_compaction_at_random_points_keeps_the_latest_values(
             # Appends keep working, at the same end offset.
             model.append(log, [(b"a", b"last")], now)
             model.check(log)
+        finally:
+            log.close()
+
+
+# -- data topics: KIP-534 delete horizon, producers' batches, min lag, when to clean ------
+
+
+def producer_batch(
+    records: Sequence[Rec], timestamp: int, pid: int, seq: int, *, compression: int = 0
+) -> bytes:
+    """One batch of an idempotent producer (epoch 0), as a client sends it."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=compression,
+        is_transactional=0,
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=seq,
+        batch_size=10**7,
+    )
+    for delta, (key, value) in enumerate(records):
+        builder.append(delta, timestamp=timestamp + delta, key=key, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def append_raw(log: PartitionLog, batch: bytes) -> int:
+    buf = bytearray(batch)
+    return log.append(buf, split_batches(buf))
+
+
+def record_timestamps(log: PartitionLog) -> dict[int, int]:
+    """offset -> the timestamp a client reads for it."""
+    data = log.read(log.log_start_offset, BIG)
+    out: dict[int, int] = {}
+    pos = 0
+    while pos < len(data):
+        header = parse_header(data, pos)
+        for record in DefaultRecordBatch(data[pos : pos + header.size_bytes]):
+            out[record.offset] = record.timestamp
+        pos += header.size_bytes
+    return out
+
+
+@pytest.mark.parametrize("compression", [0, 1, 3, 4])
+def test_a_delete_horizon_is_stamped_on_the_first_pass_and_tombstones_go_after_it(
+    open_log: Callable[..., PartitionLog], compression: int
+) -> None:
+    log = open_log(LogConfig(segment_bytes_max=100))  # one batch per segment
+    old = NOW - 10 * DAY  # far older than the retention: only the horizon counts
+    append(log, [(b"a", b"a1"), (b"b", b"b1")], old, compression=compression)  # 0-1
+    append(log, [(b"a", None), (b"c", b"c1")], [old + 5, old + 7], compression=compression)
+    append(log, [(b"d", b"d1")], old)  # 4: no tombstone, never stamped
+    append(log, [(b"z", b"active")], NOW)  # 5: the active segment
+    log.flush()
+    timestamps = record_timestamps(log)
+
+    stats = compact(log, NOW, DAY, delete_horizon=True)
+    assert stats.tombstones_dropped == 0
+    stored = read_all(log)
+    assert [(r.offset, r.key, r.value) for r in stored] == [
+        (1, b"b", b"b1"),
+        (2, b"a", None),
+        (3, b"c", b"c1"),
+        (4, b"d", b"d1"),
+        (5, b"z", b"active"),
+    ]
+    headers = {h.base_offset: h for h in log.batch_headers()}
+    stamped = headers[2]
+    assert stamped.attributes & 0x40 and stamped.base_timestamp == NOW + DAY
+    assert stamped.compression == compression
+    assert not headers[0].attributes & 0x40 and not headers[4].attributes & 0x40
+    # Every record keeps the timestamp clients read, stamped batch or not.
+    after = record_timestamps(log)
+    assert after == {offset: timestamps[offset] for offset in after}
+
+    # Before the horizon the tombstone stays (and is not stamped again); from it, it goes.
+    compact(log, NOW + DAY - 1, 0, delete_horizon=True)
+    assert [h.base_timestamp for h in log.batch_headers() if h.base_offset == 2] == [NOW + DAY]
+    assert [r.offset for r in read_all(log)] == [1, 2, 3, 4, 5]
+    stats = compact(log, NOW + DAY, DAY, delete_horizon=True)
+    assert stats.tombstones_dropped == 1
+    assert [(r.offset, r.key) for r in read_all(log)] == [
+        (1, b"b"),
+        (3, b"c"),
+        (4, b"d"),
+        (5, b"z"),
+    ]
+    # The batch of c keeps its horizon (Kafka keeps a batch's horizon once set).
+    assert {h.base_offset: h.base_timestamp for h in log.batch_headers()}[2] == NOW + DAY
+    assert record_timestamps(log) == {o: timestamps[o] for o in (1, 3, 4, 5)}
+
+
+def test_the_coordinators_rule_ignores_delete_horizons(
+    open_log: Callable[..., PartitionLog],
+) -> None:
+    log = open_log(LogConfig(segment_bytes_max=100))
+    append(log, [(b"a", None)], NOW - 2 * DAY)
+    append(log, [(b"z", b"active")], NOW)
+    log.flush()
+    # Without delete_horizon a tombstone's batch timestamp decides, as before.
+    assert compact(log, NOW, DAY).tombstones_dropped == 1
+    assert not any(h.attributes & 0x40 for h in log.batch_headers())
+
+
+def test_the_latest_batch_of_each_producer_stays_emptied(
+    open_log: Callable[..., PartitionLog], tmp_path: Path
+) -> None:
+    config = LogConfig(segment_bytes_max=100)  # one batch per segment
+    log = open_log(config)
+    append_raw(log, producer_batch([(b"k1", b"a0")], NOW, pid=1, seq=0))  # 0
+    append_raw(log, producer_batch([(b"k2", b"a1")], NOW, pid=1, seq=1))  # 1: 1's latest
+    append_raw(log, producer_batch([(b"k1", b"b0"), (b"k2", b"b1")], NOW, pid=2, seq=0))
+    append(log, [(b"pad", b"p")], NOW)  # 4: the active segment
+    log.flush()
+    stats = compact(log, NOW, DAY, delete_horizon=True)
+    assert stats.records_dropped == 2
+    assert [(r.offset, r.key) for r in read_all(log)] == [(2, b"k1"), (3, b"k2"), (4, b"pad")]
+    headers = list(log.batch_headers())
+    empty = headers[0]
+    assert (empty.base_offset, empty.last_offset, empty.records_count) == (1, 1, 0)
+    assert (empty.producer_id, empty.producer_epoch, empty.base_sequence) == (1, 0, 1)
+    assert empty.size_bytes == 61 and empty.max_timestamp == NOW
+    # It survives a reopen (recovery accepts it) and a pass that changes nothing else.
+    log.close()
+    log = open_log(config)
+    assert [h.base_offset for h in log.batch_headers()][:2] == [1, 2]
+    compact(log, NOW, DAY, delete_horizon=True)
+    assert [h.base_offset for h in log.batch_headers()][:2] == [1, 2]
+    # Once producer 1 writes again (durably), its emptied batch goes.
+    append_raw(log, producer_batch([(b"k3", b"a2")], NOW, pid=1, seq=2))
+    append(log, [(b"pad2", b"p")], NOW)
+    log.flush()
+    compact(log, NOW, DAY, delete_horizon=True)
+    assert [(h.base_offset, h.records_count) for h in log.batch_headers()] == [
+        (2, 2),
+        (4, 1),
+        (5, 1),
+        (6, 1),
+    ]
+
+
+def test_end_offset_leaves_later_segments_uncleaned(
+    open_log: Callable[..., PartitionLog],
+) -> None:
+    log = open_log(LogConfig(segment_bytes_max=100))  # one batch per segment
+    for i in range(3):
+        append(log, [(b"k", b"v%d" % i)], NOW)  # 0-2
+    append(log, [(b"j", b"j0"), (b"x", b"x0")], NOW)  # 3-4
+    append(log, [(b"j", b"j1")], NOW)  # 5
+    append(log, [(b"z", b"active")], NOW)  # 6
+    log.flush()
+    plan = prepare_compaction(log, NOW, DAY, end_offset=3, delete_horizon=True)
+    assert plan.end_offset == 3 and len(plan.old) == 3
+    install_compaction(log, plan)
+    # Offsets 0 and 1 went (2 is newer); 3 stays though 5 supersedes it: not cleaned.
+    assert [r.offset for r in read_all(log)] == [2, 3, 4, 5, 6]
+    # An end offset inside a segment cleans only the segments wholly below it.
+    plan = prepare_compaction(log, NOW, DAY, end_offset=4)
+    assert plan.end_offset == 3 and plan.new == []
+    install_compaction(log, plan)
+    assert compact(log, NOW, DAY, end_offset=0) == CompactionStats(0, 0, 0, 0, 0, 0, 0)
+    compact(log, NOW, DAY, end_offset=5)
+    assert [r.offset for r in read_all(log)] == [2, 4, 5, 6]
+
+
+def test_records_after_the_cleaned_range_supersede_only_what_is_durable(
+    open_log: Callable[..., PartitionLog],
+) -> None:
+    log = open_log(LogConfig(segment_bytes_max=100))
+    append(log, [(b"k", b"old")], NOW)  # 0
+    log.flush()
+    append(log, [(b"k", b"new")], NOW)  # 1: closed once 2 is appended, not durable
+    append(log, [(b"z", b"active")], NOW)  # 2
+    compact(log, NOW, DAY, end_offset=1)
+    # A crash could still take offset 1 away: offset 0 stays.
+    assert [r.offset for r in read_all(log)] == [0, 1, 2]
+    log.flush()
+    compact(log, NOW, DAY, end_offset=1)
+    assert [r.offset for r in read_all(log)] == [1, 2]
+
+
+def test_cleanable_range_follows_kafkas_dirty_ratio_and_lags(
+    open_log: Callable[..., PartitionLog],
+) -> None:
+    log = open_log(LogConfig(segment_bytes_max=100))
+    for i in range(4):
+        append(log, [(b"k%d" % i, b"x" * 20)], NOW - (10 - i) * 1000)  # 0-3, one per segment
+    append(log, [(b"z", b"active")], NOW)
+    log.flush()
+    size = log._segments[0].size_bytes
+    span = cleanable_range(log, -1, NOW)  # nothing cleaned yet: all dirty
+    assert (span.first_dirty_offset, span.end_offset) == (0, 4)
+    assert (span.clean_bytes, span.dirty_bytes, span.overdue) == (0, 4 * size, False)
+    assert span.dirty_ratio == 1.0 and span.due(0.5) and not span.due(1.0)
+    span = cleanable_range(log, 3, NOW)  # cleaned up to offset 3
+    assert (span.clean_bytes, span.dirty_bytes) == (3 * size, size)
+    assert span.dirty_ratio == 0.25 and not span.due(0.5) and span.due(0.2)
+    assert not cleanable_range(log, 4, NOW).due(0.0)  # nothing dirty
+    # min.compaction.lag.ms: the first dirty segment with a record newer than the lag ends
+    # the range (segment 3's record is at NOW - 7000).
+    span = cleanable_range(log, -1, NOW, min_lag_ms=7_500)
+    assert (span.end_offset, span.dirty_bytes) == (3, 3 * size)
+    assert cleanable_range(log, -1, NOW, min_lag_ms=6_500).end_offset == 4
+    # max.compaction.lag.ms: a dirty segment's first batch older than it makes it due.
+    span = cleanable_range(log, 3, NOW, max_lag_ms=6_500)
+    assert span.overdue and span.due(0.99)
+    assert not cleanable_range(log, 3, NOW, max_lag_ms=7_500).overdue
+    # An offset outside the log counts as the log start.
+    assert cleanable_range(log, 99, NOW).first_dirty_offset == 0
+
+
+@dataclass
+class DataModel:
+    """Every record appended to a data topic's log (offset -> key, value, timestamp) and
+    each producer's latest batch (producer id -> last offset, last sequence)."""
+
+    records: dict[int, tuple[bytes, bytes | None, int]] = field(default_factory=dict)
+    producers: dict[int, tuple[int, int]] = field(default_factory=dict)
+    sequences: dict[int, int] = field(default_factory=dict)
+    next_offset: int = 0
+
+    def append(
+        self, log: PartitionLog, pid: int, records: Sequence[Rec], now: int, compression: int
+    ) -> None:
+        if pid < 0:
+            base = append(
+                log, records, [now + i for i in range(len(records))], compression=compression
+            )
+        else:
+            seq = self.sequences.get(pid, 0)
+            base = append_raw(log, producer_batch(records, now, pid, seq, compression=compression))
+            self.sequences[pid] = seq + len(records)
+            self.producers[pid] = (base + len(records) - 1, seq + len(records) - 1)
+        assert base == self.next_offset
+        for delta, (key, value) in enumerate(records):
+            assert key is not None
+            self.records[base + delta] = (key, value, now + delta)
+        self.next_offset = base + len(records)
+
+    def check(self, log: PartitionLog) -> None:
+        stored = read_all(log)
+        replayed = [(o, *self.records[o][:2]) for o in sorted(self.records)]
+        assert log_map(log) == latest_values((k, v) for _, k, v in replayed)
+        latest: dict[bytes, int] = {}
+        for offset, key, _ in replayed:
+            latest[key] = offset
+        by_offset = {r.offset: r for r in stored}
+        for key, offset in latest.items():
+            if self.records[offset][1] is not None:
+                assert by_offset[offset].value == self.records[offset][1], key
+        timestamps = record_timestamps(log)
+        for record in stored:
+            assert (record.key, record.value) == self.records[record.offset][:2]
+            assert timestamps[record.offset] == self.records[record.offset][2]
+        last: dict[int, tuple[int, int]] = {}
+        for header in log.batch_headers():
+            if header.producer_id >= 0:
+                last[header.producer_id] = (header.last_offset, header.last_sequence)
+        assert last == self.producers
+        assert log.next_offset == self.next_offset
+
+
+data_append_st = st.tuples(
+    st.just("append"),
+    st.lists(
+        st.tuples(
+            st.sampled_from([-1, 1, 2]),  # producer id (-1: none)
+            st.lists(record_st, min_size=1, max_size=4),
+            st.integers(0, 3_000),  # how far the clock moves first, ms
+            st.sampled_from([0, 0, 1, 3]),  # compression
+        ),
+        min_size=1,
+        max_size=10,
+    ),
+)
+data_operations = st.lists(
+    st.one_of(
+        data_append_st,
+        data_append_st,
+        st.tuples(st.just("flush")),
+        # clock advance, tombstone retention, which segment the pass ends at (past the
+        # last: the active one), a crash at that step of the install
+        st.tuples(
+            st.just("compact"),
+            st.sampled_from([0, 1_000, 10_000, 30_000]),
+            st.sampled_from([0, 500, 5_000, 20_000]),
+            st.integers(0, 12),
+            crash_step_st,
+        ),
+        st.tuples(st.just("reopen")),
+        st.tuples(st.just("crash")),
+    ),
+    min_size=1,
+    max_size=20,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(segment_bytes_max=st.integers(120, 800), ops=data_operations)
+def test_data_topic_compaction_keeps_latest_values_timestamps_and_producer_state(
+    segment_bytes_max: int, ops: list[tuple[object, ...]]
+) -> None:
+    """A data topic's passes (delete horizons, producers' batches, an end offset) at random
+    points, with crashes during the swap: replaying the log gives the same values, every
+    live key's latest record stays, every record keeps its timestamp, and each producer's
+    latest batch header (last offset and sequence) survives."""
+    config = LogConfig(segment_bytes_max=segment_bytes_max, index_interval_bytes=100)
+    model = DataModel()
+    now = 10_000
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp) / "partition"
+        log = PartitionLog.open(directory, config)
+        try:
+            for op in [*ops, ("flush",), ("compact", 0, 0, 99, None)]:
+                kind = op[0]
+                if kind == "append":
+                    burst = op[1]
+                    assert isinstance(burst, list)
+                    for pid, records, advance, compression in burst:
+                        now += advance
+                        model.append(log, pid, records, now, compression)
+                elif kind == "flush":
+                    log.flush()
+                elif kind == "compact":
+                    advance, retention, end_index, crash_step = op[1:]
+                    assert isinstance(advance, int) and isinstance(retention, int)
+                    assert isinstance(end_index, int)
+                    assert crash_step is None or isinstance(crash_step, int)
+                    now += advance
+                    bases = [segment.base_offset for segment in log._segments]
+                    end_offset = bases[end_index] if end_index < len(bases) else None
+                    plan = prepare_compaction(
+                        log, now, retention, end_offset=end_offset, delete_horizon=True
+                    )
+                    crash = CrashAt(crash_step)
+                    try:
+                        with crash.armed():
+                            install_compaction(log, plan)
+                    except SimulatedCrash:
+                        log = crash_and_reopen(log, directory, config)
+                    assert leftovers(directory) == []
+                elif kind == "reopen":
+                    log.close()
+                    log = PartitionLog.open(directory, config)
+                else:
+                    log = crash_and_reopen(log, directory, config)
+                assert log.log_start_offset == 0
+                model.check(log)
         finally:
             log.close()

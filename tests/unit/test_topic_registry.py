@@ -344,3 +344,29 @@ def test_alter_configs_keeps_the_old_configs_when_topics_json_write_fails(
         assert reg.get("t").configs == {"retention.ms": "5000"}
     finally:
         reg.close()
+
+
+def test_timestamp_configs_are_checked_as_kafka_4_checks_them() -> None:
+    # message.timestamp.type: Kafka's ValidString, case-sensitive.
+    for value in ("CreateTime", "LogAppendTime"):
+        assert validate_topic_configs({"message.timestamp.type": value}) == {
+            "message.timestamp.type": value
+        }
+    with pytest.raises(InvalidConfig, match="CreateTime, LogAppendTime"):
+        validate_topic_configs({"message.timestamp.type": "logappendtime"})
+    # KIP-937's bounds: LONG, at least 0.
+    for name in ("message.timestamp.before.max.ms", "message.timestamp.after.max.ms"):
+        assert validate_topic_configs({name: "0"}) == {name: "0"}
+        assert validate_topic_configs({name: str(LONG_MAX)}) == {name: str(LONG_MAX)}
+        with pytest.raises(InvalidConfig, match="at least 0"):
+            validate_topic_configs({name: "-1"})
+    # The deprecated symmetric bound was removed in Kafka 4.0: an unknown name.
+    with pytest.raises(InvalidConfig, match="Unknown topic config name"):
+        validate_topic_configs({"message.timestamp.difference.max.ms": "1000"})
+
+
+def test_timestamp_configs_default_to_kafka_4s(config: Config) -> None:
+    defaults = {name: spec.default(config) for name, spec in TOPIC_CONFIGS.items()}
+    assert defaults["message.timestamp.type"] == "CreateTime"
+    assert defaults["message.timestamp.before.max.ms"] == str(LONG_MAX)
+    assert defaults["message.timestamp.after.max.ms"] == "3600000"
