@@ -140,11 +140,15 @@ def test_a_compacted_topic_keeps_the_latest_value_per_key(tmp_path: Path) -> Non
         now_ms = time.time() * 1000
         assert all(started_ms <= ts <= now_ms for ts in timestamps.values()), timestamps
         assert idempotent.send(topic, b"k1", b"k1-after") == (None, 12)
+        # A record more closes offset 12's segment, so some pass is sure to see it (a pass
+        # also reads the active segment, but only below the durable offset: one running
+        # between the append and its flush would miss it and leave nothing due).
+        assert plain.send(topic, b"tail", b"active") == (None, 13)
         wait_for(
             server.bootstrap,
             topic,
             [(9, b"k2", None), (10, b"k3", b"k3-final"), (11, b"end", b"active")]
-            + [(12, b"k1", b"k1-after")],
+            + [(12, b"k1", b"k1-after"), (13, b"tail", b"active")],
         )
     finally:
         server.kill()
