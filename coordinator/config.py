@@ -53,6 +53,14 @@ class Config:
             "already read wait unhandled"
         },
     )
+    frames_per_loop_iteration_max: int = field(
+        default=64,
+        metadata={
+            "help": "request frames the connections together handle per event-loop iteration; "
+            "the rest wait for the next one, so that fsync completions are not held behind "
+            "one long burst of reads"
+        },
+    )
     connection_write_buffer_bytes_max: int = field(
         default=8 * MiB,
         metadata={"help": "unsent response bytes per connection before reading pauses"},
@@ -330,6 +338,7 @@ def validate(config: Config) -> None:
     positive = (
         "frame_bytes_max",
         "connection_inflight_max",
+        "frames_per_loop_iteration_max",
         "connections_max",
         "default_partitions",
         "message_bytes_max",

@@ -36,6 +36,7 @@ from ..topics.compaction import TopicCompactor
 from ..topics.registry import Partition, TopicRegistry, atomic_write, wake_waiters
 from .connection import Connection
 from .dispatch import build_dispatch
+from .frame_budget import FrameBudget
 from .group_configs import GroupConfigStore
 from .recovery_report import mark_clean_shutdown, report_recovery, take_clean_shutdown_marker
 
@@ -77,6 +78,7 @@ class Server:
         )
         self.metrics.registry.register(CoordinatorCollector(self.coordinator))
         self.connections: set[Connection] = set()
+        self.frame_budget = FrameBudget(config.frames_per_loop_iteration_max)
         self.handlers, self.supported_versions = build_dispatch()
         self.node_id = config.node_id
         self.host, self.port = config.advertised_address

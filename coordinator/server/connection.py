@@ -140,14 +140,23 @@ class Connection(asyncio.Protocol):
     def _handle_frames(self) -> None:
         """Handle the decoder's complete frames while fewer than inflight_max requests are
         in flight; the others wait there (and reading stays paused) until answers make room
-        (_update_reading schedules this again)."""
+        (_update_reading schedules this again). Past this loop iteration's frame budget
+        (frame_budget.py) they wait for the next iteration."""
         self._frames_scheduled = False
         self._frames_waiting = False
         pending = self.pending
         limit = self.inflight_max
+        budget = self.server.frame_budget
         while not self.closed:
             if len(pending) >= limit:
                 self._frames_waiting = True
+                break
+            if not self.decoder.buffered_bytes:
+                break
+            if not budget.take():
+                self._frames_waiting = True
+                self._frames_scheduled = True
+                budget.wait(self._handle_frames)
                 break
             try:
                 frame = self.decoder.next_frame()
