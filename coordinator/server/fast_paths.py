@@ -121,8 +121,19 @@ def offset_commit_v8_v9(conn: Connection, frame: bytes) -> tuple[Request, Any] |
         header, pos = _header(frame)
         group_id, pos = _compact_string(frame, pos)
         (generation,) = _I32.unpack_from(frame, pos)
-        member_id, pos = _compact_string(frame, pos + 4)
-        instance_id, pos = _compact_string(frame, pos)
+        pos += 4
+        # Member id, instance id and metadata are mostly empty or null: read inline then
+        # (a compact string's length byte is its length + 1, 0 for null).
+        if frame[pos] == 1:
+            member_id: str | None = ""
+            pos += 1
+        else:
+            member_id, pos = _compact_string(frame, pos)
+        if frame[pos] == 0:
+            instance_id = None
+            pos += 1
+        else:
+            instance_id, pos = _compact_string(frame, pos)
         topics: list[tuple[str, list[OffsetCommitPartition]]] = []
         for _ in range(_small_count(frame[pos])):
             name, pos = _compact_string(frame, pos + 1)
@@ -131,7 +142,13 @@ def offset_commit_v8_v9(conn: Connection, frame: bytes) -> tuple[Request, Any] |
             partitions: list[OffsetCommitPartition] = []
             for _ in range(_small_count(frame[pos])):
                 index, offset, epoch = _PARTITION.unpack_from(frame, pos + 1)
-                metadata, pos = _compact_string(frame, pos + 17)
+                pos += 17
+                size = frame[pos]
+                if size <= 1:
+                    metadata = "" if size else None
+                    pos += 1
+                else:
+                    metadata, pos = _compact_string(frame, pos)
                 if frame[pos] != 0:  # partition tagged fields
                     return None
                 partitions.append(new_commit_partition(index, offset, epoch, metadata))

@@ -192,11 +192,12 @@ def offset_commit(
     (topic or partition does not exist, checked here as Kafka's KafkaApis does),
     INVALID_GROUP_ID (null group id), and the shard's errors (offsets.py)."""
     registry = conn.server.topics
-    invalid: dict[str, list[int]] = {}
+    invalid: dict[str, list[int]] | None = None  # refused here: unknown topic or partition
     topics: list[om.OffsetCommitTopic] = []
     for name, partitions in requested:
         topic = registry.get(name)
         if topic is None:
+            invalid = invalid or {}
             invalid.setdefault(name, []).extend(p.index for p in partitions)
             continue
         count = len(topic.partitions)
@@ -204,32 +205,20 @@ def offset_commit(
         for p in partitions:  # a loop, not a comprehension: every partition valid is usual
             if not 0 <= p.index < count:
                 valid = [p for p in partitions if 0 <= p.index < count]
+                invalid = invalid or {}
                 invalid.setdefault(name, []).extend(
                     p.index for p in partitions if not 0 <= p.index < count
                 )
                 break
         if valid:
             topics.append(om.new_commit_topic(name, valid, topic.topic_id))
-
-    def respond(results: list[tuple[str, list[tuple[int, ErrorCode]]]]) -> Any:
-        if invalid:
-            merged: dict[str, list[tuple[int, ErrorCode]]] = {}
-            for name, parts in results:
-                merged.setdefault(name, []).extend(parts)
-            for name, indexes in invalid.items():
-                merged.setdefault(name, []).extend(
-                    (i, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for i in indexes
-                )
-            results = list(merged.items())
-        return _commit_response(version, results)
-
-    def all_failed(error: ErrorCode) -> Any:
-        return respond([(t.name, [(p.index, error) for p in t.partitions]) for t in topics])
-
+    # No closures here (a function and a cell per captured name, per commit): one object
+    # answers what the shard cannot (on_error) and merges in the partitions refused here.
+    replies = _CommitReplies(version, topics, invalid)
     if group_id is None:
-        return all_failed(ErrorCode.INVALID_GROUP_ID)
+        return replies(ErrorCode.INVALID_GROUP_ID)
     if not topics:
-        return respond([])
+        return replies.respond([])
     commit = om.new_commit_request(
         group_id,
         generation_id_or_member_epoch,
@@ -243,11 +232,45 @@ def offset_commit(
         conn,
         group_id,
         lambda shard, reply, now_ms: shard.offsets.commit_offsets(commit, reply, now_ms),
-        (lambda r: respond(_commit_results(r)))
-        if invalid
-        else _COMMIT_ANSWERS.get(version) or _CommitAnswer(version),
-        all_failed,
+        replies.merged if invalid else _COMMIT_ANSWERS.get(version) or _CommitAnswer(version),
+        replies,
     )
+
+
+class _CommitReplies:
+    """A commit's response when not every partition went to the shard or the shard could
+    not run it: called with an error, every partition sent to the shard fails with it;
+    `merged(shard's answer)` adds the partitions refused before the shard
+    (UNKNOWN_TOPIC_OR_PARTITION)."""
+
+    __slots__ = ("version", "topics", "invalid")
+
+    def __init__(
+        self, version: int, topics: list[om.OffsetCommitTopic], invalid: dict[str, list[int]] | None
+    ) -> None:
+        self.version = version
+        self.topics = topics
+        self.invalid = invalid
+
+    def __call__(self, error: ErrorCode) -> Any:
+        return self.respond(
+            [(t.name, [(p.index, error) for p in t.partitions]) for t in self.topics]
+        )
+
+    def merged(self, r: om.OffsetCommitResponse) -> Any:
+        return self.respond(_commit_results(r))
+
+    def respond(self, results: list[tuple[str, list[tuple[int, ErrorCode]]]]) -> Any:
+        if self.invalid:
+            merged: dict[str, list[tuple[int, ErrorCode]]] = {}
+            for name, parts in results:
+                merged.setdefault(name, []).extend(parts)
+            for name, indexes in self.invalid.items():
+                merged.setdefault(name, []).extend(
+                    (i, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for i in indexes
+                )
+            results = list(merged.items())
+        return _commit_response(self.version, results)
 
 
 def _commit_results(r: om.OffsetCommitResponse) -> list[tuple[str, list[tuple[int, ErrorCode]]]]:
