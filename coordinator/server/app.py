@@ -34,7 +34,7 @@ from ..runtime.service import OFFSETS_TOPIC, CoordinatorService
 from ..runtime.shard_count import settled_shard_count
 from ..topics.compaction import TopicCompactor
 from ..topics.registry import Partition, TopicRegistry, atomic_write, wake_waiters
-from .connection import Connection
+from .connection import Connection, OutgoingWrites
 from .dispatch import build_dispatch
 from .frame_budget import FrameBudget
 from .group_configs import GroupConfigStore
@@ -79,6 +79,7 @@ class Server:
         self.metrics.registry.register(CoordinatorCollector(self.coordinator))
         self.connections: set[Connection] = set()
         self.frame_budget = FrameBudget(config.frames_per_loop_iteration_max)
+        self.outgoing = OutgoingWrites()
         self.handlers, self.supported_versions = build_dispatch()
         self.node_id = config.node_id
         self.host, self.port = config.advertised_address

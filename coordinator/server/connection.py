@@ -68,6 +68,28 @@ class _Slot:
         self.response: Any = None
 
 
+class OutgoingWrites:
+    """The connections with encoded responses waiting for this loop iteration's write: one
+    callback per iteration writes them all (a syscall per connection), rather than a
+    callback scheduled per connection (a commit load's round answers ~100 connections at
+    once; scheduling each write was ~5% of the loop's time)."""
+
+    __slots__ = ("_connections",)
+
+    def __init__(self) -> None:
+        self._connections: list[Connection] = []
+
+    def add(self, connection: Connection) -> None:
+        if not self._connections:
+            asyncio.get_running_loop().call_soon(self._write_all)
+        self._connections.append(connection)
+
+    def _write_all(self) -> None:
+        connections, self._connections = self._connections, []
+        for connection in connections:
+            connection._write_out()
+
+
 class Connection(asyncio.Protocol):
     def __init__(self, server: Server) -> None:
         self.server = server
@@ -87,7 +109,8 @@ class Connection(asyncio.Protocol):
         self._frames_scheduled = False
         self.idle = asyncio.Event()
         # Encoded responses waiting for this loop iteration's single write (one syscall for
-        # every response that became ready in the iteration, instead of one each).
+        # every response that became ready in the iteration, instead of one each; see
+        # OutgoingWrites).
         self._out: list[bytes] = []
         self._out_bytes = 0
         self.idle.set()
@@ -289,7 +312,7 @@ class Connection(asyncio.Protocol):
                 header.api_key, header.api_version, header.correlation_id, response
             )
             if not self._out:
-                asyncio.get_running_loop().call_soon(self._write_out)
+                self.server.outgoing.add(self)
             self._out.append(data)
             self._out_bytes += len(data)
             self._observe(request, slot.started, response)
