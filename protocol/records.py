@@ -1097,10 +1097,23 @@ def offset_commit_value_fields(data: bytes) -> OffsetCommitFields:
     )
 
 
+# Every durable commit encodes its key, and consumers commit the same partitions over and
+# over: the encoded keys are kept, a bounded number (emptied when full).
+_COMMIT_KEYS: dict[tuple[str, str, int], bytes] = {}
+_COMMIT_KEYS_MAX = 10_000
+
+
 def _encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
-    g = key.group.encode()
-    t = key.topic.encode()
-    return b"".join((_HH.pack(1, len(g)), g, _I16.pack(len(t)), t, _I32.pack(key.partition)))
+    fields = (key.group, key.topic, key.partition)
+    encoded = _COMMIT_KEYS.get(fields)
+    if encoded is None:
+        g = key.group.encode()
+        t = key.topic.encode()
+        encoded = b"".join((_HH.pack(1, len(g)), g, _I16.pack(len(t)), t, _I32.pack(key.partition)))
+        if len(_COMMIT_KEYS) >= _COMMIT_KEYS_MAX:
+            _COMMIT_KEYS.clear()
+        _COMMIT_KEYS[fields] = encoded
+    return encoded
 
 
 def _encode_group_metadata_key(key: GroupMetadataKey) -> bytes:

@@ -14,7 +14,7 @@ typically one returned by a timer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 # A record is (key, value); value None is a tombstone. Key/value are protocol.records types.
@@ -22,11 +22,22 @@ Record = tuple[Any, Any]
 Reply = Callable[[Any], None]
 
 
-@dataclass(slots=True)  # one per shard event: no instance dict
+@dataclass(slots=True, init=False)  # one per shard event: no instance dict
 class Result:
-    records: list[Record] = field(default_factory=list)
-    applied_records: list[Record] = field(default_factory=list)
-    replies: list[tuple[Reply, Any]] = field(default_factory=list)
+    records: list[Record]
+    applied_records: list[Record]
+    replies: list[tuple[Reply, Any]]
+
+    def __init__(
+        self,
+        records: list[Record] | None = None,
+        applied_records: list[Record] | None = None,
+        replies: list[tuple[Reply, Any]] | None = None,
+    ) -> None:
+        # By hand: the generated __init__ calls a default factory per field, per event.
+        self.records = [] if records is None else records
+        self.applied_records = [] if applied_records is None else applied_records
+        self.replies = [] if replies is None else replies
 
     def reply(self, callback: Reply, response: Any) -> None:
         self.replies.append((callback, response))

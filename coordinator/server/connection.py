@@ -35,6 +35,7 @@ from protocol.api import (
 )
 from protocol.errors import ErrorCode
 from protocol.framing import FrameDecoder, FrameTooLarge
+from protocol.header import RequestHeader
 
 from ..observability.logging import get_logger
 from .fast_paths import FAST_PATHS
@@ -58,10 +59,10 @@ Handler = Callable[["Connection", Request], Any]
 
 
 class _Slot:
-    __slots__ = ("request", "started", "future", "pending", "response")
+    __slots__ = ("header", "started", "future", "pending", "response")
 
-    def __init__(self, request: Request, started: float) -> None:
-        self.request = request
+    def __init__(self, header: RequestHeader, started: float) -> None:
+        self.header = header
         self.started = started
         self.future: asyncio.Future[Any] | None = None
         self.pending: Pending | None = None
@@ -222,16 +223,16 @@ class Connection(asyncio.Protocol):
                 request.api_key, request.api_version, ErrorCode.UNKNOWN_SERVER_ERROR
             )
         if result is NO_RESPONSE:
-            self._observe(request, started, None)
+            self._observe(request.header, started, None)
             return
-        self._queue(request, started, result)
+        self._queue(request.header, started, result)
 
-    def _queue(self, request: Request, started: float, result: Any) -> None:
+    def _queue(self, header: RequestHeader, started: float, result: Any) -> None:
         """Queue a request's response (or a future of it) behind the earlier ones."""
-        slot = _Slot(request, started)
+        slot = _Slot(header, started)
         self.pending.append(slot)
         self.idle.clear()
-        if type(result) is Pending:
+        if isinstance(result, Pending):
             if not result.done:
                 slot.pending = result
                 # Nothing to flush until it is set; _handle_frames updates reading after
@@ -257,10 +258,10 @@ class Connection(asyncio.Protocol):
                 header.api_key, header.api_version, ErrorCode.UNSUPPORTED_VERSION
             )
             version = header.api_version
-        request = Request(
-            header.__class__(header.api_key, version, header.correlation_id, header.client_id), None
+        slot = _Slot(
+            header.__class__(header.api_key, version, header.correlation_id, header.client_id),
+            started,
         )
-        slot = _Slot(request, started)
         slot.response = response
         self.pending.append(slot)
         self.idle.clear()
@@ -290,13 +291,13 @@ class Connection(asyncio.Protocol):
                     if not isinstance(exc, ConnectionError):
                         log.error(
                             "handler failed",
-                            api=slot.request.api_key,
-                            version=slot.request.api_version,
+                            api=slot.header.api_key,
+                            version=slot.header.api_version,
                             error=repr(exc),
                         )
                     response = error_response(
-                        slot.request.api_key,
-                        slot.request.api_version,
+                        slot.header.api_key,
+                        slot.header.api_version,
                         ErrorCode.UNKNOWN_SERVER_ERROR,
                     )
                 else:
@@ -304,10 +305,9 @@ class Connection(asyncio.Protocol):
             else:
                 response = slot.response
             pending.popleft()
-            request = slot.request
+            header = slot.header
             if self.closed or transport is None:
                 continue
-            header = request.header  # (Request.api_key and api_version are properties)
             data = encode_response(
                 header.api_key, header.api_version, header.correlation_id, response
             )
@@ -315,7 +315,7 @@ class Connection(asyncio.Protocol):
                 self.server.outgoing.add(self)
             self._out.append(data)
             self._out_bytes += len(data)
-            self._observe(request, slot.started, response)
+            self._observe(header, slot.started, response)
         if not pending:
             self.idle.set()
         self._update_reading()
@@ -333,9 +333,8 @@ class Connection(asyncio.Protocol):
         self._out = []
         self._out_bytes = 0
 
-    def _observe(self, request: Request, started: float, response: Any) -> None:
+    def _observe(self, header: RequestHeader, started: float, response: Any) -> None:
         error = int(getattr(response, "error_code", 0)) if response is not None else 0
-        header = request.header
         counter, latency = self.server.metrics.request_children(
             header.api_key, header.api_version, error
         )

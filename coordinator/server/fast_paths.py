@@ -20,7 +20,7 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import ApiKey, Request, new_request
+from protocol.api import ApiKey
 from protocol.header import RequestHeader, new_request_header
 
 from ..groups.consumer.messages import HeartbeatResponse
@@ -40,9 +40,9 @@ _PARTITION = struct.Struct(">iqi")  # index, committed offset, committed leader 
 # ServerAssignor and TopicPartitions, and no tagged fields: a steady v1 request's tail.
 _STEADY_TAIL = b"\xff\xff\xff\xff" + b"\x00" * 5
 
-# (connection, frame) -> (the request as the connection records it, the response or a
-# future of it), or None to decode the frame as usual.
-FastPath = Callable[["Connection", bytes], "tuple[Request, Any] | None"]
+# (connection, frame) -> (the request's header, the response or a future of it), or None to
+# decode the frame as usual.
+FastPath = Callable[["Connection", bytes], "tuple[RequestHeader, Any] | None"]
 
 
 def _compact_string(frame: bytes, pos: int) -> tuple[str | None, int]:
@@ -70,7 +70,7 @@ def _header(frame: bytes) -> tuple[RequestHeader, int]:
     return new_request_header(api_key, version, correlation_id, client_id), pos + 1
 
 
-def steady_consumer_heartbeat(conn: Connection, frame: bytes) -> tuple[Request, Any] | None:
+def steady_consumer_heartbeat(conn: Connection, frame: bytes) -> tuple[RequestHeader, Any] | None:
     """A steady ConsumerGroupHeartbeat v1, answered by the shard's steady path."""
     try:
         header, pos = _header(frame)
@@ -105,7 +105,7 @@ def steady_consumer_heartbeat(conn: Connection, frame: bytes) -> tuple[Request, 
         return result
 
     version = header.api_version
-    return new_request(header, None), run_on_shard(
+    return header, run_on_shard(
         conn,
         group_id,
         event,
@@ -114,7 +114,7 @@ def steady_consumer_heartbeat(conn: Connection, frame: bytes) -> tuple[Request, 
     )
 
 
-def offset_commit_v8_v9(conn: Connection, frame: bytes) -> tuple[Request, Any] | None:
+def offset_commit_v8_v9(conn: Connection, frame: bytes) -> tuple[RequestHeader, Any] | None:
     """OffsetCommit v8-v9 whose strings are shorter than 127 bytes, arrays shorter than
     127 items, and with no tagged fields: read here, then answered by offset_commit."""
     try:
@@ -163,7 +163,7 @@ def offset_commit_v8_v9(conn: Connection, frame: bytes) -> tuple[Request, Any] |
         return None
     if group_id is None or member_id is None:
         return None  # the codec's answer to a null where a string must be
-    return new_request(header, None), offset_commit(
+    return header, offset_commit(
         conn, header.api_version, group_id, generation, member_id, instance_id, -1, topics
     )
 

@@ -48,20 +48,37 @@ def run_on_shard(
     """Run `event(shard, reply, now_ms)` on the group's shard; the reply is converted to
     the response. Returns the response when the shard answered at once (most heartbeats),
     else a Pending of it."""
-    answer = Pending()
-
-    def reply(value: Any) -> None:
-        answer.set(
-            on_error(ErrorCode.NOT_COORDINATOR)
-            if isinstance(value, StorageFailure)
-            else convert(value)
-        )
-
+    answer = _ShardAnswer(convert, on_error)
     try:
-        conn.server.coordinator.runner_for(group_id).call(event, reply, conn.read_at)
+        conn.server.coordinator.runner_for(group_id).call(event, answer, conn.read_at)
     except NotActive as e:
         return on_error(not_active_error(e))
     return answer.value if answer.done else answer
+
+
+class _ShardAnswer(Pending):
+    """The response to a request run on a shard, and the reply its event hands the shard:
+    called with the shard's answer, it sets the response converted from it (NOT_COORDINATOR
+    through `on_error` for a StorageFailure). One object per request, rather than a Pending
+    and a closure over it."""
+
+    __slots__ = ("_convert", "_on_error")
+
+    def __init__(self, convert: Callable[[Any], Any], on_error: Callable[[ErrorCode], Any]) -> None:
+        # Pending's fields set here: no super().__init__ call per request.
+        self.done = False
+        self.value = None
+        self.listener = None
+        self._future = None
+        self._convert = convert
+        self._on_error = on_error
+
+    def __call__(self, answer: Any) -> None:
+        self.set(
+            self._on_error(ErrorCode.NOT_COORDINATOR)
+            if isinstance(answer, StorageFailure)
+            else self._convert(answer)
+        )
 
 
 def run_group_call(

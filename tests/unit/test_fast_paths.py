@@ -55,15 +55,15 @@ async def _taken_and_same_as_codec(conn: StubConn, frame: bytes) -> bool:
     fast = None if path is None else path(conn, frame)  # type: ignore[arg-type]
     if fast is None:
         return False
-    request, result = fast
+    header, result = fast
     try:
         decoded = decode_request(frame, conn.server.supported_versions)
     except RequestError as e:
         raise AssertionError(f"fast path took a frame the codec refuses: {frame!r}") from e
-    assert request.header == decoded.header, frame
+    assert header == decoded.header, frame
     key, version, correlation_id = (
-        request.api_key,
-        request.api_version,
+        header.api_key,
+        header.api_version,
         decoded.header.correlation_id,
     )
     got = encode_response(key, version, correlation_id, await _answer(result))
@@ -107,9 +107,9 @@ async def test_fast_path_answers_as_the_full_path_and_declines_the_rest(server: 
     epoch, steady = await _steady_member(server, conn)
     fast = steady_consumer_heartbeat(conn, steady)  # type: ignore[arg-type]
     assert fast is not None
-    request, result = fast
-    assert (request.api_key, request.api_version, request.header.correlation_id) == (68, 1, 7)
-    assert request.header.client_id == "client"
+    header, result = fast
+    assert (header.api_key, header.api_version, header.correlation_id) == (68, 1, 7)
+    assert header.client_id == "client"
     full = await _answer(
         group_api.handle_consumer_group_heartbeat(conn, decode_request(steady, sup))  # type: ignore[arg-type]
     )
@@ -190,10 +190,10 @@ async def test_offset_commit_fast_path_answers_as_the_full_path(server: Server) 
     for frame in taken:
         fast = offset_commit_v8_v9(conn, frame)  # type: ignore[arg-type]
         assert fast is not None, frame
-        request, result = fast
-        version = request.api_version
-        assert (request.api_key, request.header.correlation_id) == (8, 9)
-        assert request.header.client_id == "committer"
+        header, result = fast
+        version = header.api_version
+        assert (header.api_key, header.correlation_id) == (8, 9)
+        assert header.client_id == "committer"
         got = encode_response(8, version, 9, await _answer(result))
         full = group_api.handle_offset_commit(conn, decode_request(frame, sup))  # type: ignore[arg-type]
         assert got == encode_response(8, version, 9, await _answer(full)), frame
