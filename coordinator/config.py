@@ -251,7 +251,7 @@ class Config:
         },
     )
     thread_switch_interval_us: int = field(
-        default=500,
+        default=100,
         metadata={"help": "Python thread switch interval; short so fsync results return fast"},
     )
     shutdown_timeout_ms: int = field(
