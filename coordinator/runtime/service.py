@@ -17,6 +17,7 @@ from ..groups.topics import TopicImage
 from ..observability.logging import get_logger
 from ..observability.metrics import ServerMetrics
 from .partitioning import shard_for
+from .periodic import run_periodically
 from .runner import NotActive, ShardRunner, ShardState
 
 log = get_logger("groupcoord.coordinator")
@@ -108,16 +109,11 @@ class CoordinatorService:
         return dropped
 
     async def compaction_loop(self, interval_ms: int, tombstone_retention_ms: int) -> None:
+        """Compact the shard logs every `interval_ms` once loaded, until cancelled."""
         await self.loaded.wait()
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                dropped = await self.compact(tombstone_retention_ms)
-            except Exception as e:  # a failed compaction leaves the old segments in place
-                log.error("coordinator log compaction failed", error=repr(e))
-                continue
-            if dropped:
-                log.info("compacted coordinator logs", records_dropped=dropped)
+        await run_periodically(
+            interval_ms, lambda: self.compact(tombstone_retention_ms), "coordinator"
+        )
 
     async def close(self) -> None:
         await asyncio.gather(*(r.close() for r in self.runners), return_exceptions=True)

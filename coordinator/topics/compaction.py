@@ -47,6 +47,7 @@ from storage import (
 from storage.log import wall_clock_ms
 
 from ..observability.logging import get_logger
+from ..runtime.periodic import run_periodically
 from .cleanup_policy import CleanupPolicy
 
 if TYPE_CHECKING:
@@ -75,15 +76,7 @@ class TopicCompactor:
     async def run(self, interval_ms: int) -> None:
         """A pass every `interval_ms` until cancelled; a failed pass is logged and the
         next one runs as usual."""
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                dropped = await self.clean_once()
-            except Exception as e:  # a failed pass leaves the old segments in place
-                log.error("topic log compaction failed", error=repr(e))
-                continue
-            if dropped:
-                log.info("compacted topic logs", records_dropped=dropped)
+        await run_periodically(interval_ms, self.clean_once, "topics")
 
     async def clean_once(self) -> int:
         """Clean every due partition of every compacted topic; returns the records
