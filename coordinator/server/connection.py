@@ -10,7 +10,10 @@ connection. Reading pauses while too many requests are in flight or too many res
 wait in the transport, which is the per-connection back-pressure; frames already read beyond
 the in-flight limit wait in the decoder until answers make room (one read can hold thousands
 of small pipelined requests, and handling them all at once would hold the event loop for
-seconds: nothing else, fsync completions included, would run meanwhile).
+seconds: nothing else, fsync completions included, would run meanwhile). For the same
+reason the connections together handle at most frames_per_loop_iteration_max frames per
+loop iteration (frame_budget.py); the responses that became ready in an iteration are
+written by one callback for every connection (OutgoingWrites).
 """
 
 from __future__ import annotations

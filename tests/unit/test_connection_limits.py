@@ -69,14 +69,14 @@ class RecordingTransport(asyncio.Transport):
         return ids
 
 
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[Server]:
+async def started_server(tmp_path: Path, **overrides: Any) -> Server:
+    """A real Server with `overrides` to its settings, loaded, with the topic TOPIC."""
     config = load_config(
         overrides={
             "data_dir": str(tmp_path / "data"),
             "listen": "127.0.0.1:0",
             "metrics_listen": "",
-            "connection_inflight_max": INFLIGHT_MAX,
+            **overrides,
         },
         environ={},
     )
@@ -84,6 +84,12 @@ async def server(tmp_path: Path) -> AsyncIterator[Server]:
     await srv.start()
     await srv.coordinator.loaded.wait()
     srv.topics.create(TOPIC, 1, {})
+    return srv
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[Server]:
+    srv = await started_server(tmp_path, connection_inflight_max=INFLIGHT_MAX)
     yield srv
     await srv.stop()
 

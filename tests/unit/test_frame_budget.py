@@ -19,7 +19,12 @@ from coordinator.config import ConfigError, load_config
 from coordinator.server.app import Server
 from coordinator.server.connection import Connection
 from coordinator.server.frame_budget import FrameBudget
-from tests.unit.test_connection_limits import TOPIC, RecordingTransport, _commits
+from tests.unit.test_connection_limits import (
+    TOPIC,
+    RecordingTransport,
+    _commits,
+    started_server,
+)
 
 BUDGET = 3
 
@@ -48,19 +53,7 @@ def test_the_setting_must_be_positive(tmp_path: Path) -> None:
 
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[Server]:
-    config = load_config(
-        overrides={
-            "data_dir": str(tmp_path / "data"),
-            "listen": "127.0.0.1:0",
-            "metrics_listen": "",
-            "frames_per_loop_iteration_max": BUDGET,
-        },
-        environ={},
-    )
-    srv = Server(config)
-    await srv.start()
-    await srv.coordinator.loaded.wait()
-    srv.topics.create(TOPIC, 1, {})
+    srv = await started_server(tmp_path, frames_per_loop_iteration_max=BUDGET)
     yield srv
     await srv.stop()
 
