@@ -62,4 +62,10 @@ class FrameBudget:
         for _ in range(len(waiting)):
             if self._armed and self.left <= 0:
                 break
-            waiting.popleft()()
+            resume = waiting.popleft()
+            try:
+                resume()
+            except Exception as exc:  # one connection's failure must not strand the others
+                asyncio.get_running_loop().call_exception_handler(
+                    {"message": "resuming a connection's frames failed", "exception": exc}
+                )

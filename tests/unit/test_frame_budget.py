@@ -43,6 +43,32 @@ async def test_a_budget_is_spent_within_an_iteration_and_renewed_for_the_next() 
         FrameBudget(0)
 
 
+async def test_a_resume_that_fails_does_not_strand_the_others() -> None:
+    budget = FrameBudget(2)
+    resumed: list[str] = []
+    reported: list[str] = []
+
+    def failing() -> None:
+        assert budget.take()
+        raise RuntimeError("broken connection")
+
+    def healthy() -> None:
+        assert budget.take()
+        resumed.append("healthy")
+
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context["message"]))
+    try:
+        assert budget.take() and budget.take() and not budget.take()  # spent
+        budget.wait(failing)
+        budget.wait(healthy)
+        await asyncio.sleep(0)  # the next iteration: both resumed, one budget of 2
+        assert resumed == ["healthy"]
+        assert reported == ["resuming a connection's frames failed"]
+    finally:
+        loop.set_exception_handler(None)
+
+
 def test_the_setting_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="frames_per_loop_iteration_max"):
         load_config(
