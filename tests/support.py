@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +121,33 @@ class ServerProcess:
         return self.proc is not None and self.proc.poll() is None
 
 
+def client_batch(
+    records: Sequence[tuple[bytes | None, bytes | None, int]],
+    *,
+    producer_id: int = -1,
+    epoch: int = -1,
+    seq: int = -1,
+    compression: int = 0,
+    headers: tuple[tuple[str, bytes], ...] = (),
+) -> bytes:
+    """One record batch (magic v2) as a client builds it, with the codec the clients use:
+    `records` are (key, value, timestamp), at offset deltas 0, 1, ..."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=compression,
+        is_transactional=0,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        batch_size=10**7,
+    )
+    for delta, (key, value, timestamp) in enumerate(records):
+        builder.append(delta, timestamp=timestamp, key=key, value=value, headers=list(headers))
+    return bytes(builder.build())
+
+
 def make_batch(
     count: int,
     *,
@@ -131,28 +158,15 @@ def make_batch(
     step_ms: int = 1,
     headers: tuple[tuple[str, bytes], ...] = (),
 ) -> bytes:
-    """An uncompressed record batch (magic v2) of `count` keyed records, built with the
-    codec the clients use; timestamps start_ts_ms, start_ts_ms + step_ms, ..."""
-    from aiokafka.record.default_records import DefaultRecordBatchBuilder
-
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=0,
+    """An uncompressed record batch of `count` keyed records (client_batch); timestamps
+    start_ts_ms, start_ts_ms + step_ms, ..."""
+    return client_batch(
+        [(b"k%d" % i, b"v%d" % i, start_ts_ms + i * step_ms) for i in range(count)],
         producer_id=producer_id,
-        producer_epoch=epoch,
-        base_sequence=seq,
-        batch_size=10**7,
+        epoch=epoch,
+        seq=seq,
+        headers=headers,
     )
-    for i in range(count):
-        builder.append(
-            i,
-            timestamp=start_ts_ms + i * step_ms,
-            key=b"k%d" % i,
-            value=b"v%d" % i,
-            headers=list(headers),
-        )
-    return bytes(builder.build())
 
 
 def gate_fsync(monkeypatch: Any) -> tuple[threading.Event, threading.Event]:

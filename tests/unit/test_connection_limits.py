@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from coordinator.config import load_config
 from coordinator.server.app import Server
 from coordinator.server.connection import Connection
 from tests.bench import groupload as gl
+from tests.unit.server_support import started_server
 
 INFLIGHT_MAX = 10
 TOPIC = "limits"
@@ -69,29 +69,11 @@ class RecordingTransport(asyncio.Transport):
         return ids
 
 
-async def started_server(tmp_path: Path, **overrides: Any) -> Server:
-    """A real Server with `overrides` to its settings, loaded, with the topic TOPIC."""
-    config = load_config(
-        overrides={
-            "data_dir": str(tmp_path / "data"),
-            "listen": "127.0.0.1:0",
-            "metrics_listen": "",
-            **overrides,
-        },
-        environ={},
-    )
-    srv = Server(config)
-    await srv.start()
-    await srv.coordinator.loaded.wait()
-    srv.topics.create(TOPIC, 1, {})
-    return srv
-
-
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[Server]:
-    srv = await started_server(tmp_path, connection_inflight_max=INFLIGHT_MAX)
-    yield srv
-    await srv.stop()
+    async for srv in started_server(tmp_path / "data", connection_inflight_max=INFLIGHT_MAX):
+        srv.topics.create(TOPIC, 1, {})
+        yield srv
 
 
 def _commits(count: int) -> bytes:

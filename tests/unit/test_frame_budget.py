@@ -19,12 +19,8 @@ from coordinator.config import ConfigError, load_config
 from coordinator.server.app import Server
 from coordinator.server.connection import Connection
 from coordinator.server.frame_budget import FrameBudget
-from tests.unit.test_connection_limits import (
-    TOPIC,
-    RecordingTransport,
-    _commits,
-    started_server,
-)
+from tests.unit.server_support import started_server
+from tests.unit.test_connection_limits import TOPIC, RecordingTransport, _commits
 
 BUDGET = 3
 
@@ -79,9 +75,9 @@ def test_the_setting_must_be_positive(tmp_path: Path) -> None:
 
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[Server]:
-    srv = await started_server(tmp_path, frames_per_loop_iteration_max=BUDGET)
-    yield srv
-    await srv.stop()
+    async for srv in started_server(tmp_path / "data", frames_per_loop_iteration_max=BUDGET):
+        srv.topics.create(TOPIC, 1, {})
+        yield srv
 
 
 async def test_frames_beyond_the_budget_wait_for_later_iterations(server: Server) -> None:

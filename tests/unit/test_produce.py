@@ -16,31 +16,25 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import inspect
 import struct
-import sys
 import time
-import types
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 from kio.serial import entity_reader
 
 from coordinator.server.app import Server
 from coordinator.server.connection import Connection
 from coordinator.topics.list_offsets import lookup
-from coordinator.topics.produce import handle_produce
 from coordinator.topics.timestamps import TimestampPolicy
-from protocol.api import ApiKey, decode_request, encode_response, response_schema
+from protocol.api import ApiKey, response_schema
 from protocol.batches import record_timestamps, set_max_timestamp, split_batches
 from protocol.errors import ErrorCode
-from tests.rawclient import encode_request, request_class
-from tests.support import make_batch
-from tests.unit.server_support import started_server
+from tests.support import client_batch, make_batch
+from tests.unit.server_support import produce, produce_frame, started_server
 from tests.unit.test_connection_limits import RecordingTransport
 
 TOPIC = "produce"
@@ -55,21 +49,7 @@ async def server(tmp_path: Path) -> AsyncIterator[Server]:
 
 
 def _produce_frame(correlation_id: int, partitions: tuple[int, ...]) -> bytes:
-    m = sys.modules[request_class(ApiKey.PRODUCE, VERSION).__module__]
-    body = m.ProduceRequest(
-        transactional_id=None,
-        acks=-1,
-        timeout=datetime.timedelta(seconds=5),
-        topic_data=(
-            m.TopicProduceData(
-                name=TOPIC,
-                partition_data=tuple(
-                    m.PartitionProduceData(index=p, records=make_batch(2)) for p in partitions
-                ),
-            ),
-        ),
-    )
-    return encode_request(ApiKey.PRODUCE, VERSION, correlation_id, body)
+    return produce_frame(TOPIC, {p: make_batch(2) for p in partitions}, VERSION, correlation_id)
 
 
 def _decode_response(written: bytes) -> Any:
@@ -127,45 +107,13 @@ def _now_ms() -> int:
 
 def _batch(timestamps: list[int], compression: int = 0, seq: int = -1, pid: int = -1) -> bytes:
     """A batch whose records carry `timestamps` (aiokafka's builder, as the clients)."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=compression,
-        is_transactional=0,
+    return client_batch(
+        [(b"k%d" % i, b"v" * 50, ts) for i, ts in enumerate(timestamps)],
         producer_id=pid,
-        producer_epoch=0 if pid >= 0 else -1,
-        base_sequence=seq,
-        batch_size=10**7,
+        epoch=0 if pid >= 0 else -1,
+        seq=seq,
+        compression=compression,
     )
-    for i, ts in enumerate(timestamps):
-        builder.append(i, timestamp=ts, key=b"k%d" % i, value=b"v" * 50, headers=[])
-    return bytes(builder.build())
-
-
-async def _produce(server: Server, topic: str, records: bytes, version: int = VERSION) -> Any:
-    """One partition's answer to a Produce of `records` to partition 0 of `topic`, the
-    request and the response both through the codec."""
-    m = sys.modules[request_class(ApiKey.PRODUCE, version).__module__]
-    body = m.ProduceRequest(
-        transactional_id=None,
-        acks=-1,
-        timeout=datetime.timedelta(seconds=5),
-        topic_data=(
-            m.TopicProduceData(
-                name=topic, partition_data=(m.PartitionProduceData(index=0, records=records),)
-            ),
-        ),
-    )
-    frame = encode_request(ApiKey.PRODUCE, version, 7, body)
-    request = decode_request(frame[4:], server.supported_versions)
-    response = handle_produce(types.SimpleNamespace(server=server), request)
-    if inspect.isawaitable(response):
-        response = await response
-    data = encode_response(ApiKey.PRODUCE, version, 7, response)
-    header_size = 9 if version >= 9 else 8
-    decoded, _ = entity_reader(response_schema(ApiKey.PRODUCE, version))(data, header_size)
-    (topic_response,) = decoded.responses
-    (partition_response,) = topic_response.partition_responses
-    return partition_response
 
 
 def _ms(value: datetime.datetime | None) -> int:
@@ -189,7 +137,7 @@ async def test_log_append_time_stamps_the_batch_and_is_what_lookups_use(server: 
     old = 1_000_000_000_000  # 2001: an explicit, old producer timestamp
     sent = _batch([old, old + 5, old + 9])
     before = _now_ms()
-    answer = await _produce(server, "lat", sent)
+    answer = await produce(server, "lat", sent)
     after = _now_ms()
     assert answer.error_code == ErrorCode.NONE
     append_time = _ms(answer.log_append_time)
@@ -213,7 +161,7 @@ async def test_log_append_time_stamps_the_batch_and_is_what_lookups_use(server: 
 async def test_log_append_time_leaves_a_compressed_batch_compressed(server: Server) -> None:
     server.topics.create("lat-gzip", 1, {"message.timestamp.type": "LogAppendTime"})
     sent = _batch([5, 6, 7, 8], compression=1)
-    answer = await _produce(server, "lat-gzip", sent)
+    answer = await produce(server, "lat-gzip", sent)
     assert answer.error_code == ErrorCode.NONE
     ((header, stored),) = _stored(server, "lat-gzip")
     assert header.compression == 1 and header.is_log_append_time
@@ -224,7 +172,7 @@ async def test_log_append_time_leaves_a_compressed_batch_compressed(server: Serv
 async def test_create_time_answers_no_log_append_time_and_stores_as_sent(server: Server) -> None:
     now = _now_ms()
     sent = _batch([now - 10, now])
-    answer = await _produce(server, TOPIC, sent)
+    answer = await produce(server, TOPIC, sent)
     assert answer.error_code == ErrorCode.NONE
     assert answer.log_append_time is None  # -1 on the wire
     ((header, stored),) = _stored(server, TOPIC)
@@ -237,7 +185,7 @@ async def test_a_record_too_far_ahead_fails_its_batch_with_invalid_timestamp(
 ) -> None:
     server.topics.create("strict", 1, {"message.timestamp.after.max.ms": "1000"})
     now = _now_ms()
-    answer = await _produce(server, "strict", _batch([now, now + HOUR_MS, now]))
+    answer = await produce(server, "strict", _batch([now, now + HOUR_MS, now]))
     assert answer.error_code == ErrorCode.INVALID_TIMESTAMP
     assert answer.base_offset == -1
     assert answer.error_message == (
@@ -250,14 +198,14 @@ async def test_a_record_too_far_ahead_fails_its_batch_with_invalid_timestamp(
     )
     assert _stored(server, "strict") == []  # nothing appended
     # Within the bound it is accepted.
-    assert (await _produce(server, "strict", _batch([now]))).error_code == ErrorCode.NONE
+    assert (await produce(server, "strict", _batch([now]))).error_code == ErrorCode.NONE
 
 
 async def test_kafka_4_defaults_refuse_an_hour_ahead_and_accept_any_past(server: Server) -> None:
     now = _now_ms()
-    assert (await _produce(server, TOPIC, _batch([1]))).error_code == ErrorCode.NONE
-    assert (await _produce(server, TOPIC, _batch([-1, now]))).error_code == ErrorCode.NONE
-    late = await _produce(server, TOPIC, _batch([now + 2 * HOUR_MS]))
+    assert (await produce(server, TOPIC, _batch([1]))).error_code == ErrorCode.NONE
+    assert (await produce(server, TOPIC, _batch([-1, now]))).error_code == ErrorCode.NONE
+    late = await produce(server, TOPIC, _batch([now + 2 * HOUR_MS]))
     assert late.error_code == ErrorCode.INVALID_TIMESTAMP
     assert [e.batch_index for e in late.record_errors] == [0]
 
@@ -265,7 +213,7 @@ async def test_kafka_4_defaults_refuse_an_hour_ahead_and_accept_any_past(server:
 async def test_a_record_too_old_fails_with_before_max_ms(server: Server) -> None:
     server.topics.create("recent", 1, {"message.timestamp.before.max.ms": "60000"})
     now = _now_ms()
-    answer = await _produce(server, "recent", _batch([now, now - HOUR_MS, now - 2 * HOUR_MS]))
+    answer = await produce(server, "recent", _batch([now, now - HOUR_MS, now - 2 * HOUR_MS]))
     assert answer.error_code == ErrorCode.INVALID_TIMESTAMP
     assert [e.batch_index for e in answer.record_errors] == [1, 2]
 
@@ -273,7 +221,7 @@ async def test_a_record_too_old_fails_with_before_max_ms(server: Server) -> None
 async def test_compressed_batches_are_checked_record_by_record(server: Server) -> None:
     server.topics.create("strict-zstd", 1, {"message.timestamp.after.max.ms": "0"})
     now = _now_ms()
-    answer = await _produce(server, "strict-zstd", _batch([now - 5, now + HOUR_MS], 4))
+    answer = await produce(server, "strict-zstd", _batch([now - 5, now + HOUR_MS], 4))
     assert answer.error_code == ErrorCode.INVALID_TIMESTAMP
     assert [e.batch_index for e in answer.record_errors] == [1]
 
@@ -284,7 +232,7 @@ async def test_log_append_time_topics_skip_the_bounds(server: Server) -> None:
         1,
         {"message.timestamp.type": "LogAppendTime", "message.timestamp.after.max.ms": "0"},
     )
-    answer = await _produce(server, "lat-strict", _batch([_now_ms() + 10 * HOUR_MS]))
+    answer = await produce(server, "lat-strict", _batch([_now_ms() + 10 * HOUR_MS]))
     assert answer.error_code == ErrorCode.NONE
 
 
@@ -294,11 +242,11 @@ async def test_a_batch_the_producer_marked_log_append_time(server: Server) -> No
     marked = bytearray(_batch([now, now]))
     set_max_timestamp(marked, 0, split_batches(marked)[0], True, now)
     # A LogAppendTime topic refuses it, every record (Kafka's LogValidator.validateTimestamp).
-    refused = await _produce(server, "lat2", bytes(marked))
+    refused = await produce(server, "lat2", bytes(marked))
     assert refused.error_code == ErrorCode.INVALID_TIMESTAMP
     assert [e.batch_index for e in refused.record_errors] == [0, 1]
     # A CreateTime topic takes it as CreateTime (Kafka rewrites the type).
-    assert (await _produce(server, TOPIC, bytes(marked))).error_code == ErrorCode.NONE
+    assert (await produce(server, TOPIC, bytes(marked))).error_code == ErrorCode.NONE
     ((header, _),) = _stored(server, TOPIC)
     assert not header.is_log_append_time and header.max_timestamp == now
 
@@ -306,9 +254,9 @@ async def test_a_batch_the_producer_marked_log_append_time(server: Server) -> No
 async def test_a_retried_batch_answers_its_original_append_time(server: Server) -> None:
     server.topics.create("lat-idem", 1, {"message.timestamp.type": "LogAppendTime"})
     batch = _batch([1, 2], pid=7, seq=0)
-    first = await _produce(server, "lat-idem", batch)
+    first = await produce(server, "lat-idem", batch)
     await asyncio.sleep(0.01)
-    retried = await _produce(server, "lat-idem", batch)
+    retried = await produce(server, "lat-idem", batch)
     assert (retried.error_code, retried.base_offset) == (ErrorCode.NONE, first.base_offset)
     assert _ms(retried.log_append_time) == _ms(first.log_append_time)
     assert len(_stored(server, "lat-idem")) == 1
@@ -318,9 +266,9 @@ async def test_a_retried_batch_answers_its_original_append_time(server: Server) 
 async def test_older_produce_versions_answer_log_append_time(server: Server, version: int) -> None:
     # v3-v7 have log_append_time but no record_errors.
     server.topics.create(f"lat-v{version}", 1, {"message.timestamp.type": "LogAppendTime"})
-    answer = await _produce(server, f"lat-v{version}", _batch([1]), version=version)
+    answer = await produce(server, f"lat-v{version}", _batch([1]), version=version)
     assert answer.error_code == ErrorCode.NONE and _ms(answer.log_append_time) > 0
-    late = await _produce(server, TOPIC, _batch([_now_ms() + 2 * HOUR_MS]), version=version)
+    late = await produce(server, TOPIC, _batch([_now_ms() + 2 * HOUR_MS]), version=version)
     assert late.error_code == ErrorCode.INVALID_TIMESTAMP
 
 
@@ -328,7 +276,7 @@ async def test_undecodable_records_are_invalid_record(server: Server) -> None:
     broken = bytearray(_batch([_now_ms()] * 3))
     broken[-5:] = b"\xff" * 5  # records garbled; the CRC made to match
     struct.pack_into(">I", broken, 17, calc_crc32c(bytes(broken[21:])))
-    answer = await _produce(server, TOPIC, bytes(broken))
+    answer = await produce(server, TOPIC, bytes(broken))
     assert answer.error_code == ErrorCode.INVALID_RECORD
     assert _stored(server, TOPIC) == []
 

@@ -34,6 +34,7 @@ from storage import (
     prepare_compaction,
 )
 from storage.cleaner import SWAP_MARKER_FILE
+from tests.support import client_batch
 
 BIG = 1 << 30
 DAY = 86_400_000
@@ -862,18 +863,13 @@ def producer_batch(
     records: Sequence[Rec], timestamp: int, pid: int, seq: int, *, compression: int = 0
 ) -> bytes:
     """One batch of an idempotent producer (epoch 0), as a client sends it."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=compression,
-        is_transactional=0,
+    return client_batch(
+        [(key, value, timestamp + delta) for delta, (key, value) in enumerate(records)],
         producer_id=pid,
-        producer_epoch=0,
-        base_sequence=seq,
-        batch_size=10**7,
+        epoch=0,
+        seq=seq,
+        compression=compression,
     )
-    for delta, (key, value) in enumerate(records):
-        builder.append(delta, timestamp=timestamp + delta, key=key, value=value, headers=[])
-    return bytes(builder.build())
 
 
 def append_raw(log: PartitionLog, batch: bytes) -> int:

@@ -8,19 +8,14 @@ Kafka's messages and record_errors)."""
 from __future__ import annotations
 
 import asyncio
-import datetime
-import inspect
-import sys
 import threading
 import time
-import types
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-from kio.serial import entity_reader
+from aiokafka.record.default_records import DefaultRecordBatch
 
 import coordinator.topics.compaction as compaction_module
 from coordinator.config import Config, load_config
@@ -28,15 +23,13 @@ from coordinator.server.app import Server
 from coordinator.topics.cleanup_policy import CleanupPolicy
 from coordinator.topics.compaction import TopicCompactor
 from coordinator.topics.configs import InvalidConfig, validate_topic_configs
-from coordinator.topics.produce import handle_produce
 from coordinator.topics.producers import ProducerStates
 from coordinator.topics.registry import Partition, TopicError, TopicRegistry
-from protocol.api import ApiKey, decode_request, encode_response, response_schema
 from protocol.batches import BatchHeader, parse_header, split_batches
 from protocol.errors import ErrorCode
 from storage import prepare_compaction
-from tests.rawclient import encode_request, request_class
-from tests.unit.server_support import started_server
+from tests.support import client_batch
+from tests.unit.server_support import produce, started_server
 
 LONG_MAX = 2**63 - 1
 DAY_MS = 86_400_000
@@ -53,19 +46,14 @@ def batch(
     compression: int = 0,
 ) -> bytes:
     """One record batch as a client builds it (aiokafka's codec)."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=compression,
-        is_transactional=0,
-        producer_id=pid,
-        producer_epoch=0 if pid >= 0 else -1,
-        base_sequence=seq,
-        batch_size=10**7,
-    )
     ts = time.time_ns() // 1_000_000 if timestamp is None else timestamp
-    for delta, (key, value) in enumerate(records):
-        builder.append(delta, timestamp=ts, key=key, value=value, headers=[])
-    return bytes(builder.build())
+    return client_batch(
+        [(key, value, ts) for key, value in records],
+        producer_id=pid,
+        epoch=0 if pid >= 0 else -1,
+        seq=seq,
+        compression=compression,
+    )
 
 
 def append(partition: Partition, data: bytes) -> int:
@@ -366,29 +354,6 @@ async def server(tmp_path: Path) -> AsyncIterator[Server]:
         srv.topics.create("compacted", 1, {"cleanup.policy": "compact"})
         srv.topics.create("plain", 1, {})
         yield srv
-
-
-async def produce(server: Server, topic: str, records: bytes) -> Any:
-    """Partition 0's answer to a Produce v11 of `records`, through the codec both ways."""
-    m = sys.modules[request_class(ApiKey.PRODUCE, 11).__module__]
-    body = m.ProduceRequest(
-        transactional_id=None,
-        acks=-1,
-        timeout=datetime.timedelta(seconds=5),
-        topic_data=(
-            m.TopicProduceData(
-                name=topic, partition_data=(m.PartitionProduceData(index=0, records=records),)
-            ),
-        ),
-    )
-    frame = encode_request(ApiKey.PRODUCE, 11, 3, body)
-    request = decode_request(frame[4:], server.supported_versions)
-    response = handle_produce(types.SimpleNamespace(server=server), request)
-    if inspect.isawaitable(response):
-        response = await response
-    data = encode_response(ApiKey.PRODUCE, 11, 3, response)
-    decoded, _ = entity_reader(response_schema(ApiKey.PRODUCE, 11))(data, 9)
-    return decoded.responses[0].partition_responses[0]
 
 
 @pytest.mark.parametrize("compression", [0, 1])
