@@ -809,6 +809,25 @@ def paced_rate_within(res: dict, rates: list[float], p99_ms: float = 10.0) -> fl
     return max(served, default=None)
 
 
+# The issue's durable-commit target: this many commits per second across the commit
+# connections, with p99 latency below COMMIT_TARGET_P99_MS.
+COMMIT_TARGET_PER_S = 50_000
+COMMIT_TARGET_P99_MS = 10.0
+
+
+def commit_target_met(run: dict | None) -> bool | None:
+    """Whether a closed-loop commit run met the target: throughput and p99 in the same run,
+    every commit answered without error and OffsetFetch matching; None without a run."""
+    if not run:
+        return None
+    return bool(
+        run["commits_per_s"] >= COMMIT_TARGET_PER_S
+        and run["p99_ms"] < COMMIT_TARGET_P99_MS
+        and not run["errors"]
+        and not run["verify_mismatches"]
+    )
+
+
 def build_rows(args) -> list[tuple]:
     rows = [
         (
@@ -1028,6 +1047,15 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {name} {key}: {ex}")
         for ex in _get(res, "commits", "verify_examples") or []:
             print(f"  {name} commits verify: {ex}")
+        met = commit_target_met(res.get("commits"))
+        if met is not None:
+            res["commit_target_met"] = met
+            run = res["commits"]
+            print(
+                f"  {name}: closed loop {run['commits_per_s']:,.0f} commits/s, p99 "
+                f"{run['p99_ms']:.1f} ms: target ({COMMIT_TARGET_PER_S:,}/s with p99 < "
+                f"{COMMIT_TARGET_P99_MS:g} ms) {'met' if met else 'not met'}"
+            )
         if args.commit_rates:
             best = paced_rate_within(res, args.commit_rates)
             res["paced_rate_p99_below_10ms"] = best

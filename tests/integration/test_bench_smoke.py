@@ -84,6 +84,7 @@ def test_bench_groups_commits_only_runs_just_the_commit_phases(tmp_path: Path) -
     for key in ("commits_paced_300", "commits_paced_400"):
         assert ours[key]["commits"] > 0 and ours[key]["verify_mismatches"] == 0, ours[key]
     assert ours["paced_rate_p99_below_10ms"] in (None, 300.0, 400.0)
+    assert ours["commit_target_met"] is bench_groups.commit_target_met(ours["commits"])
     assert "form" not in ours and "static_restart" not in ours
 
 
@@ -108,3 +109,13 @@ def test_paced_rate_within_is_the_highest_rate_served_under_the_p99_bound() -> N
     res["commits_paced_20000"] = _paced(20_000, 5.0, errors=3)
     assert bench_groups.paced_rate_within(res, rates) == 10_000.0
     assert bench_groups.paced_rate_within({}, rates) is None
+
+
+def test_commit_target_needs_throughput_and_p99_in_the_same_run() -> None:
+    assert bench_groups.commit_target_met(_paced(50_000, 9.9)) is True
+    assert bench_groups.commit_target_met(_paced(50_000, 10.0)) is False  # p99 not below
+    assert bench_groups.commit_target_met(_paced(50_000, 5.0, served=0.99)) is False
+    assert bench_groups.commit_target_met(_paced(60_000, 5.0, errors=1)) is False
+    mismatch = {**_paced(60_000, 5.0), "verify_mismatches": 2}
+    assert bench_groups.commit_target_met(mismatch) is False
+    assert bench_groups.commit_target_met(None) is None
