@@ -225,7 +225,7 @@ def broker_config_entries(server: Server) -> list[_Entry]:
 # CreateTopics -------------------------------------------------------------------------------
 
 
-def handle_create_topics(conn: Connection, request: Request) -> Any:
+async def handle_create_topics(conn: Connection, request: Request) -> Any:
     """Creates each topic (or only checks it, validate_only) with one replica per partition on
     this node. Emits per topic the error, and from v5 the partition count, replication factor
     1 and every topic config with its value and source (an array, also for validate_only;
@@ -259,7 +259,7 @@ def handle_create_topics(conn: Connection, request: Request) -> Any:
             )
             continue
         try:
-            topic, partitions = _create_topic(server, creatable, body.validate_only, accepted)
+            topic, partitions = await _create_topic(server, creatable, body.validate_only, accepted)
         except TopicError as e:
             results.append(_create_error(m, name, ErrorCode(e.code), e.message))
             continue
@@ -324,7 +324,7 @@ def _create_error(m: Any, name: str, code: ErrorCode, message: str) -> Any:
     )
 
 
-def _create_topic(
+async def _create_topic(
     server: Server, creatable: Any, validate_only: bool, accepted: Mapping[str, str]
 ) -> tuple[Topic, int]:
     """Checks in Kafka's order (name, existence, collision with existing topics or the
@@ -384,7 +384,9 @@ def _create_topic(
                 "Number of partitions was set to an invalid non-positive value.",
             )
     configs = {c.name: c.value for c in creatable.configs}
-    topic = server.topics.create(name, partitions, configs, validate_only=validate_only)
+    topic = await server.topics.create_in_steps(
+        name, partitions, configs, validate_only=validate_only
+    )
     return topic, partitions
 
 
@@ -413,7 +415,7 @@ def _check_replicas(server: Server, broker_ids: tuple[int, ...]) -> None:
 # DeleteTopics -------------------------------------------------------------------------------
 
 
-def handle_delete_topics(conn: Connection, request: Request) -> Any:
+async def handle_delete_topics(conn: Connection, request: Request) -> Any:
     """Deletes topics named in topic_names (v1-v5) or in topics by name or by id (v6), closing
     their logs and removing their data; then every coordinator shard tombstones the groups'
     offsets of those topics, as Kafka's onPartitionsDeleted. Emits per topic its name, id
@@ -505,7 +507,10 @@ def handle_delete_topics(conn: Connection, request: Request) -> Any:
                 )
                 continue
         try:
-            server.topics.delete(topic)
+            await server.topics.delete_in_steps(topic)
+        except TopicError as e:  # a request before this one deleted it meanwhile
+            results.append(result(topic.name, topic.topic_id, ErrorCode(e.code), e.message))
+            continue
         except OSError as e:
             log.error("delete topic failed", topic=topic.name, error=str(e))
             results.append(
@@ -528,7 +533,7 @@ def handle_delete_topics(conn: Connection, request: Request) -> Any:
 # CreatePartitions ---------------------------------------------------------------------------
 
 
-def handle_create_partitions(conn: Connection, request: Request) -> Any:
+async def handle_create_partitions(conn: Connection, request: Request) -> Any:
     """Raises each topic's partition count to `count` (validate_only: only checks). Emits per
     topic its error and message.
     Errors per topic: INVALID_REQUEST (named twice), UNKNOWN_TOPIC_OR_PARTITION,
@@ -566,7 +571,7 @@ def handle_create_partitions(conn: Connection, request: Request) -> Any:
             )
             continue
         try:
-            server.topics.add_partitions(topic, wanted.count, validate_only=True)
+            server.topics.check_add_partitions(topic, wanted.count)
             if wanted.assignments is not None:
                 added = wanted.count - len(topic.partitions)
                 if len(wanted.assignments) != added:
@@ -580,7 +585,7 @@ def handle_create_partitions(conn: Connection, request: Request) -> Any:
                     _check_replicas(server, assignment.broker_ids)
             if not body.validate_only:
                 before = len(topic.partitions)
-                server.topics.add_partitions(topic, wanted.count)
+                await server.topics.add_partitions_in_steps(topic, wanted.count)
                 log.info("added partitions", topic=name, before=before, after=wanted.count)
         except TopicError as e:
             results.append(result(name, ErrorCode(e.code), e.message))

@@ -13,6 +13,15 @@ let clients produce to it and get acks for data that `load()` deletes at the nex
 removes partition directories topics.json does not list); a later save of any other topic
 would also persist a topic whose creation had failed.
 
+Creating, extending and deleting a topic take turns (one lock) and open or remove the
+partition logs in steps of at most CHANGE_STEP_S, the event loop serving other requests
+between them: done in one piece, a 3,000-partition topic took 0.8 s to create and 0.45 s to
+delete, every group's heartbeats and commits waiting behind it. Meanwhile the topic's name
+is marked as changing, so that Metadata's auto-create (which does not wait its turn) answers
+LEADER_NOT_AVAILABLE for it instead of opening the directories being created or removed.
+A change whose request is cancelled (its client went away) is undone (a creation) or
+finished at once (a deletion: a topic re-created later must not find old data).
+
 Altering a topic's configs follows the same order: the new overrides are validated as
 CreateTopics validates them, saved to topics.json, and only then installed in the topic and
 its open logs (retention, segment rolling, the log cleaner and the produce checks read
@@ -28,7 +37,9 @@ import json
 import os
 import re
 import shutil
+import time
 import uuid
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +53,9 @@ from .producers import ProducerStates
 
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 PARTITIONS_MAX = 100_000
+# The longest a topic change holds the event loop before letting it serve others (the
+# module docstring says why).
+CHANGE_STEP_S = 0.002
 
 
 class TopicError(Exception):
@@ -107,6 +121,8 @@ class TopicRegistry:
         }
         # Moves on every change: the group coordinator's TopicImage view (groups/topics.py).
         self.version = 1
+        self._changes = asyncio.Lock()  # creations, extensions and deletions take turns
+        self._changing: set[str] = set()  # topics being created or deleted in steps
 
     # lifecycle ---------------------------------------------------------------------------
 
@@ -192,6 +208,10 @@ class TopicRegistry:
 
     # changes -----------------------------------------------------------------------------
 
+    def changing(self, name: str) -> bool:
+        """Whether topic `name` is being created or deleted right now (in steps)."""
+        return name in self._changing
+
     def create(
         self,
         name: str,
@@ -199,44 +219,52 @@ class TopicRegistry:
         configs: dict[str, str | None],
         validate_only: bool = False,
     ) -> Topic:
-        from protocol.errors import ErrorCode
-
-        check_topic_name(name)
-        if name in self.by_name:
-            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        self.check_collision(name)
-        if partitions == -1:
-            partitions = self.config.default_partitions
-        if not 1 <= partitions <= PARTITIONS_MAX:
-            raise TopicError(
-                ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
-            )
-        checked = self._checked_configs(configs)
-        topic = Topic(name, uuid.uuid4(), checked)
-        # Checked for validate_only too, so a dry run answers as the real creation would.
-        log_config = self._checked_log_config(topic)
-        if validate_only:
-            return topic
-        opened = self._open_partitions(topic, range(partitions), log_config)
-        self._save_or_undo(changed=(topic, partitions), opened=opened)
-        topic.partitions = opened
-        self._add(topic)
-        self.version += 1
+        """Create a topic in one piece (Metadata's auto-create of a small topic). Errors
+        (TopicError) as `_check_create`; OSError when the disk fails (nothing is left)."""
+        topic, count, log_config = self._check_create(name, partitions, configs)
+        if not validate_only:
+            opened: list[Partition] = []
+            for _ in self._opening(topic, range(count), log_config, opened):
+                pass
+            self._install(topic, count, opened)
         return topic
 
-    def delete(self, topic: Topic) -> None:
-        """Saved first, then removed: a failed save leaves the topic served and listed."""
-        self._save_or_undo(removed=topic.name)
-        del self.by_name[topic.name]
-        del self.by_id[topic.topic_id]
-        self._forget_collision_key(topic.name)
-        self.version += 1
-        for partition in topic.partitions:
-            partition.log.close()
-            wake_waiters(partition)
-            shutil.rmtree(self._partition_dir(topic.name, partition.index), ignore_errors=True)
+    async def create_in_steps(
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str | None],
+        validate_only: bool = False,
+    ) -> Topic:
+        """`create` for CreateTopics: after the changes before it, its partitions opened in
+        steps (module docstring)."""
+        async with self._changes:
+            topic, count, log_config = self._check_create(name, partitions, configs)
+            if not validate_only:
+                opened: list[Partition] = []
+                with self._marked_changing(name):
+                    await _in_steps(self._opening(topic, range(count), log_config, opened))
+                    self._install(topic, count, opened)
+            return topic
 
-    def add_partitions(self, topic: Topic, count: int, validate_only: bool = False) -> None:
+    async def delete_in_steps(self, topic: Topic) -> None:
+        """Delete `topic` after the changes before it: saved first (a failed save leaves it
+        served and listed), then no longer shown, then its logs closed and directories
+        removed in steps. Raises TopicError(UNKNOWN_TOPIC_OR_PARTITION) when a change
+        before it removed the topic already."""
+        async with self._changes:
+            self._check_current(topic)
+            self._save_or_undo(removed=topic.name)
+            del self.by_name[topic.name]
+            del self.by_id[topic.topic_id]
+            self._forget_collision_key(topic.name)
+            self.version += 1
+            with self._marked_changing(topic.name):
+                await _in_steps(self._removing(topic))
+
+    def check_add_partitions(self, topic: Topic, count: int) -> None:
+        """CreatePartitions' checks: INVALID_PARTITIONS unless `count` is an increase
+        within PARTITIONS_MAX."""
         from protocol.errors import ErrorCode
 
         current = len(topic.partitions)
@@ -248,12 +276,22 @@ class TopicRegistry:
             )
         if count > PARTITIONS_MAX:
             raise TopicError(ErrorCode.INVALID_PARTITIONS, f"at most {PARTITIONS_MAX} partitions")
-        if validate_only:
-            return
-        opened = self._open_partitions(topic, range(current, count), self._log_config(topic))
-        self._save_or_undo(changed=(topic, count), opened=opened)
-        topic.partitions.extend(opened)
-        self.version += 1
+
+    async def add_partitions_in_steps(self, topic: Topic, count: int) -> None:
+        """Raise `topic`'s partition count to `count` after the changes before it (checked
+        again then: TopicError as `check_add_partitions`, or UNKNOWN_TOPIC_OR_PARTITION for
+        a topic deleted meanwhile), the new partitions opened in steps and shown once saved."""
+        async with self._changes:
+            self._check_current(topic)
+            self.check_add_partitions(topic, count)
+            current = len(topic.partitions)
+            opened: list[Partition] = []
+            await _in_steps(
+                self._opening(topic, range(current, count), self._log_config(topic), opened)
+            )
+            self._save_or_undo(changed=(topic, count), opened=opened)
+            topic.partitions.extend(opened)
+            self.version += 1
 
     def checked_configs(self, configs: dict[str, str | None]) -> tuple[dict[str, str], LogConfig]:
         """Topic overrides checked exactly as CreateTopics checks them (names, values, then
@@ -355,22 +393,95 @@ class TopicRegistry:
             raise
         return Partition(topic, index, log, producers)
 
-    def _open_partitions(
-        self, topic: Topic, indexes: range, log_config: LogConfig
-    ) -> list[Partition]:
-        """Open new partitions of `topic` without showing them; all of them or none (a
-        failure closes and removes the ones opened, and the directory of the one failing)."""
-        opened: list[Partition] = []
+    def _check_create(
+        self, name: str, partitions: int, configs: dict[str, str | None]
+    ) -> tuple[Topic, int, LogConfig]:
+        """CreateTopics' checks, in Kafka's order; the new topic (not shown yet), its
+        partition count (-1: the default) and log settings. TopicError:
+        INVALID_TOPIC_EXCEPTION (name, collision), TOPIC_ALREADY_EXISTS,
+        LEADER_NOT_AVAILABLE (the name is being created or deleted), INVALID_PARTITIONS,
+        INVALID_CONFIG."""
+        from protocol.errors import ErrorCode
+
+        check_topic_name(name)
+        if name in self.by_name:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if name in self._changing:
+            raise TopicError(
+                ErrorCode.LEADER_NOT_AVAILABLE, f"Topic '{name}' is being created or deleted."
+            )
+        self.check_collision(name)
+        if partitions == -1:
+            partitions = self.config.default_partitions
+        if not 1 <= partitions <= PARTITIONS_MAX:
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+            )
+        checked = self._checked_configs(configs)
+        topic = Topic(name, uuid.uuid4(), checked)
+        # Checked for validate_only too, so a dry run answers as the real creation would.
+        return topic, partitions, self._checked_log_config(topic)
+
+    def _install(self, topic: Topic, count: int, opened: list[Partition]) -> None:
+        """Save a new topic whose partitions are open, then show it."""
+        self._save_or_undo(changed=(topic, count), opened=opened)
+        topic.partitions = opened
+        self._add(topic)
+        self.version += 1
+
+    def _check_current(self, topic: Topic) -> None:
+        from protocol.errors import ErrorCode
+
+        if self.by_name.get(topic.name) is not topic:
+            raise TopicError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                "This server does not host this topic-partition.",
+            )
+
+    @contextlib.contextmanager
+    def _marked_changing(self, name: str) -> Iterator[None]:
+        self._changing.add(name)
+        try:
+            yield
+        finally:
+            self._changing.discard(name)
+
+    def _opening(
+        self, topic: Topic, indexes: range, log_config: LogConfig, opened: list[Partition]
+    ) -> Generator[None, None, None]:
+        """Open new partitions of `topic` into `opened` without showing them, one per step;
+        all of them or none (a failure, or the steps stopped early, closes and removes the
+        ones opened, and the directory of the one failing)."""
         try:
             for index in indexes:
                 opened.append(self._open_partition(topic, index, log_config=log_config))
+                yield
         except BaseException:
             self._discard(topic, opened, indexes)
             raise
-        return opened
+
+    def _removing(self, topic: Topic) -> Generator[None, None, None]:
+        """Close and remove the partitions of a deleted topic, one per step; stopped early,
+        the rest is removed at once (a topic created later under the name must not open
+        old data)."""
+        left = list(topic.partitions)
+        try:
+            while left:
+                self._remove(left.pop())
+                yield
+        finally:
+            while left:
+                self._remove(left.pop())
+
+    def _remove(self, partition: Partition) -> None:
+        partition.log.close()
+        wake_waiters(partition)
+        shutil.rmtree(
+            self._partition_dir(partition.topic.name, partition.index), ignore_errors=True
+        )
 
     def _discard(self, topic: Topic, opened: list[Partition], indexes: range | None = None) -> None:
-        """Undo `_open_partitions`: close the logs and remove their directories (of every
+        """Undo `_opening`: close the logs and remove their directories (of every
         index in `indexes`, when given: also one whose open failed half way). None of them
         is listed in topics.json, so `load()` would remove them anyway."""
         for partition in opened:
@@ -428,6 +539,20 @@ class TopicRegistry:
             ],
         }
         atomic_write(self.meta_path, json.dumps(data, indent=1).encode())
+
+
+async def _in_steps(work: Generator[None, None, None]) -> None:
+    """Run `work` (a generator yielding between its steps), letting the event loop serve
+    others whenever CHANGE_STEP_S have passed; cancelled, the generator is closed, so its
+    own clean-up runs (see `_opening`, `_removing`)."""
+    try:
+        deadline = time.perf_counter() + CHANGE_STEP_S
+        for _ in work:
+            if time.perf_counter() >= deadline:
+                await asyncio.sleep(0)
+                deadline = time.perf_counter() + CHANGE_STEP_S
+    finally:
+        work.close()
 
 
 def wake_waiters(partition: Partition) -> None:

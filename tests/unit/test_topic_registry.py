@@ -1,9 +1,11 @@
 """TopicRegistry changes are atomic (a topic or its new partitions become visible only once
 their logs are open and topics.json lists them; a failure leaves memory, topics.json and the
-data directory as they were), and topic configs are bounded by their Kafka types."""
+data directory as they were), they take turns and run in steps that let the event loop
+serve others, and topic configs are bounded by their Kafka types."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -172,7 +174,7 @@ def test_add_partitions_rolls_back_when_topics_json_write_fails(
     version = registry.version
     fail_topics_json(monkeypatch)
     with pytest.raises(OSError):
-        registry.add_partitions(topic, 5)
+        asyncio.run(registry.add_partitions_in_steps(topic, 5))
     assert topic.partitions == first
     assert registry.num_partitions(topic.topic_id) == 2
     assert registry.partition("grow", 2) is None
@@ -188,7 +190,7 @@ def test_create_and_add_partitions_succeed(registry: Any, config: Config) -> Non
     version = registry.version
     topic = registry.create("t", 2, {"retention.ms": "5"})
     assert registry.version > version
-    registry.add_partitions(topic, 3)
+    asyncio.run(registry.add_partitions_in_steps(topic, 3))
     assert registry.version > version + 1
     assert [p.index for p in topic.partitions] == [0, 1, 2]
     registry.close()
@@ -231,12 +233,12 @@ def test_delete_keeps_the_topic_when_topics_json_write_fails(
     version = registry.version
     fail_topics_json(monkeypatch)
     with pytest.raises(OSError):
-        registry.delete(topic)
+        asyncio.run(registry.delete_in_steps(topic))
     assert registry.get("kept") is topic and registry.version == version
     assert not topic.partitions[0].log.closed
     assert len(partition_dirs(config, "kept")) == 2
     monkeypatch.undo()
-    registry.delete(topic)
+    asyncio.run(registry.delete_in_steps(topic))
     assert registry.get("kept") is None and partition_dirs(config, "kept") == []
     registry.close()
     assert reopened(config) == {}
@@ -264,7 +266,7 @@ def test_create_refuses_a_name_colliding_with_an_existing_topic(
     assert registry.get("ok_name") is None and partition_dirs(config, "ok_name") == []
     # Names without '.' or '_' never collide; a deleted topic's name is free to collide with.
     registry.create("ok-name", 1, {})
-    registry.delete(registry.get("ok.name"))
+    asyncio.run(registry.delete_in_steps(registry.get("ok.name")))
     registry.create("ok_name", 1, {})
     registry.close()
     assert reopened(config) == {"ok-name": 1, "ok_name": 1}
@@ -288,7 +290,7 @@ def test_colliding_topics_saved_before_the_check_still_load(config: Config) -> N
         with pytest.raises(TopicError) as raised:
             reg.create("a.b_c", 1, {})
         assert raised.value.message == ("Topic 'a.b_c' collides with existing topics: a.b.c, a_b.c")
-        reg.delete(reg.get("a.b.c"))
+        asyncio.run(reg.delete_in_steps(reg.get("a.b.c")))
         assert reg.colliding_topics("a.b_c") == ["a_b.c"]
     finally:
         reg.close()
@@ -370,3 +372,132 @@ def test_timestamp_configs_default_to_kafka_4s(config: Config) -> None:
     assert defaults["message.timestamp.type"] == "CreateTime"
     assert defaults["message.timestamp.before.max.ms"] == str(LONG_MAX)
     assert defaults["message.timestamp.after.max.ms"] == "3600000"
+
+
+# changes in steps ----------------------------------------------------------------------------
+
+
+async def ticking(registry: Any, name: str, seen: list[tuple[bool, bool]]) -> None:
+    """Runs between the steps of a change: records whether `name` is shown and changing."""
+    while True:
+        seen.append((registry.get(name) is not None, registry.changing(name)))
+        await asyncio.sleep(0)
+
+
+async def run_beside_ticker(registry: Any, name: str, change: Any) -> list[tuple[bool, bool]]:
+    seen: list[tuple[bool, bool]] = []
+    ticker = asyncio.create_task(ticking(registry, name, seen))
+    await asyncio.sleep(0)
+    try:
+        await change
+    finally:
+        ticker.cancel()
+    return seen
+
+
+def test_a_big_topic_is_created_and_deleted_in_steps_the_loop_runs_between(
+    registry: Any, config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registry_module, "CHANGE_STEP_S", 0.0)  # a step per partition
+
+    async def main() -> None:
+        seen = await run_beside_ticker(registry, "big", registry.create_in_steps("big", 40, {}))
+        # The loop ran between the steps, the topic marked changing and not shown meanwhile.
+        assert seen.count((False, True)) >= 30
+        assert (True, True) not in seen
+        assert len(registry.get("big").partitions) == 40
+        assert not registry.changing("big")
+        topic = registry.get("big")
+        seen = await run_beside_ticker(registry, "big", registry.delete_in_steps(topic))
+        assert seen.count((False, True)) >= 30  # gone from view first, then removed
+        assert partition_dirs(config, "big") == []
+        assert all(p.log.closed for p in topic.partitions)
+
+    asyncio.run(main())
+    assert reopened(config) == {}
+
+
+def test_auto_create_answers_leader_not_available_while_the_name_changes(
+    registry: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registry_module, "CHANGE_STEP_S", 0.0)
+
+    async def main() -> None:
+        creating = asyncio.create_task(registry.create_in_steps("t", 20, {}))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert registry.changing("t")
+        with pytest.raises(TopicError) as refused:
+            registry.create("t", 1, {})
+        assert refused.value.code == ErrorCode.LEADER_NOT_AVAILABLE
+        await creating
+        assert len(registry.get("t").partitions) == 20
+
+    asyncio.run(main())
+
+
+def test_changes_take_turns_and_are_checked_again_on_their_turn(
+    registry: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registry_module, "CHANGE_STEP_S", 0.0)
+
+    async def main() -> None:
+        first, second = await asyncio.gather(
+            registry.create_in_steps("same", 10, {}),
+            registry.create_in_steps("same", 3, {}),
+            return_exceptions=True,
+        )
+        assert not isinstance(first, BaseException)
+        assert isinstance(second, TopicError)
+        assert second.code == ErrorCode.TOPIC_ALREADY_EXISTS
+        topic = registry.get("same")
+        assert len(topic.partitions) == 10
+        grown = await asyncio.gather(
+            registry.add_partitions_in_steps(topic, 12),
+            registry.add_partitions_in_steps(topic, 12),
+            return_exceptions=True,
+        )
+        assert grown[0] is None
+        assert isinstance(grown[1], TopicError) and grown[1].code == ErrorCode.INVALID_PARTITIONS
+        assert len(topic.partitions) == 12
+        deleted = await asyncio.gather(
+            registry.delete_in_steps(topic),
+            registry.add_partitions_in_steps(topic, 13),
+            registry.delete_in_steps(topic),
+            return_exceptions=True,
+        )
+        assert deleted[0] is None
+        for late in deleted[1:]:
+            assert isinstance(late, TopicError)
+            assert late.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert registry.get("same") is None
+
+    asyncio.run(main())
+
+
+def test_a_cancelled_creation_leaves_nothing_and_a_cancelled_deletion_finishes(
+    registry: Any, config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registry_module, "CHANGE_STEP_S", 0.0)
+
+    async def cancelled_after_steps(change: Any, steps: int) -> None:
+        task = asyncio.create_task(change)
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    async def main() -> None:
+        await cancelled_after_steps(registry.create_in_steps("half", 30, {}), 10)
+        assert registry.get("half") is None and not registry.changing("half")
+        assert partition_dirs(config, "half") == []
+        topic = await registry.create_in_steps("half", 30, {})  # the name is free again
+        await cancelled_after_steps(registry.delete_in_steps(topic), 10)
+        # The client went away, but no partition directory is left for a new topic to open.
+        assert registry.get("half") is None and not registry.changing("half")
+        assert partition_dirs(config, "half") == []
+        assert all(p.log.closed for p in topic.partitions)
+
+    asyncio.run(main())
+    assert reopened(config) == {}
