@@ -238,7 +238,8 @@ async def handle_create_topics(conn: Connection, request: Request) -> Any:
     (a broker other than this node, or partitions not numbered 0..n-1), INVALID_CONFIG (also a
     number outside its Kafka type, e.g. segment.bytes above a Java int), UNKNOWN_SERVER_ERROR
     (the disk write failed, or a bug: nothing of that topic is left, and the other topics in
-    the request are still created)."""
+    the request are still created). Each topic's logs are opened in steps, after the topic
+    changes before it (TopicRegistry.create_in_steps), so other requests are served meanwhile."""
     server = conn.server
     body = request.body
     m = response_types(ApiKey.CREATE_TOPICS, request.api_version)
@@ -422,7 +423,8 @@ async def handle_delete_topics(conn: Connection, request: Request) -> Any:
     (v6) and error.
     Errors per topic: UNKNOWN_TOPIC_OR_PARTITION (by name), UNKNOWN_TOPIC_ID (by id),
     INVALID_REQUEST (named twice, both or neither of name and id given),
-    UNKNOWN_SERVER_ERROR (removing the data failed)."""
+    UNKNOWN_SERVER_ERROR (removing the data failed). Logs are closed and removed in steps
+    (TopicRegistry.delete_in_steps)."""
     server = conn.server
     body = request.body
     m = response_types(ApiKey.DELETE_TOPICS, request.api_version)

@@ -722,6 +722,35 @@ def test_metadata_auto_create_disk_failure_creates_nothing(server: Any, monkeypa
     assert len(server.topics.get("auto").partitions) == server.config.default_partitions
 
 
+def test_metadata_auto_create_waits_for_a_topic_being_created_in_steps(
+    server: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(registry_module, "CHANGE_STEP_S", 0.0)  # a step per partition
+
+    def auto_create() -> Any:
+        (topic,) = metadata(
+            server,
+            12,
+            ["stepping"],
+            allow_auto_topic_creation=True,
+            include_topic_authorized_operations=False,
+        ).topics
+        return topic
+
+    async def main() -> None:
+        creating = asyncio.create_task(server.topics.create_in_steps("stepping", 20, {}))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        # Retriable, and nothing opened under the directories being created.
+        assert auto_create().error_code == ErrorCode.LEADER_NOT_AVAILABLE
+        await creating
+        answer = auto_create()
+        assert answer.error_code == ErrorCode.NONE
+        assert len(answer.partitions) == 20
+
+    asyncio.run(main())
+
+
 def test_metadata_auto_create_refuses_a_colliding_name(server: Any) -> None:
     server.topics.create("auto.topic", 1, {})
     (topic,) = metadata(
