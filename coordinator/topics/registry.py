@@ -397,7 +397,7 @@ class TopicRegistry:
         self, name: str, partitions: int, configs: dict[str, str | None]
     ) -> tuple[Topic, int, LogConfig]:
         """CreateTopics' checks, in Kafka's order; the new topic (not shown yet), its
-        partition count (-1: the default) and log settings. TopicError:
+        partition count (the default for -1) and log settings. TopicError:
         INVALID_TOPIC_EXCEPTION (name, collision), TOPIC_ALREADY_EXISTS,
         LEADER_NOT_AVAILABLE (the name is being created or deleted), INVALID_PARTITIONS,
         INVALID_CONFIG."""

@@ -701,24 +701,26 @@ def test_create_topics_unexpected_error_fails_only_that_topic(
     assert [t.name for t in server.topics.topics()] == ["after"]
 
 
-def test_metadata_auto_create_disk_failure_creates_nothing(server: Any, monkeypatch: Any) -> None:
-    def auto_create() -> Any:
-        (topic,) = metadata(
-            server,
-            12,
-            ["auto"],
-            allow_auto_topic_creation=True,
-            include_topic_authorized_operations=False,
-        ).topics
-        return topic
+def auto_create(server: Any, name: str) -> Any:
+    """Metadata v12 for `name`, letting the server create it; the topic's entry."""
+    (topic,) = metadata(
+        server,
+        12,
+        [name],
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    ).topics
+    return topic
 
+
+def test_metadata_auto_create_disk_failure_creates_nothing(server: Any, monkeypatch: Any) -> None:
     fail_topics_json_once(monkeypatch)
-    assert auto_create().error_code == ErrorCode.LEADER_NOT_AVAILABLE
+    assert auto_create(server, "auto").error_code == ErrorCode.LEADER_NOT_AVAILABLE
     assert server.topics.get("auto") is None
     assert not any(
         p.name.startswith("auto-") for p in (server.config.data_path / "topics").iterdir()
     )
-    assert auto_create().error_code == ErrorCode.NONE  # the client's retry creates it
+    assert auto_create(server, "auto").error_code == ErrorCode.NONE  # the client's retry
     assert len(server.topics.get("auto").partitions) == server.config.default_partitions
 
 
@@ -727,24 +729,14 @@ def test_metadata_auto_create_waits_for_a_topic_being_created_in_steps(
 ) -> None:
     monkeypatch.setattr(registry_module, "CHANGE_STEP_S", 0.0)  # a step per partition
 
-    def auto_create() -> Any:
-        (topic,) = metadata(
-            server,
-            12,
-            ["stepping"],
-            allow_auto_topic_creation=True,
-            include_topic_authorized_operations=False,
-        ).topics
-        return topic
-
     async def main() -> None:
         creating = asyncio.create_task(server.topics.create_in_steps("stepping", 20, {}))
         await asyncio.sleep(0)
         await asyncio.sleep(0)
         # Retriable, and nothing opened under the directories being created.
-        assert auto_create().error_code == ErrorCode.LEADER_NOT_AVAILABLE
+        assert auto_create(server, "stepping").error_code == ErrorCode.LEADER_NOT_AVAILABLE
         await creating
-        answer = auto_create()
+        answer = auto_create(server, "stepping")
         assert answer.error_code == ErrorCode.NONE
         assert len(answer.partitions) == 20
 
@@ -753,14 +745,7 @@ def test_metadata_auto_create_waits_for_a_topic_being_created_in_steps(
 
 def test_metadata_auto_create_refuses_a_colliding_name(server: Any) -> None:
     server.topics.create("auto.topic", 1, {})
-    (topic,) = metadata(
-        server,
-        12,
-        ["auto_topic"],
-        allow_auto_topic_creation=True,
-        include_topic_authorized_operations=False,
-    ).topics
-    assert topic.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert auto_create(server, "auto_topic").error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
     assert server.topics.get("auto_topic") is None
 
 
