@@ -212,21 +212,14 @@ class TopicRegistry:
         """Whether topic `name` is being created or deleted right now (in steps)."""
         return name in self._changing
 
-    def create(
-        self,
-        name: str,
-        partitions: int,
-        configs: dict[str, str | None],
-        validate_only: bool = False,
-    ) -> Topic:
+    def create(self, name: str, partitions: int, configs: dict[str, str | None]) -> Topic:
         """Create a topic in one piece (Metadata's auto-create of a small topic). Errors
         (TopicError) as `_check_create`; OSError when the disk fails (nothing is left)."""
         topic, count, log_config = self._check_create(name, partitions, configs)
-        if not validate_only:
-            opened: list[Partition] = []
-            for _ in self._opening(topic, range(count), log_config, opened):
-                pass
-            self._install(topic, count, opened)
+        opened: list[Partition] = []
+        for _ in self._opening(topic, range(count), log_config, opened):
+            pass
+        self._install(topic, count, opened)
         return topic
 
     async def create_in_steps(
