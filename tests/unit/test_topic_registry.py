@@ -107,7 +107,9 @@ def test_every_number_config_has_a_checked_kind() -> None:
 def test_create_refuses_segment_bytes_above_int32(registry: Any, config: Config) -> None:
     for validate_only in (True, False):
         with pytest.raises(TopicError) as raised:
-            registry.create("huge", 1, {"segment.bytes": "3000000000"}, validate_only)
+            asyncio.run(
+                registry.create_in_steps("huge", 1, {"segment.bytes": "3000000000"}, validate_only)
+            )
         assert raised.value.code == ErrorCode.INVALID_CONFIG
     assert registry.get("huge") is None
     assert partition_dirs(config, "huge") == []
@@ -253,7 +255,7 @@ def test_create_refuses_a_name_colliding_with_an_existing_topic(
     registry.create("ok.name", 1, {})
     for validate_only in (True, False):
         with pytest.raises(TopicError) as raised:
-            registry.create("ok_name", 1, {}, validate_only)
+            asyncio.run(registry.create_in_steps("ok_name", 1, {}, validate_only))
         assert raised.value.code == ErrorCode.INVALID_TOPIC_EXCEPTION
         assert raised.value.message == "Topic 'ok_name' collides with existing topics: ok.name"
     with pytest.raises(TopicError) as raised:
