@@ -1,0 +1,59 @@
+"""The container files, read as the Docker engine reads them (the image itself is checked
+end to end by deploy/docker-smoke.sh, which needs an engine): the final stage runs as a
+non-root user with the data volume, both ports and a HEALTHCHECK on /health, and
+.dockerignore leaves in the build context everything the Dockerfile copies."""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of the Dockerfile, continuation lines joined."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    lines = [line.strip() for line in text.splitlines()]
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1] if " " in line else "")
+        for line in lines
+        if line and not line.startswith("#")
+    ]
+
+
+def final_stage() -> list[tuple[str, str]]:
+    steps = instructions()
+    last_from = max(i for i, (op, _) in enumerate(steps) if op == "FROM")
+    return steps[last_from:]
+
+
+def test_the_final_stage_runs_as_a_non_root_user_with_volume_ports_and_healthcheck() -> None:
+    stage = dict(final_stage())  # each of these appears once in it
+    assert stage["USER"] not in ("root", "0")
+    assert "/var/lib/groupcoord/data" in stage["VOLUME"]
+    assert set(stage["EXPOSE"].split()) == {"9092", "9464"}
+    assert "/health" in stage["HEALTHCHECK"]
+    assert "GROUPCOORD_DATA_DIR=/var/lib/groupcoord/data" in stage["ENV"]
+    assert stage["ENTRYPOINT"] == '["groupcoord", "serve"]'
+
+
+def test_dockerignore_keeps_what_the_dockerfile_copies() -> None:
+    patterns = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    copied = [
+        source
+        for op, args in instructions()
+        if op == "COPY" and not args.startswith("--from")
+        for source in args.split()[:-1]
+    ]
+    assert copied, "the Dockerfile copies the sources"
+    for source in copied:
+        assert (ROOT / source).exists(), source
+        ignored = [p for p in patterns if fnmatch.fnmatch(source, p.removeprefix("**/"))]
+        assert not ignored, f"{source} is left out of the build context by {ignored}"
+    # Local state stays out of the context (a .venv is hundreds of MB, .git is history).
+    assert {".git", ".venv"} <= set(patterns)
