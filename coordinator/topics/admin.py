@@ -265,13 +265,9 @@ async def handle_create_topics(conn: Connection, request: Request) -> Any:
             results.append(_create_error(m, name, ErrorCode(e.code), e.message))
             continue
         except Exception as e:
-            # OSError: the disk write failed; anything else is a bug. As Kafka's per-topic
-            # catch-all, either is this topic's answer, not the whole request's (the registry
-            # undid whatever it had begun for the topic).
-            if isinstance(e, OSError):
-                log.error("create topic failed", topic=name, error=str(e))
-            else:
-                log.exception("create topic failed", topic=name)
+            # As Kafka's per-topic catch-all, a failure is this topic's answer, not the whole
+            # request's (the registry undid whatever it had begun for the topic).
+            _log_failure("create topic failed", name, e)
             results.append(
                 _create_error(
                     m, name, ErrorCode.UNKNOWN_SERVER_ERROR, f"Creating topic '{name}' failed: {e}"
@@ -310,6 +306,15 @@ async def handle_create_topics(conn: Connection, request: Request) -> Any:
             )
         )
     return build(m.CreateTopicsResponse, topics=tuple(results))
+
+
+def _log_failure(event: str, topic: str, e: Exception) -> None:
+    """Log a topic change that failed: an OSError is the disk failing (an error, its message
+    enough), anything else a bug (with its traceback). Call it inside the except block."""
+    if isinstance(e, OSError):
+        log.error(event, topic=topic, error=str(e))
+    else:
+        log.exception(event, topic=topic)
 
 
 def _create_error(m: Any, name: str, code: ErrorCode, message: str) -> Any:
@@ -593,12 +598,8 @@ async def handle_create_partitions(conn: Connection, request: Request) -> Any:
             results.append(result(name, ErrorCode(e.code), e.message))
             continue
         except Exception as e:
-            # OSError: the disk write failed; anything else is a bug. Either way only this
-            # topic fails, and the registry undid the partitions it had begun to add.
-            if isinstance(e, OSError):
-                log.error("create partitions failed", topic=name, error=str(e))
-            else:
-                log.exception("create partitions failed", topic=name)
+            # Only this topic fails; the registry undid the partitions it had begun to add.
+            _log_failure("create partitions failed", name, e)
             results.append(
                 result(
                     name,
