@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from protocol.batches import parse_header, split_batches
 from storage import (
     CompactionError,
+    CompactionPlan,
     CompactionStats,
     LogConfig,
     LogFailed,
@@ -635,6 +636,31 @@ def crash_and_reopen(log: PartitionLog, directory: Path, config: LogConfig) -> P
     return PartitionLog.open(directory, config)
 
 
+def restarted(log: PartitionLog, crash: bool, directory: Path, config: LogConfig) -> PartitionLog:
+    """`log` reopened after a clean close, or after a crash (nothing closed cleanly)."""
+    if crash:
+        return crash_and_reopen(log, directory, config)
+    log.close()
+    return PartitionLog.open(directory, config)
+
+
+def install_or_crash(
+    log: PartitionLog,
+    plan: CompactionPlan,
+    crash_step: int | None,
+    directory: Path,
+    config: LogConfig,
+) -> tuple[PartitionLog, bool]:
+    """Install `plan`, crashing at step `crash_step` of the swap (None: never); returns the
+    log to go on with (reopened after a crash) and whether it crashed."""
+    try:
+        with CrashAt(crash_step).armed():
+            install_compaction(log, plan)
+    except SimulatedCrash:
+        return crash_and_reopen(log, directory, config), True
+    return log, False
+
+
 def test_a_crash_at_every_step_of_the_swap_recovers_old_or_new(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes_max=600, index_interval_bytes=100)
 
@@ -831,22 +857,15 @@ def test_compaction_at_random_points_keeps_the_latest_values(
                         active_base(log), log.durable_offset, now - retention
                     )
                     plan = prepare_compaction(log, now, retention)
-                    crash = CrashAt(crash_step)
-                    try:
-                        with crash.armed():
-                            install_compaction(log, plan)
-                    except SimulatedCrash:
-                        log = crash_and_reopen(log, directory, config)
+                    log, crashed = install_or_crash(log, plan, crash_step, directory, config)
+                    if crashed:
                         offsets = [r.offset for r in read_all(log)]
                         assert offsets in (model.present, compacted)
                         compacted = offsets
                     model.present = compacted
                     assert leftovers(directory) == []
-                elif kind == "reopen":
-                    log.close()
-                    log = PartitionLog.open(directory, config)
-                else:
-                    log = crash_and_reopen(log, directory, config)
+                else:  # "reopen" or "crash"
+                    log = restarted(log, kind == "crash", directory, config)
                 assert log.log_start_offset == 0
                 model.check(log)
             # Appends keep working, at the same end offset.
@@ -1181,18 +1200,10 @@ def test_data_topic_compaction_keeps_latest_values_timestamps_and_producer_state
                     plan = prepare_compaction(
                         log, now, retention, end_offset=end_offset, delete_horizon=True
                     )
-                    crash = CrashAt(crash_step)
-                    try:
-                        with crash.armed():
-                            install_compaction(log, plan)
-                    except SimulatedCrash:
-                        log = crash_and_reopen(log, directory, config)
+                    log, _ = install_or_crash(log, plan, crash_step, directory, config)
                     assert leftovers(directory) == []
-                elif kind == "reopen":
-                    log.close()
-                    log = PartitionLog.open(directory, config)
-                else:
-                    log = crash_and_reopen(log, directory, config)
+                else:  # "reopen" or "crash"
+                    log = restarted(log, kind == "crash", directory, config)
                 assert log.log_start_offset == 0
                 model.check(log)
         finally:
