@@ -4,6 +4,7 @@ COPY pyproject.toml README.md ./
 COPY coordinator ./coordinator
 COPY protocol ./protocol
 COPY storage ./storage
+COPY groupcoord ./groupcoord
 RUN pip install --no-cache-dir --prefix=/install .
 
 FROM python:3.11-slim

@@ -380,7 +380,7 @@ def describe_settings() -> list[tuple[str, str, str]]:
 
 
 def markdown_table() -> str:
-    """The README's configuration reference (`python -m coordinator.config`)."""
+    """The README's configuration reference (`python -m groupcoord.coordinator.config`)."""
     rows = [
         "| setting (TOML key) | environment variable | default | meaning |",
         "|---|---|---|---|",

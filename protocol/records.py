@@ -586,7 +586,7 @@ class _Versions:
 
 
 def _load_schema(name: str) -> _Json:
-    text = resources.files(__package__ or "protocol").joinpath("schemas", f"{name}.json")
+    text = resources.files(__package__ or "groupcoord.protocol").joinpath("schemas", f"{name}.json")
     raw = text.read_text(encoding="utf-8")
     return cast(_Json, json.loads(_COMMENTS.sub(lambda m: m.group(1) or "", raw)))
 

@@ -98,7 +98,7 @@ from typing import TYPE_CHECKING
 from aiokafka import codec
 from aiokafka.record.util import calc_crc32c, decode_varint, encode_varint
 
-from protocol.batches import (
+from groupcoord.protocol.batches import (
     CONTROL_MASK,
     DELETE_HORIZON_MASK,
     HEADER_SIZE,

@@ -56,7 +56,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
 
-from protocol.batches import BatchHeader, record_timestamps
+from groupcoord.protocol.batches import BatchHeader, record_timestamps
 
 from .checkpoint import fsync_directory, read_offset_file, write_offset_file
 from .cleaner import complete_interrupted_compaction

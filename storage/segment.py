@@ -36,7 +36,7 @@ from itertools import islice
 from operator import le, lt
 from pathlib import Path
 
-from protocol.batches import (
+from groupcoord.protocol.batches import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,

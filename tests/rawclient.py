@@ -10,7 +10,7 @@ from typing import Any
 
 from kio.serial import entity_reader, entity_writer
 
-from protocol.api import request_schema, response_schema
+from groupcoord.protocol.api import request_schema, response_schema
 
 _SIZE = struct.Struct(">i")
 

@@ -55,7 +55,7 @@ class ServerProcess:
         args = [
             sys.executable,
             "-m",
-            "coordinator",
+            "groupcoord.coordinator",
             "serve",
             "--listen",
             self.bootstrap,

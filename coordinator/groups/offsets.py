@@ -31,9 +31,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from protocol.errors import ErrorCode
-from protocol.frozen import fast_new
-from protocol.records import (
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.frozen import fast_new
+from groupcoord.protocol.records import (
     GroupMetadataKey,
     OffsetCommitFields,
     OffsetCommitKey,

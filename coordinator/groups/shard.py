@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.records import (
+from groupcoord.protocol.records import (
     ConsumerGroupMetadataKey,
     GroupMetadataKey,
     OffsetCommitKey,

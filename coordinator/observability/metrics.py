@@ -134,7 +134,7 @@ def _seconds_histogram(registry: CollectorRegistry, name: str, documentation: st
 
 
 def api_name(api_key: int) -> str:
-    from protocol.api import ApiKey
+    from groupcoord.protocol.api import ApiKey
 
     try:
         return ApiKey(api_key).name

@@ -33,8 +33,14 @@ from typing import Any, TypeVar
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 
-from protocol.batches import CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, parse_header
-from protocol.records import (
+from groupcoord.protocol.batches import (
+    CONTROL_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    parse_header,
+)
+from groupcoord.protocol.records import (
     GroupMetadataKey,
     OffsetCommitKey,
     RecordError,
@@ -44,7 +50,7 @@ from protocol.records import (
     encode_value,
     offset_commit_key_fields,
 )
-from storage import GroupCommitter, LogConfig, PartitionLog, StorageError
+from groupcoord.storage import GroupCommitter, LogConfig, PartitionLog, StorageError
 
 from ..groups.config import GroupConfig
 from ..groups.dynamic_config import GroupConfigSource

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from storage import GroupCommitter, LogConfig, install_compaction, prepare_compaction
+from groupcoord.storage import GroupCommitter, LogConfig, install_compaction, prepare_compaction
 
 from ..groups.config import GroupConfig
 from ..groups.dynamic_config import GroupConfigSource

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from storage.checkpoint import read_offset_file, write_offset_file
+from groupcoord.storage.checkpoint import read_offset_file, write_offset_file
 
 from ..observability.logging import get_logger
 

@@ -17,11 +17,11 @@ import uuid
 from collections.abc import Coroutine
 from typing import Any
 
-from protocol.api import ApiKey, build, response_types
-from protocol.errors import ErrorCode
-from storage import GroupCommitter, LogConfig
-from storage.dir_lock import DataDirLock
-from storage.retention import apply_retention
+from groupcoord.protocol.api import ApiKey, build, response_types
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.storage import GroupCommitter, LogConfig
+from groupcoord.storage.dir_lock import DataDirLock
+from groupcoord.storage.retention import apply_retention
 
 from ..config import Config
 from ..groups.config import GroupConfig

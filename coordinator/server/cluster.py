@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import ApiKey, Request, build, response_types
-from protocol.errors import ErrorCode
+from groupcoord.protocol.api import ApiKey, Request, build, response_types
+from groupcoord.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from .connection import Connection

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import (
+from groupcoord.protocol.api import (
     ApiKey,
     Request,
     RequestError,
@@ -36,9 +36,9 @@ from protocol.api import (
     encode_response,
     error_response,
 )
-from protocol.errors import ErrorCode
-from protocol.framing import FrameDecoder, FrameTooLarge
-from protocol.header import RequestHeader
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.framing import FrameDecoder, FrameTooLarge
+from groupcoord.protocol.header import RequestHeader
 
 from ..observability.logging import get_logger
 from .fast_paths import FAST_PATHS

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.api import ApiKey
+from groupcoord.protocol.api import ApiKey
 
 from ..topics.admin import (
     handle_create_partitions,
@@ -78,7 +78,7 @@ def build_dispatch() -> tuple[dict[int, Any], dict[int, tuple[int, int]]]:
 
 
 def markdown_table() -> str:
-    """The README's API table (`python -m coordinator.server.dispatch`)."""
+    """The README's API table (`python -m groupcoord.coordinator.server.dispatch`)."""
     rows = ["| API | key | versions |", "|---|---|---|"]
     for key, (_, low, high) in sorted(APIS.items()):
         name = "".join(word.capitalize() for word in ApiKey(key).name.split("_"))

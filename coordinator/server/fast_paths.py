@@ -20,8 +20,8 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import ApiKey
-from protocol.header import RequestHeader, new_request_header
+from groupcoord.protocol.api import ApiKey
+from groupcoord.protocol.header import RequestHeader, new_request_header
 
 from ..groups.consumer.messages import HeartbeatResponse
 from ..groups.offsets import OffsetCommitPartition, new_commit_partition

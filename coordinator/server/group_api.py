@@ -14,8 +14,8 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import ApiKey, Encoded, Request, build, response_types
-from protocol.errors import ErrorCode
+from groupcoord.protocol.api import ApiKey, Encoded, Request, build, response_types
+from groupcoord.protocol.errors import ErrorCode
 
 from ..groups import offsets as om
 from ..groups.classic import messages as cm

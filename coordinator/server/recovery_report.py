@@ -16,8 +16,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from storage import PartitionLog
-from storage.checkpoint import fsync_directory
+from groupcoord.storage import PartitionLog
+from groupcoord.storage.checkpoint import fsync_directory
 
 from ..observability.logging import get_logger
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import ZERO_UUID, ApiKey, Request, build, response_types
-from protocol.errors import ErrorCode
+from groupcoord.protocol.api import ZERO_UUID, ApiKey, Request, build, response_types
+from groupcoord.protocol.errors import ErrorCode
 
 from ..config import Config
 from ..groups.dynamic_config import GROUP_CONFIGS

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import ErrorCode
+from groupcoord.protocol.errors import ErrorCode
 
 from .admin import BROKER_CONFIGS
 from .config_ops import OP_APPEND, OP_SUBTRACT, AlterError, apply_ops

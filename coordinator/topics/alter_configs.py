@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import ApiKey, Request, build, response_types
-from protocol.errors import ErrorCode
+from groupcoord.protocol.api import ApiKey, Request, build, response_types
+from groupcoord.protocol.errors import ErrorCode
 
 from ..observability.logging import get_logger
 from .admin import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC

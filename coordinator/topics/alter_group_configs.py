@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import ErrorCode
+from groupcoord.protocol.errors import ErrorCode
 
 from ..groups.dynamic_config import InvalidGroupConfig, settings
 from .config_ops import OP_DELETE, OP_SET, AlterError

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import ErrorCode
+from groupcoord.protocol.errors import ErrorCode
 
 from ..observability.logging import get_logger
 from .config_ops import AlterError, apply_ops

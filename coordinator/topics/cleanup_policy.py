@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 from aiokafka.record.default_records import DefaultRecordBatch
 
-from protocol.batches import BatchHeader
-from protocol.errors import ErrorCode
+from groupcoord.protocol.batches import BatchHeader
+from groupcoord.protocol.errors import ErrorCode
 
 from .timestamps import RecordsUnreadable
 

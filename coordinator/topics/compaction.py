@@ -36,7 +36,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from storage import (
+from groupcoord.storage import (
     CompactionPlan,
     CompactionStats,
     PartitionLog,
@@ -44,7 +44,7 @@ from storage import (
     install_compaction,
     prepare_compaction,
 )
-from storage.log import wall_clock_ms
+from groupcoord.storage.log import wall_clock_ms
 
 from ..observability.logging import get_logger
 from ..runtime.periodic import run_periodically

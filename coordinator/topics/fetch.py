@@ -17,10 +17,10 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import ApiKey, Request, build, response_types
-from protocol.batches import LOG_OVERHEAD, batch_size_at
-from protocol.errors import ErrorCode
-from storage import OffsetOutOfRange
+from groupcoord.protocol.api import ApiKey, Request, build, response_types
+from groupcoord.protocol.batches import LOG_OVERHEAD, batch_size_at
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.storage import OffsetOutOfRange
 
 from .registry import Partition
 

@@ -13,7 +13,7 @@ import uuid
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import (
+from groupcoord.protocol.api import (
     AUTHORIZED_OPERATIONS_OMITTED,
     ZERO_UUID,
     ApiKey,
@@ -21,7 +21,7 @@ from protocol.api import (
     build,
     response_types,
 )
-from protocol.errors import ErrorCode
+from groupcoord.protocol.errors import ErrorCode
 
 from ..observability.logging import get_logger
 from .registry import Topic, TopicError, check_topic_name

@@ -21,10 +21,10 @@ import datetime
 import time
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import ApiKey, Request, build, response_types
-from protocol.batches import InvalidBatch, split_batches
-from protocol.errors import ErrorCode
-from storage import StorageError
+from groupcoord.protocol.api import ApiKey, Request, build, response_types
+from groupcoord.protocol.batches import InvalidBatch, split_batches
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.storage import StorageError
 
 from ..observability.logging import get_logger
 from ..server.connection import NO_RESPONSE

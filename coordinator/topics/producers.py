@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from protocol.batches import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
-from protocol.errors import ErrorCode
+from groupcoord.protocol.batches import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
+from groupcoord.protocol.errors import ErrorCode
 
 BATCHES_KEPT = 5
 SEQUENCE_MODULUS = 2**31

@@ -43,7 +43,7 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storage import LogConfig, PartitionLog
+from groupcoord.storage import LogConfig, PartitionLog
 
 from ..config import Config
 from ..runtime.service import OFFSETS_TOPIC
@@ -66,7 +66,7 @@ class TopicError(Exception):
 
 
 def check_topic_name(name: str) -> None:
-    from protocol.errors import ErrorCode
+    from groupcoord.protocol.errors import ErrorCode
 
     if name in (".", "..") or not TOPIC_NAME.match(name or ""):
         raise TopicError(
@@ -197,7 +197,7 @@ class TopicRegistry:
 
     def check_collision(self, name: str) -> None:
         """INVALID_TOPIC_EXCEPTION when a new topic `name` would collide with existing ones."""
-        from protocol.errors import ErrorCode
+        from groupcoord.protocol.errors import ErrorCode
 
         colliding = self.colliding_topics(name)
         if colliding:
@@ -258,7 +258,7 @@ class TopicRegistry:
     def check_add_partitions(self, topic: Topic, count: int) -> None:
         """CreatePartitions' checks: INVALID_PARTITIONS unless `count` is an increase
         within PARTITIONS_MAX."""
-        from protocol.errors import ErrorCode
+        from groupcoord.protocol.errors import ErrorCode
 
         current = len(topic.partitions)
         if count <= current:
@@ -311,7 +311,7 @@ class TopicRegistry:
     # internals ---------------------------------------------------------------------------
 
     def _checked_configs(self, configs: dict[str, str | None]) -> dict[str, str]:
-        from protocol.errors import ErrorCode
+        from groupcoord.protocol.errors import ErrorCode
 
         from .configs import InvalidConfig
 
@@ -323,7 +323,7 @@ class TopicRegistry:
     def _checked_log_config(self, topic: Topic) -> LogConfig:
         """The topic's log settings; a value the log refuses is INVALID_CONFIG (configs.py
         bounds every number by its Kafka type, so this is a second line of defence)."""
-        from protocol.errors import ErrorCode
+        from groupcoord.protocol.errors import ErrorCode
 
         conflict = lag_conflict(topic, self.config)
         if conflict is not None:
@@ -394,7 +394,7 @@ class TopicRegistry:
         INVALID_TOPIC_EXCEPTION (name, collision), TOPIC_ALREADY_EXISTS,
         LEADER_NOT_AVAILABLE (the name is being created or deleted), INVALID_PARTITIONS,
         INVALID_CONFIG."""
-        from protocol.errors import ErrorCode
+        from groupcoord.protocol.errors import ErrorCode
 
         check_topic_name(name)
         if name in self.by_name:
@@ -423,7 +423,7 @@ class TopicRegistry:
         self.version += 1
 
     def _check_current(self, topic: Topic) -> None:
-        from protocol.errors import ErrorCode
+        from groupcoord.protocol.errors import ErrorCode
 
         if self.by_name.get(topic.name) is not topic:
             raise TopicError(

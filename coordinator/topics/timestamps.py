@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from protocol.batches import BatchHeader, record_timestamp_list, set_max_timestamp
+from groupcoord.protocol.batches import BatchHeader, record_timestamp_list, set_max_timestamp
 
 if TYPE_CHECKING:
     from ..config import Config

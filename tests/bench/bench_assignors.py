@@ -58,7 +58,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from coordinator.groups.assignors import (  # noqa: E402
+from groupcoord.coordinator.groups.assignors import (  # noqa: E402
     GroupSpec,
     MemberSubscription,
     RangeAssignor,
@@ -66,7 +66,7 @@ from coordinator.groups.assignors import (  # noqa: E402
     TopicMetadata,
     UniformAssignor,
 )
-from coordinator.groups.assignors.spec import LazyAssignment  # noqa: E402
+from groupcoord.coordinator.groups.assignors.spec import LazyAssignment  # noqa: E402
 
 JAVA_FULL_MS = {100_000: 3.5, 500_000: 14.3}
 

@@ -22,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from coordinator.groups.consumer import manager as consumer_manager  # noqa: E402
+from groupcoord.coordinator.groups.consumer import manager as consumer_manager  # noqa: E402
 from tests.unit.consumer_support import Harness  # noqa: E402
 
 

@@ -598,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
         "--ours-arg",
         action="append",
         default=[],
-        help="extra argument for `python -m coordinator serve` (repeatable)",
+        help="extra argument for `python -m groupcoord.coordinator serve` (repeatable)",
     )
     args = ap.parse_args(argv)
     args.messages = args.messages or (100_000 if args.quick else 1_000_000)

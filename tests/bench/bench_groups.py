@@ -970,7 +970,7 @@ def main(argv: list[str] | None = None) -> int:
         "--ours-arg",
         action="append",
         default=[],
-        help="extra argument for `python -m coordinator serve` (repeatable)",
+        help="extra argument for `python -m groupcoord.coordinator serve` (repeatable)",
     )
     args = ap.parse_args(argv)
     args.duration = args.duration or (3.0 if args.quick else 10.0)

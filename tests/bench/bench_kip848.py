@@ -86,7 +86,7 @@ from peers import (  # noqa: E402
     run_tansu,
 )
 
-from protocol.api import build  # noqa: E402
+from groupcoord.protocol.api import build  # noqa: E402
 
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 FORM_TOPIC = "bench-kip848"

@@ -79,11 +79,11 @@ def generate(
 
     from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-    from coordinator.config import Config
-    from coordinator.runtime.partitioning import shard_for
-    from coordinator.runtime.service import OFFSETS_TOPIC
-    from protocol.batches import parse_header
-    from protocol.records import (
+    from groupcoord.coordinator.config import Config
+    from groupcoord.coordinator.runtime.partitioning import shard_for
+    from groupcoord.coordinator.runtime.service import OFFSETS_TOPIC
+    from groupcoord.protocol.batches import parse_header
+    from groupcoord.protocol.records import (
         GroupMetadataKey,
         GroupMetadataValue,
         MemberMetadata,
@@ -92,7 +92,7 @@ def generate(
         encode_key,
         encode_value,
     )
-    from storage import LogConfig, PartitionLog
+    from groupcoord.storage import LogConfig, PartitionLog
 
     rng = random.Random(seed)
     config = Config()
@@ -254,15 +254,15 @@ def child(data_dir: str, loader: str) -> None:
     import asyncio
     import gc
 
-    from coordinator.config import Config
-    from coordinator.observability.logging import setup_logging
-    from coordinator.runtime.runner import ShardRunner
-    from coordinator.runtime.service import CoordinatorService
-    from coordinator.server.app import group_config
-    from storage import GroupCommitter, LogConfig
+    from groupcoord.coordinator.config import Config
+    from groupcoord.coordinator.observability.logging import setup_logging
+    from groupcoord.coordinator.runtime.runner import ShardRunner
+    from groupcoord.coordinator.runtime.service import CoordinatorService
+    from groupcoord.coordinator.server.app import group_config
+    from groupcoord.storage import GroupCommitter, LogConfig
 
     if loader == "reference":  # the load before the fast loader: its loop, the GC running
-        from coordinator.runtime import runner
+        from groupcoord.coordinator.runtime import runner
         from tests.unit.test_fast_load import reference_replay_log
 
         ShardRunner._replay_log = reference_replay_log  # type: ignore[method-assign]

@@ -27,7 +27,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from kio.serial import entity_reader  # noqa: E402
 
-from protocol.api import build, response_schema  # noqa: E402
+from groupcoord.protocol.api import build, response_schema  # noqa: E402
 from tests.rawclient import encode_request, request_class  # noqa: E402
 
 _I32 = struct.Struct(">i")

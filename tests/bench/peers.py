@@ -328,7 +328,7 @@ def groupcoord_command(
     return [
         sys.executable,
         "-m",
-        "coordinator",
+        "groupcoord.coordinator",
         "serve",
         "--listen",
         addr,
@@ -346,7 +346,7 @@ def groupcoord_command(
 def run_groupcoord(port: int, data_dir: Path, extra_args: Sequence[str] = ()) -> Iterator[str]:
     """Start our server on 127.0.0.1:``port``; yield its bootstrap string (a :class:`Peer`).
 
-    Runs ``python -m coordinator serve`` from the repository root with
+    Runs ``python -m groupcoord.coordinator serve`` from the repository root with
     ``data_dir`` as its data directory and metrics on another free port
     (``peer.metrics_url``); output goes to ``<data_dir>.log``. On exit it gets
     SIGTERM, then SIGKILL after 10 s.

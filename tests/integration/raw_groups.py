@@ -7,7 +7,7 @@ import struct
 import sys
 from typing import Any
 
-from protocol.api import build
+from groupcoord.protocol.api import build
 from tests.rawclient import RawClient, request_class
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from coordinator.runtime.partitioning import shard_for
+from groupcoord.coordinator.runtime.partitioning import shard_for
 from tests.integration.group_support import wait_until
 from tests.integration.test_clients import create_topic
 from tests.support import ServerProcess

@@ -207,7 +207,7 @@ def test_bad_record_batches_get_corrupt_message(
 def _known_requests() -> list[tuple[int, int]]:
     from kio.schema.index import api_key_map, schema_name_map
 
-    from protocol.api import request_schema
+    from groupcoord.protocol.api import request_schema
 
     return sorted(
         (key, version)
@@ -222,7 +222,7 @@ def _known_requests() -> list[tuple[int, int]]:
 def test_random_bodies_behind_valid_headers(
     fuzz_server: ServerProcess, witness: RawClient, api: tuple[int, int], body: bytes
 ) -> None:
-    from protocol.api import request_schema
+    from groupcoord.protocol.api import request_schema
 
     api_key, version = api
     cls = request_schema(api_key, version)

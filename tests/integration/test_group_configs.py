@@ -19,7 +19,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from protocol.api import build
+from groupcoord.protocol.api import build
 from tests.rawclient import RawClient, request_class
 from tests.support import ServerProcess
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.server.dispatch import APIS
-from protocol.api import ApiKey, build
+from groupcoord.coordinator.server.dispatch import APIS
+from groupcoord.protocol.api import ApiKey, build
 from tests.integration.raw_groups import commit, fetch_offsets, subscription
 from tests.integration.test_clients import create_topic
 from tests.rawclient import RawClient, request_class

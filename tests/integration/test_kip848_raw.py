@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from protocol.api import build
-from protocol.errors import ErrorCode
+from groupcoord.protocol.api import build
+from groupcoord.protocol.errors import ErrorCode
 from tests.integration.raw_groups import commit, join
 from tests.integration.test_clients import create_topic
 from tests.rawclient import RawClient, request_class

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kio.serial import entity_reader
 
-from protocol.api import response_schema
+from groupcoord.protocol.api import response_schema
 from tests.integration.test_clients import create_topic
 from tests.rawclient import RawClient, encode_request, request_class
 from tests.support import ServerProcess, make_batch, serving

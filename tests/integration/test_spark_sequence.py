@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime
 import uuid
 
-from protocol.batches import record_timestamps, split_batches
+from groupcoord.protocol.batches import record_timestamps, split_batches
 from tests.rawclient import RawClient, request_class
 from tests.support import ServerProcess, make_batch
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.server.dispatch import APIS
-from protocol.api import build
+from groupcoord.coordinator.server.dispatch import APIS
+from groupcoord.protocol.api import build
 from tests.rawclient import RawClient, request_class
 from tests.support import ServerProcess, make_batch
 

@@ -15,7 +15,7 @@ from bisect import bisect_left
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.groups.assignors import (
+from groupcoord.coordinator.groups.assignors import (
     GroupSpec,
     MemberSubscription,
     RangeAssignor,
@@ -24,7 +24,7 @@ from coordinator.groups.assignors import (
     UniformAssignor,
     range_order,
 )
-from coordinator.groups.assignors.uniform import _targets
+from groupcoord.coordinator.groups.assignors.uniform import _targets
 
 UNIFORM = UniformAssignor()
 RANGE = RangeAssignor()

@@ -38,9 +38,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.groups.consumer.group import ConsumerGroup, ConsumerGroupState
-from coordinator.groups.consumer.member import MemberState
-from protocol.errors import ErrorCode
+from groupcoord.coordinator.groups.consumer.group import ConsumerGroup, ConsumerGroupState
+from groupcoord.coordinator.groups.consumer.member import MemberState
+from groupcoord.protocol.errors import ErrorCode
 from tests.unit.consumer_support import GROUP, Harness
 
 TOPICS = {"t0": 4, "t1": 3, "t2": 2}

@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.groups.consumer import (
+from groupcoord.coordinator.groups.consumer import (
     ZERO_UUID,
     ConsumerGroupMember,
     MemberState,
     compute_next_assignment,
     validate_offset_commit,
 )
-from protocol.errors import ErrorCode
+from groupcoord.protocol.errors import ErrorCode
 
 TOPICS = {
     uuid.UUID(int=0xA1): 4,

@@ -13,8 +13,8 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.batches import parse_header, split_batches
-from storage import LogConfig, OffsetOutOfRange, PartitionLog
+from groupcoord.protocol.batches import parse_header, split_batches
+from groupcoord.storage import LogConfig, OffsetOutOfRange, PartitionLog
 
 
 def build_batch(timestamps: list[int], value_size: int) -> bytes:

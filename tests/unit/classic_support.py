@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.groups.classic.messages import (
+from groupcoord.coordinator.groups.classic.messages import (
     JoinGroupRequest,
     LeaveGroupRequest,
     LeaveMember,

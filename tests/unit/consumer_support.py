@@ -8,15 +8,15 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from coordinator.groups.assignors import Assignment, GroupSpec, TopicDescriber
-from coordinator.groups.assignors.spec import PartitionAssignorError
-from coordinator.groups.config import GroupConfig
-from coordinator.groups.consumer.group import ConsumerGroup
-from coordinator.groups.consumer.messages import HeartbeatRequest, HeartbeatResponse
-from coordinator.groups.result import Record, Result
-from coordinator.groups.shard import GroupShard
-from coordinator.groups.testing import ManualTimer, SequentialIds
-from coordinator.groups.topics import StaticTopicImage
+from groupcoord.coordinator.groups.assignors import Assignment, GroupSpec, TopicDescriber
+from groupcoord.coordinator.groups.assignors.spec import PartitionAssignorError
+from groupcoord.coordinator.groups.config import GroupConfig
+from groupcoord.coordinator.groups.consumer.group import ConsumerGroup
+from groupcoord.coordinator.groups.consumer.messages import HeartbeatRequest, HeartbeatResponse
+from groupcoord.coordinator.groups.result import Record, Result
+from groupcoord.coordinator.groups.shard import GroupShard
+from groupcoord.coordinator.groups.testing import ManualTimer, SequentialIds
+from groupcoord.coordinator.groups.topics import StaticTopicImage
 
 GROUP = "fooup"
 START_MS = 1_000_000

@@ -13,10 +13,10 @@ from typing import Any
 
 from kio.serial import entity_reader
 
-from coordinator.config import load_config
-from coordinator.server.app import Server
-from coordinator.topics.produce import handle_produce
-from protocol.api import ApiKey, decode_request, encode_response, response_schema
+from groupcoord.coordinator.config import load_config
+from groupcoord.coordinator.server.app import Server
+from groupcoord.coordinator.topics.produce import handle_produce
+from groupcoord.protocol.api import ApiKey, decode_request, encode_response, response_schema
 from tests.rawclient import encode_request, request_class
 
 

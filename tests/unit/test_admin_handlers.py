@@ -19,24 +19,24 @@ from typing import Any
 import pytest
 from kio.serial import entity_reader
 
-import coordinator.topics.registry as registry_module
-from coordinator.config import load_config
-from coordinator.server.app import Server
-from coordinator.topics.admin import (
+import groupcoord.coordinator.topics.registry as registry_module
+from groupcoord.coordinator.config import load_config
+from groupcoord.coordinator.server.app import Server
+from groupcoord.coordinator.topics.admin import (
     handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
     handle_describe_configs,
 )
-from coordinator.topics.alter_configs import handle_incremental_alter_configs
-from coordinator.topics.configs import TOPIC_CONFIGS
-from coordinator.topics.metadata import (
+from groupcoord.coordinator.topics.alter_configs import handle_incremental_alter_configs
+from groupcoord.coordinator.topics.configs import TOPIC_CONFIGS
+from groupcoord.coordinator.topics.metadata import (
     handle_describe_cluster,
     handle_describe_topic_partitions,
     handle_metadata,
 )
-from coordinator.topics.registry import TopicRegistry
-from protocol.api import (
+from groupcoord.coordinator.topics.registry import TopicRegistry
+from groupcoord.protocol.api import (
     AUTHORIZED_OPERATIONS_OMITTED,
     ZERO_UUID,
     ApiKey,
@@ -45,7 +45,7 @@ from protocol.api import (
     request_schema,
     response_schema,
 )
-from protocol.errors import ErrorCode
+from groupcoord.protocol.errors import ErrorCode
 from tests.rawclient import encode_request
 
 INT32_MIN = -(2**31)

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from coordinator.groups.assignors import (
+from groupcoord.coordinator.groups.assignors import (
     GroupSpec,
     LazyAssignment,
     MemberSubscription,

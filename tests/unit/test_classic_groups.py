@@ -16,9 +16,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.groups.classic.group import ClassicGroup, ClassicMember, GroupState
-from coordinator.groups.classic.manager import heartbeat_key, join_key, sync_key
-from coordinator.groups.classic.messages import (
+from groupcoord.coordinator.groups.classic.group import ClassicGroup, ClassicMember, GroupState
+from groupcoord.coordinator.groups.classic.manager import heartbeat_key, join_key, sync_key
+from groupcoord.coordinator.groups.classic.messages import (
     AUTHORIZED_OPERATIONS_OMITTED,
     DescribedMember,
     HeartbeatRequest,
@@ -31,12 +31,12 @@ from coordinator.groups.classic.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from coordinator.groups.config import GroupConfig
-from coordinator.groups.result import Record, Result
-from coordinator.groups.shard import GroupShard
-from coordinator.groups.testing import ManualTimer, SequentialIds
-from protocol.errors import ErrorCode
-from protocol.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
+from groupcoord.coordinator.groups.config import GroupConfig
+from groupcoord.coordinator.groups.result import Record, Result
+from groupcoord.coordinator.groups.shard import GroupShard
+from groupcoord.coordinator.groups.testing import ManualTimer, SequentialIds
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from tests.unit.classic_support import (
     CLIENT,
     HOST,

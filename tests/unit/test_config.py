@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.cli import main
-from coordinator.config import ConfigError, describe_settings, load_config
-from coordinator.server.dispatch import APIS
+from groupcoord.coordinator.cli import main
+from groupcoord.coordinator.config import ConfigError, describe_settings, load_config
+from groupcoord.coordinator.server.dispatch import APIS
 
 ROOT = Path(__file__).resolve().parents[2]
 

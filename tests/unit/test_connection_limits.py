@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.server.app import Server
-from coordinator.server.connection import Connection
+from groupcoord.coordinator.server.app import Server
+from groupcoord.coordinator.server.connection import Connection
 from tests.bench import groupload as gl
 from tests.unit.server_support import started_server
 

@@ -28,17 +28,17 @@ from typing import Any
 
 import pytest
 
-from coordinator.groups.assignors import uniform
-from coordinator.groups.consumer.group import ConsumerGroupState
-from coordinator.groups.consumer.manager import (
+from groupcoord.coordinator.groups.assignors import uniform
+from groupcoord.coordinator.groups.consumer.group import ConsumerGroupState
+from groupcoord.coordinator.groups.consumer.manager import (
     assignment_key,
     rebalance_timeout_key,
     session_timeout_key,
 )
-from coordinator.groups.consumer.member import MemberState
-from coordinator.groups.result import Record, Result
-from protocol.errors import ErrorCode
-from protocol.records import (
+from groupcoord.coordinator.groups.consumer.member import MemberState
+from groupcoord.coordinator.groups.result import Record, Result
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,

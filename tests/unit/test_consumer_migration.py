@@ -28,16 +28,16 @@ from typing import Any
 
 import pytest
 
-from coordinator.groups.classic.consumer_protocol import (
+from groupcoord.coordinator.groups.classic.consumer_protocol import (
     decode_assignment,
     decode_subscription,
     encode_assignment,
 )
-from coordinator.groups.classic.group import ClassicGroup, GroupState
-from coordinator.groups.classic.manager import heartbeat_key
-from coordinator.groups.classic.manager import join_key as classic_join_key
-from coordinator.groups.classic.manager import sync_key as classic_sync_key
-from coordinator.groups.classic.messages import (
+from groupcoord.coordinator.groups.classic.group import ClassicGroup, GroupState
+from groupcoord.coordinator.groups.classic.manager import heartbeat_key
+from groupcoord.coordinator.groups.classic.manager import join_key as classic_join_key
+from groupcoord.coordinator.groups.classic.manager import sync_key as classic_sync_key
+from groupcoord.coordinator.groups.classic.messages import (
     HeartbeatRequest,
     JoinGroupMember,
     JoinGroupResponse,
@@ -45,17 +45,22 @@ from coordinator.groups.classic.messages import (
     LeaveMemberResponse,
     SyncGroupResponse,
 )
-from coordinator.groups.consumer.group import ConsumerGroupState, target_to_record
-from coordinator.groups.consumer.manager import rebalance_timeout_key, session_timeout_key
-from coordinator.groups.consumer.member import ConsumerGroupMember, MemberState
-from coordinator.groups.consumer.messages import HeartbeatRequest as ConsumerHeartbeatRequest
-from coordinator.groups.consumer.migration import downgrade_key
-from coordinator.groups.consumer.migration import join_key as member_join_key
-from coordinator.groups.consumer.migration import sync_key as member_sync_key
-from coordinator.groups.result import Record, Result
-from coordinator.groups.shard import GroupShard
-from protocol.errors import ErrorCode
-from protocol.records import (
+from groupcoord.coordinator.groups.consumer.group import ConsumerGroupState, target_to_record
+from groupcoord.coordinator.groups.consumer.manager import (
+    rebalance_timeout_key,
+    session_timeout_key,
+)
+from groupcoord.coordinator.groups.consumer.member import ConsumerGroupMember, MemberState
+from groupcoord.coordinator.groups.consumer.messages import (
+    HeartbeatRequest as ConsumerHeartbeatRequest,
+)
+from groupcoord.coordinator.groups.consumer.migration import downgrade_key
+from groupcoord.coordinator.groups.consumer.migration import join_key as member_join_key
+from groupcoord.coordinator.groups.consumer.migration import sync_key as member_sync_key
+from groupcoord.coordinator.groups.result import Record, Result
+from groupcoord.coordinator.groups.shard import GroupShard
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.records import (
     ClassicMemberMetadata,
     ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,

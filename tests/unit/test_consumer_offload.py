@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from coordinator.groups.consumer import manager as consumer_manager
-from coordinator.groups.result import Result
-from coordinator.runtime.timers import LoopTimer
-from protocol.errors import ErrorCode
-from protocol.records import (
+from groupcoord.coordinator.groups.consumer import manager as consumer_manager
+from groupcoord.coordinator.groups.result import Result
+from groupcoord.coordinator.runtime.timers import LoopTimer
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.groups.consumer.member import ConsumerGroupMember, MemberState
-from coordinator.groups.offsets import (
+from groupcoord.coordinator.groups.consumer.member import ConsumerGroupMember, MemberState
+from groupcoord.coordinator.groups.offsets import (
     DeletableGroupResult,
     DeleteGroupsResponse,
     OffsetAndMetadata,
@@ -38,9 +38,9 @@ from coordinator.groups.offsets import (
     OffsetFetchTopicResult,
     PartitionResult,
 )
-from coordinator.groups.result import Result
-from protocol.errors import ErrorCode
-from protocol.records import (
+from groupcoord.coordinator.groups.result import Result
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.records import (
     ClassicMemberMetadata,
     ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,

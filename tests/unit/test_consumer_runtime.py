@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from coordinator.groups.config import GroupConfig
-from coordinator.groups.consumer.messages import HeartbeatRequest
-from coordinator.groups.topics import StaticTopicImage
-from coordinator.runtime.runner import ShardRunner, ShardState, StorageFailure
-from coordinator.server.app import Server
-from protocol.api import ApiKey, build, decode_request
-from protocol.errors import ErrorCode
-from storage import GroupCommitter, LogConfig
+from groupcoord.coordinator.groups.config import GroupConfig
+from groupcoord.coordinator.groups.consumer.messages import HeartbeatRequest
+from groupcoord.coordinator.groups.topics import StaticTopicImage
+from groupcoord.coordinator.runtime.runner import ShardRunner, ShardState, StorageFailure
+from groupcoord.coordinator.server.app import Server
+from groupcoord.protocol.api import ApiKey, build, decode_request
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.storage import GroupCommitter, LogConfig
 from tests.rawclient import encode_request, request_class
 from tests.support import gate_fsync
 from tests.unit.server_support import StubConn, started_server

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.dir_lock import DataDirInUse, DataDirLock
+from groupcoord.storage.dir_lock import DataDirInUse, DataDirLock
 
 
 def test_a_held_directory_refuses_a_second_holder_until_released(tmp_path: Path) -> None:

@@ -32,10 +32,10 @@ from kio.serial._introspect import (
 )
 from kio.static.constants import EntityType
 
-from protocol import encoder
-from protocol.api import ApiKey, encode_response, response_schema
-from protocol.errors import ErrorCode
-from protocol.header import response_header
+from groupcoord.protocol import encoder
+from groupcoord.protocol.api import ApiKey, encode_response, response_schema
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.header import response_header
 
 RESPONSES = [
     (api_key, version, response_schema(api_key, version))

@@ -21,11 +21,11 @@ from aiokafka.record.util import calc_crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.groups.config import GroupConfig
-from coordinator.runtime import runner as runner_module
-from coordinator.runtime.runner import ShardRunner
-from protocol.batches import parse_header
-from protocol.records import (
+from groupcoord.coordinator.groups.config import GroupConfig
+from groupcoord.coordinator.runtime import runner as runner_module
+from groupcoord.coordinator.runtime.runner import ShardRunner
+from groupcoord.protocol.batches import parse_header
+from groupcoord.protocol.records import (
     ConsumerGroupMetadataKey,
     ConsumerGroupMetadataValue,
     GroupMetadataKey,
@@ -41,7 +41,7 @@ from protocol.records import (
     offset_commit_key_fields,
     offset_commit_value_fields,
 )
-from storage import GroupCommitter, LogConfig, PartitionLog, compact
+from groupcoord.storage import GroupCommitter, LogConfig, PartitionLog, compact
 
 NOW_MS = 1_000_000
 GROUPS = ["g0", "g1", "g2", "grüppe"]

@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
-from coordinator.server import group_api
-from coordinator.server.app import Server
-from coordinator.server.fast_paths import (
+from groupcoord.coordinator.server import group_api
+from groupcoord.coordinator.server.app import Server
+from groupcoord.coordinator.server.fast_paths import (
     FAST_PATHS,
     offset_commit_v8_v9,
     steady_consumer_heartbeat,
 )
-from coordinator.server.pending import Pending
-from protocol.api import RequestError, build, decode_request, encode_response
+from groupcoord.coordinator.server.pending import Pending
+from groupcoord.protocol.api import RequestError, build, decode_request, encode_response
 from tests.rawclient import encode_request, request_class
 from tests.unit.server_support import StubConn, started_server
 

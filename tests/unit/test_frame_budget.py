@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from coordinator.config import ConfigError, load_config
-from coordinator.server.app import Server
-from coordinator.server.connection import Connection
-from coordinator.server.frame_budget import FrameBudget
+from groupcoord.coordinator.config import ConfigError, load_config
+from groupcoord.coordinator.server.app import Server
+from groupcoord.coordinator.server.connection import Connection
+from groupcoord.coordinator.server.frame_budget import FrameBudget
 from tests.unit.server_support import started_server
 from tests.unit.test_connection_limits import TOPIC, RecordingTransport, _commits
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from protocol.batches import split_batches
-from storage import GroupCommitter, LogConfig, PartitionLog
-from storage.errors import LogFailed
+from groupcoord.protocol.batches import split_batches
+from groupcoord.storage import GroupCommitter, LogConfig, PartitionLog
+from groupcoord.storage.errors import LogFailed
 from tests.support import gate_fsync, make_batch
 
 

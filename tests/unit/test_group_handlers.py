@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from coordinator.runtime.runner import ShardState
-from coordinator.server.app import Server
-from protocol.api import build, decode_request
-from protocol.errors import ErrorCode
+from groupcoord.coordinator.runtime.runner import ShardState
+from groupcoord.coordinator.server.app import Server
+from groupcoord.protocol.api import build, decode_request
+from groupcoord.protocol.errors import ErrorCode
 from tests.rawclient import encode_request, request_class
 from tests.unit.server_support import StubConn, started_server
 

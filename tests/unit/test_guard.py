@@ -34,9 +34,9 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from protocol.api import request_schema
-from protocol.guard import MalformedBody, body_end, check_body, validator_source
-from protocol.header import parse_header
+from groupcoord.protocol.api import request_schema
+from groupcoord.protocol.guard import MalformedBody, body_end, check_body, validator_source
+from groupcoord.protocol.header import parse_header
 
 Step = Callable[[bytes, int, int], int]
 

@@ -24,12 +24,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.groups.classic.group import ClassicGroup, ClassicMember, GroupState
-from coordinator.groups.config import GroupConfig
-from coordinator.groups.result import Record, Result
-from coordinator.groups.testing import ManualTimer, SequentialIds
-from protocol.errors import ErrorCode
-from protocol.records import (
+from groupcoord.coordinator.groups.classic.group import ClassicGroup, ClassicMember, GroupState
+from groupcoord.coordinator.groups.config import GroupConfig
+from groupcoord.coordinator.groups.result import Record, Result
+from groupcoord.coordinator.groups.testing import ManualTimer, SequentialIds
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.records import (
     GroupMetadataKey,
     OffsetCommitKey,
     OffsetCommitValue,
@@ -45,9 +45,9 @@ def _ensure_classic_manager() -> None:
     for the parts these tests touch: replay of GroupMetadata records (a tombstone removes the
     group, as Kafka's removeGroup) and on_loaded."""
     try:
-        importlib.import_module("coordinator.groups.classic.manager")
+        importlib.import_module("groupcoord.coordinator.groups.classic.manager")
     except ModuleNotFoundError as e:
-        if e.name != "coordinator.groups.classic.manager":
+        if e.name != "groupcoord.coordinator.groups.classic.manager":
             raise
 
         class ClassicGroupManager:
@@ -65,14 +65,14 @@ def _ensure_classic_manager() -> None:
             def on_loaded(self, now_ms: int) -> None:
                 pass
 
-        stub = types.ModuleType("coordinator.groups.classic.manager")
+        stub = types.ModuleType("groupcoord.coordinator.groups.classic.manager")
         stub.ClassicGroupManager = ClassicGroupManager  # type: ignore[attr-defined]
         sys.modules[stub.__name__] = stub
 
 
 _ensure_classic_manager()
 
-from coordinator.groups.offsets import (  # noqa: E402
+from groupcoord.coordinator.groups.offsets import (  # noqa: E402
     EXPIRE_TIMER_KEY,
     DeletableGroupResult,
     DeleteGroupsResponse,
@@ -91,7 +91,7 @@ from coordinator.groups.offsets import (  # noqa: E402
     OffsetFetchTopicResult,
     PartitionResult,
 )
-from coordinator.groups.shard import GroupShard  # noqa: E402
+from groupcoord.coordinator.groups.shard import GroupShard  # noqa: E402
 
 T0 = 1_700_000_000_000
 FOO_ID = uuid.UUID("11111111-1111-1111-1111-111111111111")
@@ -445,7 +445,7 @@ def test_s129_commit_maintains_classic_session(state: GroupState, touched: bool)
 def test_s129_commit_resets_the_session_timer() -> None:
     """With the classic manager's timers: the commit re-arms the member's session, so it
     outlives its original deadline."""
-    manager = importlib.import_module("coordinator.groups.classic.manager")
+    manager = importlib.import_module("groupcoord.coordinator.groups.classic.manager")
     if not hasattr(manager, "heartbeat_key") or not hasattr(
         manager.ClassicGroupManager, "touch_member"
     ):

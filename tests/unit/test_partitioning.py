@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coordinator.runtime.partitioning import java_string_hashcode, shard_for
+from groupcoord.coordinator.runtime.partitioning import java_string_hashcode, shard_for
 
 
 def test_java_string_hashcode_known_values() -> None:

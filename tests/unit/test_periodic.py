@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from coordinator.runtime.periodic import run_periodically
+from groupcoord.coordinator.runtime.periodic import run_periodically
 
 
 async def test_a_failed_pass_is_followed_by_the_next_until_cancelled() -> None:

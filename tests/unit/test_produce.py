@@ -26,13 +26,13 @@ import pytest
 from aiokafka.record.util import calc_crc32c
 from kio.serial import entity_reader
 
-from coordinator.server.app import Server
-from coordinator.server.connection import Connection
-from coordinator.topics.list_offsets import lookup
-from coordinator.topics.timestamps import TimestampPolicy
-from protocol.api import ApiKey, response_schema
-from protocol.batches import record_timestamps, set_max_timestamp, split_batches
-from protocol.errors import ErrorCode
+from groupcoord.coordinator.server.app import Server
+from groupcoord.coordinator.server.connection import Connection
+from groupcoord.coordinator.topics.list_offsets import lookup
+from groupcoord.coordinator.topics.timestamps import TimestampPolicy
+from groupcoord.protocol.api import ApiKey, response_schema
+from groupcoord.protocol.batches import record_timestamps, set_max_timestamp, split_batches
+from groupcoord.protocol.errors import ErrorCode
 from tests.support import client_batch, make_batch
 from tests.unit.server_support import produce, produce_frame, started_server
 from tests.unit.test_connection_limits import RecordingTransport

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.topics.producers import ProducerStates, SequenceError
-from protocol.batches import BatchHeader
-from protocol.errors import ErrorCode
+from groupcoord.coordinator.topics.producers import ProducerStates, SequenceError
+from groupcoord.protocol.batches import BatchHeader
+from groupcoord.protocol.errors import ErrorCode
 
 
 def _header(producer_id: int, epoch: int, first: int, records: int = 1) -> BatchHeader:

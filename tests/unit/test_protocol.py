@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
-from protocol import batches
-from protocol.api import (
+from groupcoord.protocol import batches
+from groupcoord.protocol.api import (
     RequestError,
     UnknownApi,
     UnsupportedVersion,
@@ -19,8 +19,8 @@ from protocol.api import (
     encode_response,
     error_response,
 )
-from protocol.errors import ErrorCode
-from protocol.framing import FrameDecoder, FrameTooLarge, frame
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.framing import FrameDecoder, FrameTooLarge, frame
 from tests.rawclient import encode_request
 from tests.support import make_batch
 
@@ -178,7 +178,7 @@ def test_encoded_response_frames_exactly_as_the_codec() -> None:
     frames the response it was made from, for flexible and non-flexible versions."""
     import datetime
 
-    from protocol.api import Encoded, encode_response, response_types
+    from groupcoord.protocol.api import Encoded, encode_response, response_types
 
     for api_key, version, values in (
         (

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from coordinator.groups.consumer import (
+from groupcoord.coordinator.groups.consumer import (
     UNKNOWN_STATE_MESSAGE,
     ZERO_UUID,
     ConsumerGroupMember,
@@ -21,8 +21,8 @@ from coordinator.groups.consumer import (
     subscribed_topic_ids,
     validate_offset_commit,
 )
-from protocol.errors import ErrorCode
-from protocol.records import (
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.records import (
     ConsumerGroupCurrentMemberAssignmentValue,
     RecordType,
     TopicPartitionsWithEpochs,

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import records as r
-from protocol.frozen import fast_new
-from protocol.records import (
+from groupcoord.protocol import records as r
+from groupcoord.protocol.frozen import fast_new
+from groupcoord.protocol.records import (
     ClassicMemberMetadata,
     ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,

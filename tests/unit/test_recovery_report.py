@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from coordinator.server.recovery_report import (
+from groupcoord.coordinator.server.recovery_report import (
     mark_clean_shutdown,
     report_recovery,
     take_clean_shutdown_marker,

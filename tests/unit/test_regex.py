@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from coordinator.groups.consumer.regex import (
+from groupcoord.coordinator.groups.consumer.regex import (
     COMPILE_CACHE_SIZE,
     MAX_REGEX_LENGTH,
     RE2_TO_RE2J_ERRORS,

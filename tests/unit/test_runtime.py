@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.groups import offsets as om
-from coordinator.groups.classic.messages import JoinGroupRequest
-from coordinator.groups.config import GroupConfig
-from coordinator.runtime import runner as runner_module
-from coordinator.runtime.runner import ShardRunner, ShardState, StorageFailure
-from storage import GroupCommitter, LogConfig, compact
+from groupcoord.coordinator.groups import offsets as om
+from groupcoord.coordinator.groups.classic.messages import JoinGroupRequest
+from groupcoord.coordinator.groups.config import GroupConfig
+from groupcoord.coordinator.runtime import runner as runner_module
+from groupcoord.coordinator.runtime.runner import ShardRunner, ShardState, StorageFailure
+from groupcoord.storage import GroupCommitter, LogConfig, compact
 from tests.support import gate_fsync
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.runtime.service import OFFSETS_TOPIC
-from coordinator.runtime.shard_count import SHARD_COUNT_FILE, settled_shard_count
+from groupcoord.coordinator.runtime.service import OFFSETS_TOPIC
+from groupcoord.coordinator.runtime.shard_count import SHARD_COUNT_FILE, settled_shard_count
 
 
 def test_a_new_directory_takes_the_setting_and_keeps_it(tmp_path: Path) -> None:

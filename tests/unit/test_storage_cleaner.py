@@ -20,8 +20,8 @@ from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBat
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.batches import parse_header, split_batches
-from storage import (
+from groupcoord.protocol.batches import parse_header, split_batches
+from groupcoord.storage import (
     CompactionError,
     CompactionPlan,
     CompactionStats,
@@ -34,7 +34,7 @@ from storage import (
     install_compaction,
     prepare_compaction,
 )
-from storage.cleaner import SWAP_MARKER_FILE
+from groupcoord.storage.cleaner import SWAP_MARKER_FILE
 from tests.support import client_batch
 
 BIG = 1 << 30
@@ -469,7 +469,7 @@ def test_segments_merge_up_to_the_limit_and_a_clean_log_is_left_alone(
 def test_appends_continue_and_reopen_trusts_the_cleaned_segments(
     open_log: Callable[..., PartitionLog], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from storage.segment import Segment
+    from groupcoord.storage.segment import Segment
 
     config = LogConfig(segment_bytes_max=500, index_interval_bytes=80)
     log = open_log(config)

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-import storage.log as log_module
-from protocol.batches import BatchHeader, parse_header, split_batches
-from storage import (
+import groupcoord.storage.log as log_module
+from groupcoord.protocol.batches import BatchHeader, parse_header, split_batches
+from groupcoord.storage import (
     CommitterClosed,
     GroupCommitter,
     LogClosed,
@@ -311,7 +311,7 @@ def test_reopen_intact_log(open_log: Callable[..., PartitionLog], tmp_path: Path
 def test_older_segments_with_intact_indexes_are_not_scanned(
     open_log: Callable[..., PartitionLog], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from storage.segment import Segment
+    from groupcoord.storage.segment import Segment
 
     config = LogConfig(segment_bytes_max=700, index_interval_bytes=128)
     log = open_log(config)
@@ -337,7 +337,7 @@ def test_older_segments_with_intact_indexes_are_not_scanned(
 def test_unflushed_rolled_segments_are_scanned_after_a_crash(
     open_log: Callable[..., PartitionLog], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from storage.segment import Segment
+    from groupcoord.storage.segment import Segment
 
     config = LogConfig(segment_bytes_max=700, index_interval_bytes=128)
     log = open_log(config)
@@ -731,7 +731,7 @@ def test_expired_active_segment_deletion_survives_a_crash(
 def test_crash_between_the_new_log_start_and_the_deletions(
     open_log: Callable[..., PartitionLog], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from storage.segment import Segment
+    from groupcoord.storage.segment import Segment
 
     clock = ManualClock()
     config = LogConfig(retention_ms=1000)

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-import storage.syncfs as syncfs
-from coordinator.config import Config, ConfigError, validate
-from protocol.batches import split_batches
-from storage import GroupCommitter, LogConfig, PartitionLog
-from storage.errors import LogFailed
+import groupcoord.storage.syncfs as syncfs
+from groupcoord.coordinator.config import Config, ConfigError, validate
+from groupcoord.protocol.batches import split_batches
+from groupcoord.storage import GroupCommitter, LogConfig, PartitionLog
+from groupcoord.storage.errors import LogFailed
 from tests.support import make_batch
 
 pytestmark = pytest.mark.skipif(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from coordinator.groups.result import Result
-from coordinator.runtime.timers import LoopTimer
+from groupcoord.coordinator.groups.result import Result
+from groupcoord.coordinator.runtime.timers import LoopTimer
 
 
 async def test_pushed_deadline_fires_once_at_the_latest_time() -> None:

@@ -17,17 +17,17 @@ from typing import Any
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatch
 
-import coordinator.topics.compaction as compaction_module
-from coordinator.config import Config, load_config
-from coordinator.server.app import Server
-from coordinator.topics.cleanup_policy import CleanupPolicy
-from coordinator.topics.compaction import TopicCompactor
-from coordinator.topics.configs import InvalidConfig, validate_topic_configs
-from coordinator.topics.producers import ProducerStates
-from coordinator.topics.registry import Partition, TopicError, TopicRegistry
-from protocol.batches import BatchHeader, parse_header, split_batches
-from protocol.errors import ErrorCode
-from storage import prepare_compaction
+import groupcoord.coordinator.topics.compaction as compaction_module
+from groupcoord.coordinator.config import Config, load_config
+from groupcoord.coordinator.server.app import Server
+from groupcoord.coordinator.topics.cleanup_policy import CleanupPolicy
+from groupcoord.coordinator.topics.compaction import TopicCompactor
+from groupcoord.coordinator.topics.configs import InvalidConfig, validate_topic_configs
+from groupcoord.coordinator.topics.producers import ProducerStates
+from groupcoord.coordinator.topics.registry import Partition, TopicError, TopicRegistry
+from groupcoord.protocol.batches import BatchHeader, parse_header, split_batches
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.storage import prepare_compaction
 from tests.support import client_batch
 from tests.unit.server_support import produce, started_server
 

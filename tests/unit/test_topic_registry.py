@@ -11,12 +11,16 @@ from typing import Any
 
 import pytest
 
-import coordinator.topics.registry as registry_module
-from coordinator.config import Config, load_config
-from coordinator.topics.configs import TOPIC_CONFIGS, InvalidConfig, validate_topic_configs
-from coordinator.topics.registry import TopicError, TopicRegistry
-from protocol.errors import ErrorCode
-from storage import PartitionLog
+import groupcoord.coordinator.topics.registry as registry_module
+from groupcoord.coordinator.config import Config, load_config
+from groupcoord.coordinator.topics.configs import (
+    TOPIC_CONFIGS,
+    InvalidConfig,
+    validate_topic_configs,
+)
+from groupcoord.coordinator.topics.registry import TopicError, TopicRegistry
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.storage import PartitionLog
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1

@@ -14,8 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 
-from protocol.errors import ErrorCode
-from protocol.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 
 from ..result import Reply
 

@@ -32,8 +32,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from protocol.errors import ErrorCode
-from protocol.records import GroupMetadataKey, GroupMetadataValue
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.records import GroupMetadataKey, GroupMetadataValue
 
 from ..config import GroupConfig
 from ..result import Reply, Result

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocol.errors import ErrorCode
+from groupcoord.protocol.errors import ErrorCode
 
 # DescribeGroups AuthorizedOperations when not requested (client-compat item 3).
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)

@@ -2,8 +2,8 @@
 reconciliation state machine, KIP-1251 offset-commit fencing, the group as its records
 build it and the heartbeat pipeline (manager.py). Pure code: no asyncio, clock or I/O."""
 
-from coordinator.groups.consumer.fencing import check_partition, validate_offset_commit
-from coordinator.groups.consumer.member import (
+from groupcoord.coordinator.groups.consumer.fencing import check_partition, validate_offset_commit
+from groupcoord.coordinator.groups.consumer.member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ZERO_UUID,
@@ -13,7 +13,7 @@ from coordinator.groups.consumer.member import (
     partitions_from_record,
     partitions_to_record,
 )
-from coordinator.groups.consumer.reconcile import (
+from groupcoord.coordinator.groups.consumer.reconcile import (
     UNKNOWN_STATE_MESSAGE,
     FencedMemberEpoch,
     OwnedPartitions,

@@ -3,8 +3,8 @@ replayed into the group) and the error that discards it."""
 
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.records import ConsumerGroupMemberMetadataValue
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.records import ConsumerGroupMemberMetadataValue
 
 from .group import TopicAssignment
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable
 
-from coordinator.groups.consumer.member import ZERO_UUID, ConsumerGroupMember
-from protocol.errors import ErrorCode
+from groupcoord.coordinator.groups.consumer.member import ZERO_UUID, ConsumerGroupMember
+from groupcoord.protocol.errors import ErrorCode
 
 __all__ = [
     "check_partition",

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from enum import Enum
 from typing import Any
 
-from protocol.records import (
+from groupcoord.protocol.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,

@@ -38,8 +38,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from protocol.errors import ErrorCode
-from protocol.records import (
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMemberMetadataValue,

@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TypeAlias
 
-from protocol.records import ConsumerGroupCurrentMemberAssignmentValue, TopicPartitionsWithEpochs
+from groupcoord.protocol.records import (
+    ConsumerGroupCurrentMemberAssignmentValue,
+    TopicPartitionsWithEpochs,
+)
 
 __all__ = [
     "LEAVE_GROUP_MEMBER_EPOCH",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from protocol.errors import ErrorCode
+from groupcoord.protocol.errors import ErrorCode
 
 # [(topic id, partitions)], as the heartbeat carries owned partitions and assignments.
 TopicPartitionList = list[tuple[uuid.UUID, list[int]]]

@@ -36,8 +36,8 @@ import struct
 import uuid
 from typing import TYPE_CHECKING
 
-from protocol.errors import ErrorCode
-from protocol.records import (
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.records import (
     ClassicMemberMetadata,
     ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,

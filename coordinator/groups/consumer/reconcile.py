@@ -39,13 +39,13 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import TypeAlias
 
-from coordinator.groups.consumer.member import (
+from groupcoord.coordinator.groups.consumer.member import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroupMember,
     MemberState,
     PartitionEpochs,
 )
-from protocol.errors import ErrorCode
+from groupcoord.protocol.errors import ErrorCode
 
 __all__ = [
     "FencedMemberEpoch",
