@@ -24,7 +24,7 @@ from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import GroupCommitter, LogConfig
 from tests.rawclient import encode_request, request_class
 from tests.support import gate_fsync
-from tests.unit.server_support import StubConn, started_server
+from tests.unit.server_support import client_context, started_server
 
 
 async def _runner(path: Path, committer: GroupCommitter, topics: StaticTopicImage) -> ShardRunner:
@@ -180,7 +180,7 @@ def _describe(server: Server, group_ids: list[str]) -> Any:
     frame = encode_request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 7, body)[4:]
     request = decode_request(frame, server.supported_versions)
     handler = server.handlers[ApiKey.CONSUMER_GROUP_DESCRIBE]
-    return handler(StubConn(server), request)
+    return handler(client_context(server), request)
 
 
 async def test_consumer_group_describe_handler_shows_no_write_before_it_is_durable(
