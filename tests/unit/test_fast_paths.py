@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from groupcoord.coordinator.runtime.pending import Pending
-from groupcoord.coordinator.server.app import Server
 from groupcoord.coordinator.server.consumer_group_api import handle_consumer_group_heartbeat
 from groupcoord.coordinator.server.context import GroupContext
 from groupcoord.coordinator.server.dispatch import build_dispatch
@@ -29,17 +28,18 @@ from groupcoord.coordinator.server.fast_paths import (
 from groupcoord.coordinator.server.offset_api import handle_offset_commit
 from groupcoord.protocol.api import RequestError, build, decode_request, encode_response
 from tests.rawclient import encode_request, request_class
-from tests.unit.server_support import client_context, started_server
+from tests.unit.handler_contexts import GroupTestbed, group_testbed
 
 M = sys.modules[request_class(68, 1).__module__]
 HANDLERS = build_dispatch()[0]
 
 
 @pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[Server]:
-    """A started server (no listener traffic: the tests call the paths directly)."""
-    async for started in started_server(tmp_path):
-        yield started
+async def server(tmp_path: Path) -> AsyncIterator[GroupTestbed]:
+    """A client's handler context over a gateway of two shards (no server, no sockets: the
+    tests call the paths directly)."""
+    async for testbed in group_testbed(tmp_path, shards=2):
+        yield testbed
 
 
 def _frame(**fields: Any) -> bytes:
@@ -77,11 +77,11 @@ async def _taken_and_same_as_codec(ctx: GroupContext, frame: bytes) -> bool:
     return True
 
 
-async def _steady_member(server: Server, ctx: GroupContext) -> tuple[int, bytes]:
+async def _steady_member(ctx: GroupContext) -> tuple[int, bytes]:
     """Member m1 of group g (topic t, 3 partitions) joined and past its first steady
     heartbeat: its epoch and the steady heartbeat frame the fast path takes."""
-    server.topics.create("t", 3, {})
-    sup = server.supported_versions
+    ctx.topics.create("t", 3, {})
+    sup = ctx.supported_versions
     join = _frame(
         group_id="g",
         member_id="m1",
@@ -102,10 +102,12 @@ async def _steady_member(server: Server, ctx: GroupContext) -> tuple[int, bytes]
     return epoch, steady
 
 
-async def test_fast_path_answers_as_the_full_path_and_declines_the_rest(server: Server) -> None:
-    ctx = client_context(server)
-    sup = server.supported_versions
-    epoch, steady = await _steady_member(server, ctx)
+async def test_fast_path_answers_as_the_full_path_and_declines_the_rest(
+    server: GroupTestbed,
+) -> None:
+    ctx = server.context
+    sup = ctx.supported_versions
+    epoch, steady = await _steady_member(ctx)
     fast = steady_consumer_heartbeat(ctx, steady)
     assert fast is not None
     header, result = fast
@@ -168,15 +170,15 @@ def _commit_frame(version: int, topics: dict[str, list[tuple[int, int]]], **fiel
     return encode_request(8, version, 9, body, client_id="committer")[4:]
 
 
-async def test_offset_commit_fast_path_answers_as_the_full_path(server: Server) -> None:
+async def test_offset_commit_fast_path_answers_as_the_full_path(server: GroupTestbed) -> None:
     """OffsetCommit v8-v9 read from the frame: the same response bytes as the codec's path
     for every shape it takes (one or many partitions and topics, unknown topics and
     partitions, metadata, instance ids, member commits to an unknown group), the same
     committed offsets, and None for the shapes it leaves to the codec."""
-    server.topics.create("t", 3, {})
-    server.topics.create("u", 1, {})
-    ctx = client_context(server)
-    sup = server.supported_versions
+    ctx = server.context
+    ctx.topics.create("t", 3, {})
+    ctx.topics.create("u", 1, {})
+    sup = ctx.supported_versions
     taken = [
         _commit_frame(9, {"t": [(0, 10)]}),
         _commit_frame(8, {"t": [(1, 11), (2, 12)], "u": [(0, 5)]}, metadata="meta"),
@@ -218,14 +220,14 @@ async def test_offset_commit_fast_path_answers_as_the_full_path(server: Server) 
 
 
 async def test_offset_commit_fast_path_never_takes_a_frame_the_codec_reads_otherwise(
-    server: Server,
+    server: GroupTestbed,
 ) -> None:
     """Differential fuzzing: valid OffsetCommit v8-v9 frames of random shapes, and the same
     frames with a byte changed, cut short or grown. For each frame the fast path either
     declines it (None) or the codec decodes it too and answers with the same bytes: it
     never accepts a frame the codec refuses as malformed, nor reads a field differently."""
-    server.topics.create("t", 3, {})
-    ctx = client_context(server)
+    ctx = server.context
+    ctx.topics.create("t", 3, {})
     rng = random.Random(20261125)
     names = ["t", "u", "", "x" * 126, "y" * 127]
     frames: list[bytes] = []
@@ -258,13 +260,13 @@ async def test_offset_commit_fast_path_never_takes_a_frame_the_codec_reads_other
 
 
 async def test_steady_heartbeat_fast_path_on_mutated_frames_answers_as_the_codec(
-    server: Server,
+    server: GroupTestbed,
 ) -> None:
     """Differential fuzzing: a steady member's heartbeat with each byte changed in turn (to
     random values), cut short or grown. The fast path declines a frame, or the codec decodes
     it too (same header) and the full path answers with the same bytes."""
-    ctx = client_context(server)
-    _, steady = await _steady_member(server, ctx)
+    ctx = server.context
+    _, steady = await _steady_member(ctx)
     rng = random.Random(20261125)
     frames = [steady[:cut] for cut in range(len(steady))] + [steady + b"\x00", steady + b"\x01"]
     for pos in range(len(steady)):
