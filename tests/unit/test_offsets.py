@@ -11,11 +11,8 @@ the runtime does: a Result's `records` through `shard.replay`, never its `applie
 from __future__ import annotations
 
 import gc
-import importlib
 import struct
-import sys
 import tracemalloc
-import types
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,54 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from groupcoord.coordinator.groups.classic.group import ClassicGroup, ClassicMember, GroupState
+from groupcoord.coordinator.groups.classic.manager import heartbeat_key
 from groupcoord.coordinator.groups.config import GroupConfig
-from groupcoord.coordinator.groups.result import Record, Result
-from groupcoord.coordinator.groups.testing import ManualTimer, SequentialIds
-from groupcoord.protocol.errors import ErrorCode
-from groupcoord.protocol.records import (
-    GroupMetadataKey,
-    OffsetCommitKey,
-    OffsetCommitValue,
-    decode_record,
-    default_value_version,
-    encode_key,
-    encode_value,
-)
-
-
-def _ensure_classic_manager() -> None:
-    """shard.py imports the classic manager, written concurrently. Until it exists, stand in
-    for the parts these tests touch: replay of GroupMetadata records (a tombstone removes the
-    group, as Kafka's removeGroup) and on_loaded."""
-    try:
-        importlib.import_module("groupcoord.coordinator.groups.classic.manager")
-    except ModuleNotFoundError as e:
-        if e.name != "groupcoord.coordinator.groups.classic.manager":
-            raise
-
-        class ClassicGroupManager:
-            def __init__(self, shard: Any) -> None:
-                self.shard = shard
-
-            def replay(self, key: GroupMetadataKey, value: Any, now_ms: int) -> None:
-                if value is None:
-                    self.shard.remove_group(key.group)
-                else:
-                    self.shard.groups[key.group] = ClassicGroup.from_record(
-                        key.group, value, now_ms
-                    )
-
-            def on_loaded(self, now_ms: int) -> None:
-                pass
-
-        stub = types.ModuleType("groupcoord.coordinator.groups.classic.manager")
-        stub.ClassicGroupManager = ClassicGroupManager  # type: ignore[attr-defined]
-        sys.modules[stub.__name__] = stub
-
-
-_ensure_classic_manager()
-
-from groupcoord.coordinator.groups.offsets import (  # noqa: E402
+from groupcoord.coordinator.groups.offsets import (
     EXPIRE_TIMER_KEY,
     DeletableGroupResult,
     DeleteGroupsResponse,
@@ -91,7 +43,19 @@ from groupcoord.coordinator.groups.offsets import (  # noqa: E402
     OffsetFetchTopicResult,
     PartitionResult,
 )
-from groupcoord.coordinator.groups.shard import GroupShard  # noqa: E402
+from groupcoord.coordinator.groups.result import Record, Result
+from groupcoord.coordinator.groups.shard import GroupShard
+from groupcoord.coordinator.groups.testing import ManualTimer, SequentialIds
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.records import (
+    GroupMetadataKey,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_record,
+    default_value_version,
+    encode_key,
+    encode_value,
+)
 
 T0 = 1_700_000_000_000
 FOO_ID = uuid.UUID("11111111-1111-1111-1111-111111111111")
@@ -445,15 +409,10 @@ def test_s129_commit_maintains_classic_session(state: GroupState, touched: bool)
 def test_s129_commit_resets_the_session_timer() -> None:
     """With the classic manager's timers: the commit re-arms the member's session, so it
     outlives its original deadline."""
-    manager = importlib.import_module("groupcoord.coordinator.groups.classic.manager")
-    if not hasattr(manager, "heartbeat_key") or not hasattr(
-        manager.ClassicGroupManager, "touch_member"
-    ):
-        pytest.skip("classic manager without session timers")
     h = Harness()
     group = h.add_group(stable_group())
     h.shard.on_loaded(h.now)  # arms every member's session (45 s)
-    key = manager.heartbeat_key("foo", "member")
+    key = heartbeat_key("foo", "member")
     assert h.timer.deadline(key) == T0 + 45_000
     h.timer.sleep(40_000)
     response, _ = h.commit(commit_request(generation=1, member_id="member"))
@@ -461,16 +420,6 @@ def test_s129_commit_resets_the_session_timer() -> None:
     assert h.timer.deadline(key) == T0 + 85_000
     h.timer.sleep(10_000)  # past the original deadline: "other" expired, "member" did not
     assert "member" in group.members and "other" not in group.members
-
-
-def test_s129_commit_without_touch_member_hook() -> None:
-    """A classic manager without touch_member (not written yet) must not break commits."""
-    h = Harness()
-    h.add_group(stable_group())
-    if hasattr(h.shard.classic, "touch_member"):
-        h.shard.classic = types.SimpleNamespace(replay=h.shard.classic.replay)  # type: ignore[assignment]
-    response, _ = h.commit(commit_request(generation=1, member_id="member"))
-    assert all_errors(response) == [("bar", 0, NONE)]
 
 
 def test_s136_metadata_too_large() -> None:
