@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from groupcoord.coordinator.groups.classic.group import ClassicGroup, ClassicMember, GroupState
-from groupcoord.coordinator.groups.classic.manager import heartbeat_key, join_key, sync_key
 from groupcoord.coordinator.groups.classic.messages import (
     AUTHORIZED_OPERATIONS_OMITTED,
     DescribedMember,
@@ -32,6 +31,7 @@ from groupcoord.coordinator.groups.classic.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from groupcoord.coordinator.groups.classic.rebalance import heartbeat_key, join_key, sync_key
 from groupcoord.coordinator.groups.config import GroupConfig
 from groupcoord.coordinator.groups.result import Record, Result
 from groupcoord.protocol.errors import ErrorCode

@@ -32,9 +32,6 @@ from groupcoord.coordinator.groups.classic.consumer_protocol import (
     encode_assignment,
 )
 from groupcoord.coordinator.groups.classic.group import ClassicGroup, GroupState
-from groupcoord.coordinator.groups.classic.manager import heartbeat_key
-from groupcoord.coordinator.groups.classic.manager import join_key as classic_join_key
-from groupcoord.coordinator.groups.classic.manager import sync_key as classic_sync_key
 from groupcoord.coordinator.groups.classic.messages import (
     HeartbeatRequest,
     JoinGroupMember,
@@ -43,8 +40,11 @@ from groupcoord.coordinator.groups.classic.messages import (
     LeaveMemberResponse,
     SyncGroupResponse,
 )
+from groupcoord.coordinator.groups.classic.rebalance import heartbeat_key
+from groupcoord.coordinator.groups.classic.rebalance import join_key as classic_join_key
+from groupcoord.coordinator.groups.classic.rebalance import sync_key as classic_sync_key
 from groupcoord.coordinator.groups.consumer.group import ConsumerGroupState, target_to_record
-from groupcoord.coordinator.groups.consumer.manager import (
+from groupcoord.coordinator.groups.consumer.keys import (
     rebalance_timeout_key,
     session_timeout_key,
 )

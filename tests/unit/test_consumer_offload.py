@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from groupcoord.coordinator.groups.consumer import manager as consumer_manager
+from groupcoord.coordinator.groups.consumer import offload
 from groupcoord.coordinator.groups.result import Result
 from groupcoord.coordinator.runtime.timers import LoopTimer
 from groupcoord.protocol.errors import ErrorCode
@@ -117,7 +117,7 @@ def test_static_member_replaced_during_the_computation_takes_over_its_new_target
 
 
 def test_the_result_is_written_in_slices_metadata_last(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(consumer_manager, "OFFLOAD_SLICE", 1)
+    monkeypatch.setattr(offload, "OFFLOAD_SLICE", 1)
     h = offloading()
     clients = [Client(h, name) for name in "abc"]
     clients[0].join(["foo"])

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from groupcoord.coordinator.groups.classic.group import ClassicGroup, ClassicMember, GroupState
-from groupcoord.coordinator.groups.classic.manager import heartbeat_key
+from groupcoord.coordinator.groups.classic.rebalance import heartbeat_key
 from groupcoord.coordinator.groups.config import GroupConfig
 from groupcoord.coordinator.groups.offsets import (
     EXPIRE_TIMER_KEY,
