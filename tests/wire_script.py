@@ -27,8 +27,9 @@ CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 RESOURCE_GROUP = 32
 SET, DELETE = 0, 1
 TOPICS = {"wire-a": 3, "wire-b": 2, "wire-c": 1}
-SESSION_MS = 300_000  # classic session and rebalance timeouts: never reached in a run
-CG_REBALANCE_MS = 30_000
+# Classic session and rebalance timeouts, consumer-group rebalance timeout: never reached.
+SESSION_MS = 600_000
+CG_REBALANCE_MS = 600_000
 
 PartitionCommit = tuple[int, int, str | None]  # partition, offset, metadata
 

@@ -22,8 +22,8 @@ Use:
     python -m tests.wire_session --record       # start a server, play, write the fixture
     python -m tests.wire_session --check        # start a server, play, compare
     python -m tests.wire_session --server HOST:PORT --record|--check [--fixture FILE]
-(`--server`: a server already started with `--set name=value` for each SERVER_SETTINGS
-entry, e.g. from an older checkout.)
+(`--server`: a server already started with the flags `--flags` prints, e.g. from an older
+checkout: `python -m coordinator serve --listen ... $(python -m tests.wire_session --flags)`.)
 `tests/integration/test_wire_session.py` plays it on every test run.
 
 Re-recording the fixture means the wire changed: it must be justified in the commit that
@@ -54,10 +54,13 @@ from tests.rawclient import RawClient, encode_request
 FIXTURE = Path(__file__).resolve().parent / "data" / "wire_session.json"
 
 # Passed to the server as `--set name=value`: no initial rebalance delay and target
-# assignments computed in the heartbeat that causes them, so that no step waits on a timer.
+# assignments computed in the heartbeat that causes them, so that no step waits on a timer;
+# consumer-group sessions of 10 minutes, so that no member expires however slow the run.
 SERVER_SETTINGS: dict[str, object] = {
     "group_initial_rebalance_delay_ms": 0,
     "group_consumer_assignment_interval_ms": 0,
+    "group_consumer_session_timeout_ms": 600_000,
+    "group_consumer_max_session_timeout_ms": 600_000,
 }
 
 _UUID_TEXT = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -168,7 +171,7 @@ def _uuids(value: Any) -> Iterator[uuid.UUID]:
 
 class _Connection:
     def __init__(self, address: str, client_id: str) -> None:
-        self.raw = RawClient(address)
+        self.raw = RawClient(address, timeout_s=60)
         self.client_id = client_id
         self.correlation_id = 0
         # (label, api key, version, correlation id) of requests sent, in order.
@@ -352,9 +355,13 @@ def main(argv: list[str] | None = None) -> int:
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--record", action="store_true", help="write the fixture")
     action.add_argument("--check", action="store_true", help="compare with the fixture")
+    action.add_argument("--flags", action="store_true", help="print the server's --set flags")
     parser.add_argument("--fixture", type=Path, default=FIXTURE, help=f"default: {FIXTURE}")
     parser.add_argument("--note", default="", help="what was recorded (kept in the file)")
     args = parser.parse_args(argv)
+    if args.flags:
+        print(" ".join(f"--set {name}={value}" for name, value in SERVER_SETTINGS.items()))
+        return 0
     entries = play(args.server) if args.server else _play_with_server()
     if args.check:
         problems = mismatches(load(args.fixture), entries)
