@@ -2,11 +2,12 @@
 and the encoded responses, normalized, kept in `tests/data/wire_session.json`.
 
 Why: a refactor of the server must leave the bytes on the wire as they are. The session
-(`script` in `tests/wire_script.py`) sends every served version of every group API, their
-fast-path shapes and their main error paths, on three connections, in an order that makes
-each answer deterministic (no waits on timers: the server runs with the settings in
-`SERVER_SETTINGS`; where a request parks, the session waits for the state it needs with
-unrecorded DescribeGroups polls, so what is recorded never depends on timing).
+(`script` in `tests/wire_script.py`, requests built by `tests/wire_requests.py`) sends
+every served version of every group API, their fast-path shapes and their main error
+paths, on three connections, in an order that makes each answer deterministic (no waits
+on timers: the server runs with the settings in `SERVER_SETTINGS`; where a request parks,
+the session waits for the state it needs with unrecorded DescribeGroups polls, so what is
+recorded never depends on timing).
 
 What varies between runs legitimately is replaced in the encoded response by a placeholder
 of the same encoding, so what is compared is still the encoded bytes:
