@@ -111,6 +111,9 @@ async def test_fast_path_answers_as_the_full_path_and_declines_the_rest(
     fast = steady_consumer_heartbeat(ctx, steady)
     assert fast is not None
     header, result = fast
+    # Checked and answered in one shard event, with nothing written or in flight: the
+    # response itself, not a Pending of it.
+    assert not isinstance(result, Pending), result
     assert (header.api_key, header.api_version, header.correlation_id) == (68, 1, 7)
     assert header.client_id == "client"
     full = await _answer(handle_consumer_group_heartbeat(ctx, decode_request(steady, sup)))
