@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .assignors.spec import PartitionAssignor
+
 # group.consumer.migration.policy's values.
 MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
 
@@ -28,6 +30,9 @@ class GroupConfig:
     consumer_max_heartbeat_interval_ms: int = 15_000  # group.consumer.max.heartbeat.interval.ms
     consumer_max_size: int = 2_147_483_647  # group.consumer.max.size
     consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
+    # The assignors of the names above that are not built in (uniform, range): the server
+    # loads them from entry points (coordinator/assignor_plugins.py), tests pass them.
+    consumer_assignor_plugins: tuple[PartitionAssignor, ...] = ()
     consumer_assignment_interval_ms: int = 1_000  # group.consumer.assignment.interval.ms
     # group.consumer.migration.policy: one of MIGRATION_POLICIES.
     consumer_migration_policy: str = "bidirectional"

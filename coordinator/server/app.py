@@ -23,6 +23,7 @@ from groupcoord.storage import GroupCommitter, LogConfig
 from groupcoord.storage.dir_lock import DataDirLock
 from groupcoord.storage.retention import apply_retention
 
+from ..assignor_plugins import assignor_names, load_assignor_plugins
 from ..config import Config
 from ..groups.config import GroupConfig
 from ..groups.shard import GroupShard
@@ -282,8 +283,9 @@ def group_config(config: Config) -> GroupConfig:
         consumer_min_heartbeat_interval_ms=config.group_consumer_min_heartbeat_interval_ms,
         consumer_max_heartbeat_interval_ms=config.group_consumer_max_heartbeat_interval_ms,
         consumer_max_size=config.group_consumer_max_size,
-        consumer_assignors=tuple(
-            a.strip() for a in config.group_consumer_assignors.split(",") if a.strip()
+        consumer_assignors=assignor_names(config.group_consumer_assignors),
+        consumer_assignor_plugins=load_assignor_plugins(
+            assignor_names(config.group_consumer_assignors)
         ),
         consumer_assignment_interval_ms=config.group_consumer_assignment_interval_ms,
         consumer_migration_policy=config.group_consumer_migration_policy,

@@ -82,9 +82,13 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions):
 
     def __init__(self, shard: GroupShard) -> None:
         self.shard = shard
-        by_name = {a.name: a for a in DEFAULT_ASSIGNORS}
+        config = shard.config
+        by_name = {a.name: a for a in (*DEFAULT_ASSIGNORS, *config.consumer_assignor_plugins)}
+        missing = [name for name in config.consumer_assignors if name not in by_name]
+        if missing or not config.consumer_assignors:
+            raise ValueError(f"consumer_assignors {config.consumer_assignors}: missing {missing}")
         self.assignors: dict[str, PartitionAssignor] = {
-            name: by_name[name] for name in shard.config.consumer_assignors if name in by_name
+            name: by_name[name] for name in config.consumer_assignors
         }
         self.default_assignor = next(iter(self.assignors))
         self.rebalances = 0  # group epoch bumps from heartbeats (Kafka's sensor)
