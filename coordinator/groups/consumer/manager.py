@@ -372,9 +372,7 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions):
         if group_epoch > group.assignment_epoch and group.assigning_epoch is None:
             if not self._assignment_due(group, now_ms):
                 self._schedule_assignment(group, now_ms)
-            elif self._should_offload(group, change):
-                self._offload_target(group, change, group_epoch, now_ms)
-            else:
+            elif not self._assign_off_loop(group, change, group_epoch, now_ms):
                 target = self._compute_target(group, change, group_epoch, now_ms, records)
                 target_epoch = group_epoch
                 member_target = target.get(member_id, {})
