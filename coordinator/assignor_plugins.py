@@ -60,7 +60,7 @@ def _load(name: str, declared: dict[str, list[EntryPoint]]) -> PartitionAssignor
     where = f"{name!r} ({entry_point.value})"
     try:
         loaded = entry_point.load()
-        assignor: Any = loaded if _is_assignor(loaded) else loaded()
+        assignor: Any = loaded if _is_assignor(loaded) or not callable(loaded) else loaded()
     except Exception as e:
         raise ConfigError(f"{SETTING}: assignor {where} cannot be loaded: {e!r}") from e
     if not _is_assignor(assignor):
