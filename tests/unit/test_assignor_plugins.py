@@ -236,7 +236,7 @@ def test_a_plugin_runs_off_the_loop_even_where_offload_is_switched_off() -> None
 
 
 def test_a_failing_plugin_keeps_the_previous_target_fails_no_heartbeat_and_is_retried() -> None:
-    h = plugged()
+    h = plugged(consumer_reconciling_heartbeat_interval_ms=250)
     a = Client(h, "a")
     a.join(["foo"], server_assignor="smallest")
     h.sleep(0)
@@ -267,6 +267,8 @@ def test_a_failing_plugin_keeps_the_previous_target_fails_no_heartbeat_and_is_re
     calls = len(plugin.specs)
     for _ in range(3):
         assert a.ack().error_code == 0 and b.ack().error_code == 0
+        # Nothing newer comes before the retry: the members heartbeat at the normal pace.
+        assert a.last.heartbeat_interval_ms == b.last.heartbeat_interval_ms == 5000
     assert owned(a) == {foo: [0, 1, 2, 3]} and owned(b) == {}
     assert len(plugin.specs) == calls
     assert h.timer.deadline("assignment-" + GROUP) == h.now + 1000

@@ -20,9 +20,11 @@ Where we deliberately differ from Kafka (README, Decisions):
   one. The epoch still moves only when the resolved topics change.
 * A pending target assignment (group.consumer.assignment.interval.ms) is computed by a
   timer when the interval ends, not by whichever heartbeat comes next.
-* Members that are reconciling (or whose group has a newer target) are asked to heartbeat
-  every `consumer_reconciling_heartbeat_interval_ms` instead of the full interval, so a
-  partition released by one member reaches the next within a fraction of a second.
+* Members that are reconciling (or whose group has a newer target coming) are asked to
+  heartbeat every `consumer_reconciling_heartbeat_interval_ms` instead of the full interval,
+  so a partition released by one member reaches the next within a fraction of a second.
+* A target computed off the loop that fails (a plugin assignor raised) fails no heartbeat:
+  the group keeps its target and the computation is retried with backoff (offload.py).
 
 Timers (keys as Kafka's, keys.py): `session-timeout-<group>-<member>`,
 `rebalance-timeout-<group>-<member>` (a member slow to revoke is fenced; departures.py),
@@ -303,7 +305,7 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions):
             member_id=member_id,
             member_epoch=new_member.member_epoch,
             heartbeat_interval_ms=self._heartbeat_interval(
-                group.group_id, new_member, target_epoch, group_epoch
+                group, new_member, target_epoch, group_epoch, now_ms
             ),
             assignment=_assignment_list(new_member) if send_assignment else None,
         )
@@ -513,14 +515,20 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions):
         ]
 
     def _heartbeat_interval(
-        self, group_id: str, member: ConsumerGroupMember, target_epoch: int, group_epoch: int
+        self,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        target_epoch: int,
+        group_epoch: int,
+        now_ms: int,
     ) -> int:
-        interval = self.shard.consumer_settings(group_id).heartbeat_interval_ms
+        interval = self.shard.consumer_settings(group.group_id).heartbeat_interval_ms
         fast = self.shard.config.consumer_reconciling_heartbeat_interval_ms
         if fast > 0 and (
             member.state is not MemberState.STABLE
             or member.member_epoch != target_epoch
-            or target_epoch != group_epoch
+            # A newer target is coming, unless a failed computation waits for its retry.
+            or (target_epoch != group_epoch and now_ms >= group.assignment_retry_ms)
         ):
             return min(fast, interval)
         return interval
