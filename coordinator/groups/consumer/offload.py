@@ -86,6 +86,9 @@ class TargetScheduling(TargetAssignment):
                 and live.metadata
                 and live.assigning_epoch is None
             ):
+                if now_ms < live.assignment_retry_ms:  # armed before a failure: not yet
+                    self._schedule_assignment(live, now_ms)
+                    return result
                 if self._assign_off_loop(live, GroupChange(), live.group_epoch, now_ms):
                     return result
                 try:
