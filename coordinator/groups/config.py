@@ -7,9 +7,6 @@ from dataclasses import dataclass
 
 from .assignors.spec import PartitionAssignor
 
-# group.consumer.migration.policy's values.
-MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
-
 
 @dataclass(frozen=True)
 class GroupConfig:
@@ -34,7 +31,8 @@ class GroupConfig:
     # loads them from entry points (coordinator/assignor_plugins.py), tests pass them.
     consumer_assignor_plugins: tuple[PartitionAssignor, ...] = ()
     consumer_assignment_interval_ms: int = 1_000  # group.consumer.assignment.interval.ms
-    # group.consumer.migration.policy: one of MIGRATION_POLICIES.
+    # group.consumer.migration.policy: bidirectional, upgrade, downgrade or disabled (the
+    # server's setting, checked by coordinator/config.py).
     consumer_migration_policy: str = "bidirectional"
     consumer_max_assignment_interval_ms: int = 15_000  # its upper bound in Kafka
     # Ours: the heartbeat interval given to members that are reconciling (0: the normal
