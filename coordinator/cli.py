@@ -79,7 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from .server.app import run
 
-    return run(config)
+    try:
+        return run(config)
+    except ConfigError as e:  # found while starting: e.g. an assignor that is not installed
+        print(f"groupcoord: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

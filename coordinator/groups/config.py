@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .assignors.spec import PartitionAssignor
+
 
 @dataclass(frozen=True)
 class GroupConfig:
@@ -25,6 +27,9 @@ class GroupConfig:
     consumer_max_heartbeat_interval_ms: int = 15_000  # group.consumer.max.heartbeat.interval.ms
     consumer_max_size: int = 2_147_483_647  # group.consumer.max.size
     consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
+    # The assignors of the names above that are not built in (uniform, range): the server
+    # loads them from entry points (coordinator/assignor_plugins.py), tests pass them.
+    consumer_assignor_plugins: tuple[PartitionAssignor, ...] = ()
     consumer_assignment_interval_ms: int = 1_000  # group.consumer.assignment.interval.ms
     # group.consumer.migration.policy: bidirectional, upgrade, downgrade or disabled (the
     # server's setting, checked by coordinator/config.py).

@@ -66,9 +66,14 @@ class Timer(Protocol):
 
     def is_scheduled(self, key: str) -> bool: ...
 
-    def offload(self, key: str, compute: Callable[[], Any], finish: OffloadFinish) -> None:
+    def offload(
+        self, key: str, compute: Callable[[], Any], finish: OffloadFinish, *, plugin: bool = False
+    ) -> None:
         """Run `compute` off the loop, then `finish` as a shard event. A newer offload
-        with the same key (or a cancel of the key) makes the older one's finish not run."""
+        with the same key (or a cancel of the key) makes the older one's finish not run.
+        `plugin`: compute runs code the coordinator did not ship (a plugin assignor), kept
+        apart from the threads the server's own work needs. An exception compute raises
+        is logged by the runtime, then handed to finish."""
         ...
 
 

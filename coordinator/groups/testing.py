@@ -25,6 +25,8 @@ class ManualTimer:
         self._seq = itertools.count()
         self.on_result: Callable[[Result], None] | None = None
         self.offloaded = 0  # how many computations went through offload()
+        self.offloaded_plugins = 0  # ... of which with plugin=True
+        self.failures: list[Exception] = []  # what offloaded computations raised
 
     def schedule(self, key: str, delay_ms: int, callback: TimerCallback) -> None:
         seq = next(self._seq)
@@ -37,13 +39,18 @@ class ManualTimer:
     def is_scheduled(self, key: str) -> bool:
         return key in self._live
 
-    def offload(self, key: str, compute: Callable[[], Any], finish: OffloadFinish) -> None:
-        """Computes at once; `finish` runs at the next sleep (as a 0-delay timer `key`)."""
+    def offload(
+        self, key: str, compute: Callable[[], Any], finish: OffloadFinish, *, plugin: bool = False
+    ) -> None:
+        """Computes at once; `finish` runs at the next sleep (as a 0-delay timer `key`).
+        An exception compute raises is kept in `failures` (the runtime logs it)."""
         try:
             value: Any = compute()
         except Exception as e:  # noqa: BLE001 - handed to finish, as the runtime does
             value = e
+            self.failures.append(e)
         self.offloaded += 1
+        self.offloaded_plugins += plugin
         self.schedule(key, 0, lambda now_ms: finish(value, now_ms))
 
     def deadline(self, key: str) -> int | None:

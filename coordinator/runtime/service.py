@@ -11,6 +11,7 @@ from pathlib import Path
 
 from groupcoord.storage import GroupCommitter, LogConfig, install_compaction, prepare_compaction
 
+from ..assignor_plugins import assignor_names, load_assignor_plugins
 from ..config import Config
 from ..groups.config import GroupConfig
 from ..groups.dynamic_config import GroupConfigSource
@@ -147,8 +148,9 @@ def group_config(config: Config) -> GroupConfig:
         consumer_min_heartbeat_interval_ms=config.group_consumer_min_heartbeat_interval_ms,
         consumer_max_heartbeat_interval_ms=config.group_consumer_max_heartbeat_interval_ms,
         consumer_max_size=config.group_consumer_max_size,
-        consumer_assignors=tuple(
-            a.strip() for a in config.group_consumer_assignors.split(",") if a.strip()
+        consumer_assignors=assignor_names(config.group_consumer_assignors),
+        consumer_assignor_plugins=load_assignor_plugins(
+            assignor_names(config.group_consumer_assignors)
         ),
         consumer_assignment_interval_ms=config.group_consumer_assignment_interval_ms,
         consumer_migration_policy=config.group_consumer_migration_policy,

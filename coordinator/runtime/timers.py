@@ -16,7 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ..groups.result import OffloadFinish, TimerCallback
+from ..observability.logging import get_logger
 from .clock import Cancellable, LoopClock
+from .plugin_threads import plugin_threads
+
+log = get_logger("groupcoord.coordinator")
 
 
 class _Entry:
@@ -63,19 +67,32 @@ class LoopTimer:
             entry.handle.cancel()
         self._offloads.pop(key, None)
 
-    def offload(self, key: str, compute: Callable[[], Any], finish: OffloadFinish) -> None:
-        """`compute` in the loop's default executor (a thread: with the GIL it shares the
-        CPU, but the interpreter switches threads every few hundred microseconds, so the
-        loop keeps answering meanwhile); `finish` then runs as a shard event."""
+    def offload(
+        self, key: str, compute: Callable[[], Any], finish: OffloadFinish, *, plugin: bool = False
+    ) -> None:
+        """`compute` in the loop's default executor, or for `plugin` code in a plugin
+        thread (plugin_threads.py): a thread, which with the GIL shares the CPU, but the
+        interpreter switches threads every few hundred microseconds, so the loop keeps
+        answering meanwhile. `finish` then runs as a shard event. What compute raises is
+        logged here (the shard does no I/O), then handed to finish."""
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(None, compute)
+        future: asyncio.Future[Any] = (
+            asyncio.wrap_future(plugin_threads.submit(compute))
+            if plugin
+            else loop.run_in_executor(None, compute)
+        )
         self._offloads[key] = future
 
         def done(f: asyncio.Future[Any]) -> None:
+            if f.cancelled():
+                return  # the loop is closing
+            error = f.exception()
+            if error is not None:
+                log.error("offloaded computation failed", key=key, error=str(error), exc_info=error)
             if self._offloads.get(key) is not f:
                 return  # superseded, cancelled, or the shard reloaded meanwhile
             del self._offloads[key]
-            value: Any = f.exception() if f.exception() is not None else f.result()
+            value: Any = error if error is not None else f.result()
             self._fire(lambda now_ms: finish(value, now_ms), None)
 
         future.add_done_callback(done)

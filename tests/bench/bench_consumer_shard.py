@@ -56,7 +56,7 @@ def main() -> None:
 
     timings: dict[str, list[float]] = {"snapshot": [], "compute": [], "slices": []}
 
-    def timed_offload(key: str, compute: Any, finish: Any) -> None:
+    def timed_offload(key: str, compute: Any, finish: Any, *, plugin: bool = False) -> None:
         t = time.perf_counter()
         value = compute()
         timings["compute"].append(time.perf_counter() - t)

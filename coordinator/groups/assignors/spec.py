@@ -1,11 +1,55 @@
-"""The server-side assignor interface (Kafka's `ConsumerGroupPartitionAssignor`, KIP-848).
+"""The server-side assignor interface (Kafka's `ConsumerGroupPartitionAssignor`, KIP-848): the
+public extension point for assignors of your own.
 
-An assignor is a pure function of a `GroupSpec` (the members, their subscriptions and the
-previous *target* assignment) and a `TopicDescriber` (partition counts): it returns the new
-target assignment, member id -> topic id -> partitions. It keeps no state between calls, reads
-no clock and draws no randomness, so the same input always gives the same output.
+What an assignor is. An object with a `name` (what members ask for with ConsumerGroupHeartbeat's
+ServerAssignor, i.e. a client's `group.remote.assignor`, and what `group_consumer_assignors`
+lists) and `assign(group, topics) -> Assignment`, called whenever a consumer group needs a new
+target assignment: a member joined or left, a subscription changed, a subscribed topic was
+created, deleted or grew, or the group's preferred assignor changed. A group uses the
+assignor most of its members ask for; when none asks, its `consumer.assignor` group config,
+else the first of `group_consumer_assignors`.
 
-Assumptions the assignors share with Kafka's:
+What comes in.
+* `group: GroupSpec`: `members` (member id -> MemberSubscription: instance id, rack id, the ids
+  of the existing topics it subscribes to, by name or through its regex), `member_ids` (sorted:
+  iterate in that order for results that do not depend on dict order), and the hints:
+  `subscription_type` (HOMOGENEOUS when every member subscribes to the same topics, else
+  HETEROGENEOUS), `assignment`: the group's previous *target* (member id -> topic id ->
+  partitions; `member_assignment(m)` reads one member's, empty if none; entries of members
+  that left say what they freed), `is_partition_assigned(t, p)`, and two size hints the
+  built-in assignors use (`assignment_sizes`, `assignment_topics`).
+* `topics: TopicDescriber`: `num_partitions(topic id)` (-1: unknown) and `topic_name(topic id)`
+  of the subscribed topics. Partitions have no racks here (one node), so there is no
+  `racksForPartition`; members' `rack_id` is passed as the client sent it.
+
+What goes out. The new target: member id -> topic id -> frozenset of partitions (other
+collections of ints are converted). Members left out get nothing. A partition goes to at most
+one member, only to a member subscribed to its topic, and must exist. Raise
+PartitionAssignorError (or anything) when no target can be computed.
+
+The contract.
+* Pure and deterministic: the same spec gives the same target; no clock, no randomness, no
+  state kept between calls (the coordinator calls it for any group, any number of times, and
+  may discard a result).
+* Must not mutate its inputs (the coordinator hands assignors it did not ship read-only views).
+* May run in a worker thread, and for assignors of your own always does: the coordinator
+  computes their targets off its event loop, one computation per group at a time, while the
+  group keeps its previous target (members keep heartbeating and consuming). CPU-bound pure
+  Python is fine (the interpreter switches threads every 100 us); C code that holds the GIL
+  for long is not. A result that breaks the rules above is refused like a failure: the group
+  stays on its previous target, the error is logged with the group and assignor names, and
+  the computation is tried again later (after 1 s, doubling up to 60 s while it keeps
+  failing; README, Decisions). The built-in `uniform` and `range` run on the loop for small
+  groups, and a failure of theirs fails the heartbeat with UNKNOWN_SERVER_ERROR, as Kafka.
+
+How it is installed. A distribution declares the assignor as an entry point in the group
+`groupcoord.assignors` (entry point name = the assignor's `name`; the object: a class or a
+zero-argument factory returning the assignor, or the assignor itself), and the server lists
+the name in `group_consumer_assignors` (the first is the default). The server loads them at
+start-up (coordinator/assignor_plugins.py) and refuses to start when one is missing. `uniform`
+and `range` are reserved. An example: tests/assignor_plugin/.
+
+The built-in assignors' shared assumptions, as Kafka's:
 
 * The previous target assigns each partition to at most one member and only partitions that
   exist. That holds for every target an assignor produced, because Kafka never shrinks a
@@ -14,13 +58,12 @@ Assumptions the assignors share with Kafka's:
   notice (first holder in member order wins), e.g. counts that cannot add up.
 * Entries of the previous target for topics a member no longer subscribes to are dropped.
 
-Results are `Assignment`s: read-only mappings member id -> topic id -> frozenset of
-partitions, holding every member of the group (members without partitions map to an empty
-mapping). The assignors return a `LazyAssignment`, which keeps each member's assignment in
-a compact form (the previous target's sets kept by reference, ranges, slices of a pool of
-unassigned partitions) and builds a member's dict of frozensets only when it is read:
-building all of them costs more than computing the assignment at 10,000 members, and a
-caller that diffs the new target against the old one only needs the members whose
+The built-in assignors' results hold every member of the group (members without partitions
+map to an empty mapping), as a `LazyAssignment`, which keeps each member's
+assignment in a compact form (the previous target's sets kept by reference, ranges, slices
+of a pool of unassigned partitions) and builds a member's dict of frozensets only when it is
+read: building all of them costs more than computing the assignment at 10,000 members, and
+a caller that diffs the new target against the old one only needs the members whose
 assignment changed, `LazyAssignment.changed_members()`.
 """
 
@@ -38,17 +81,18 @@ MemberAssignment = Mapping[TopicId, AbstractSet[int]]
 """One member's (previous) target: topic id -> partitions (sets or frozensets)."""
 
 Assignment = Mapping[str, Mapping[TopicId, frozenset[int]]]
-"""An assignor's result: member id -> topic id -> partitions. Every member of the group is a
-key; members with nothing assigned map to an empty mapping. `dict(result)` or
-`LazyAssignment.to_dict()` makes a plain dict of it."""
+"""An assignor's result: member id -> topic id -> partitions. The built-in assignors give
+every member of the group a key (an empty mapping for nothing); members an assignor leaves out
+get nothing. `dict(result)` or `LazyAssignment.to_dict()` makes a plain dict of it."""
 
 EMPTY_MEMBER_ASSIGNMENT: Mapping[TopicId, frozenset[int]] = {}
 
 
 class PartitionAssignorError(Exception):
-    """The assignor cannot compute an assignment (Kafka's PartitionAssignorException; the
-    coordinator answers UNKNOWN_SERVER_ERROR). Raised when a member subscribes to a topic the
-    describer does not know."""
+    """The assignor cannot compute an assignment (Kafka's PartitionAssignorException). The
+    built-in assignors raise it when a member subscribes to a topic the describer does not
+    know (the heartbeat then gets UNKNOWN_SERVER_ERROR, as in Kafka); for an assignor of your
+    own it is one failure among others (see above: the group keeps its previous target)."""
 
 
 class SubscriptionType(enum.Enum):
@@ -167,35 +211,47 @@ class GroupSpec:
 
 
 class TopicDescriber(Protocol):
-    """Partition counts of the subscribed topics (Kafka's SubscribedTopicDescriber)."""
+    """The subscribed topics (Kafka's SubscribedTopicDescriber, plus names)."""
 
     def num_partitions(self, topic_id: TopicId) -> int:
         """The topic's partition count, or -1 if the topic is unknown."""
         ...
 
+    def topic_name(self, topic_id: TopicId) -> str | None:
+        """The topic's name, None if unknown (ours: Kafka's describer has no names)."""
+        ...
+
 
 class TopicMetadata:
-    """A TopicDescriber over a mapping topic id -> partition count."""
+    """A TopicDescriber over mappings topic id -> partition count (and -> name)."""
 
-    __slots__ = ("partitions",)
+    __slots__ = ("partitions", "names")
 
-    def __init__(self, partitions: Mapping[TopicId, int]) -> None:
+    def __init__(
+        self, partitions: Mapping[TopicId, int], names: Mapping[TopicId, str] | None = None
+    ) -> None:
         self.partitions = partitions
+        self.names: Mapping[TopicId, str] = names if names is not None else {}
 
     def num_partitions(self, topic_id: TopicId) -> int:
         return self.partitions.get(topic_id, -1)
 
+    def topic_name(self, topic_id: TopicId) -> str | None:
+        return self.names.get(topic_id)
+
 
 class PartitionAssignor(Protocol):
-    """A server-side assignor. `name` is what ConsumerGroupHeartbeat's ServerAssignor and the
-    `group.consumer.assignors` config name."""
+    """A server-side assignor (see the module docstring for the contract). `name` is what
+    ConsumerGroupHeartbeat's ServerAssignor (a client's `group.remote.assignor`) and the
+    `group_consumer_assignors` setting name."""
 
     @property
     def name(self) -> str: ...
 
     def assign(self, group: GroupSpec, topics: TopicDescriber) -> Assignment:
-        """The new target assignment. Raises PartitionAssignorError for a subscribed topic the
-        describer does not know."""
+        """The new target assignment: member id -> topic id -> frozenset of partitions
+        (members left out get nothing). Pure; must not mutate `group`. Raises
+        PartitionAssignorError (or anything else) when it cannot compute one."""
         ...
 
 

@@ -104,6 +104,10 @@ class ConsumerGroup:
         self.assignor_counts: Counter[str] = Counter()  # members' ServerAssignor choices
         # The group epoch whose target is being computed off the loop (not replayed).
         self.assigning_epoch: int | None = None
+        # Off-loop computations that failed in a row, and when the next may start (not
+        # replayed: a loaded group tries again at once).
+        self.assignment_failures = 0
+        self.assignment_retry_ms = 0
         # Derived, not replayed: the assignors' view of the members (member id ->
         # MemberSubscription) at topic-image version `spec_image_version`, and the topic ids
         # of each distinct subscription (names, regex) at that version. Kept up to date by

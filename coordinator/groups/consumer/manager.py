@@ -20,9 +20,11 @@ Where we deliberately differ from Kafka (README, Decisions):
   one. The epoch still moves only when the resolved topics change.
 * A pending target assignment (group.consumer.assignment.interval.ms) is computed by a
   timer when the interval ends, not by whichever heartbeat comes next.
-* Members that are reconciling (or whose group has a newer target) are asked to heartbeat
-  every `consumer_reconciling_heartbeat_interval_ms` instead of the full interval, so a
-  partition released by one member reaches the next within a fraction of a second.
+* Members that are reconciling (or whose group has a newer target coming) are asked to
+  heartbeat every `consumer_reconciling_heartbeat_interval_ms` instead of the full interval,
+  so a partition released by one member reaches the next within a fraction of a second.
+* A target computed off the loop that fails (a plugin assignor raised) fails no heartbeat:
+  the group keeps its target and the computation is retried with backoff (offload.py).
 
 Timers (keys as Kafka's, keys.py): `session-timeout-<group>-<member>`,
 `rebalance-timeout-<group>-<member>` (a member slow to revoke is fenced; departures.py),
@@ -82,9 +84,13 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions):
 
     def __init__(self, shard: ShardView) -> None:
         self.shard = shard
-        by_name = {a.name: a for a in DEFAULT_ASSIGNORS}
+        config = shard.config
+        by_name = {a.name: a for a in (*DEFAULT_ASSIGNORS, *config.consumer_assignor_plugins)}
+        missing = [name for name in config.consumer_assignors if name not in by_name]
+        if missing or not config.consumer_assignors:
+            raise ValueError(f"consumer_assignors {config.consumer_assignors}: missing {missing}")
         self.assignors: dict[str, PartitionAssignor] = {
-            name: by_name[name] for name in shard.config.consumer_assignors if name in by_name
+            name: by_name[name] for name in config.consumer_assignors
         }
         self.default_assignor = next(iter(self.assignors))
         self.rebalances = 0  # group epoch bumps from heartbeats (Kafka's sensor)
@@ -299,7 +305,7 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions):
             member_id=member_id,
             member_epoch=new_member.member_epoch,
             heartbeat_interval_ms=self._heartbeat_interval(
-                group.group_id, new_member, target_epoch, group_epoch
+                group, new_member, target_epoch, group_epoch, now_ms
             ),
             assignment=_assignment_list(new_member) if send_assignment else None,
         )
@@ -368,9 +374,7 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions):
         if group_epoch > group.assignment_epoch and group.assigning_epoch is None:
             if not self._assignment_due(group, now_ms):
                 self._schedule_assignment(group, now_ms)
-            elif self._should_offload(group, change):
-                self._offload_target(group, change, group_epoch, now_ms)
-            else:
+            elif not self._assign_off_loop(group, change, group_epoch, now_ms):
                 target = self._compute_target(group, change, group_epoch, now_ms, records)
                 target_epoch = group_epoch
                 member_target = target.get(member_id, {})
@@ -511,14 +515,20 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions):
         ]
 
     def _heartbeat_interval(
-        self, group_id: str, member: ConsumerGroupMember, target_epoch: int, group_epoch: int
+        self,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        target_epoch: int,
+        group_epoch: int,
+        now_ms: int,
     ) -> int:
-        interval = self.shard.consumer_settings(group_id).heartbeat_interval_ms
+        interval = self.shard.consumer_settings(group.group_id).heartbeat_interval_ms
         fast = self.shard.config.consumer_reconciling_heartbeat_interval_ms
         if fast > 0 and (
             member.state is not MemberState.STABLE
             or member.member_epoch != target_epoch
-            or target_epoch != group_epoch
+            # A newer target is coming, unless a failed computation waits for its retry.
+            or (target_epoch != group_epoch and now_ms >= group.assignment_retry_ms)
         ):
             return min(fast, interval)
         return interval

@@ -1,8 +1,16 @@
 """When a consumer group's new target is computed, if not at once in the heartbeat that moved
 the group epoch: when the assignment interval ends (the `assignment-<group>` timer), or off
-the loop for large groups (many members, or many partitions), in a worker thread, the
-result then written in slices of OFFLOAD_SLICE members, one shard event each, so that no
-event holds the loop long. A mixin of ConsumerGroupManager (manager.py).
+the loop, in a worker thread, the result then written in slices of OFFLOAD_SLICE members,
+one shard event each, so that no event holds the loop long. Off the loop go large groups
+(many members, or many partitions) and every group whose assignor is not a built-in one (a
+plugin: its cost is unknown, and it may fail or hang). A mixin of ConsumerGroupManager
+(manager.py).
+
+A computation off the loop that fails (the assignor raised, or a plugin returned an invalid
+target) fails no request: the group keeps its previous target, the timer raises the error
+with the group, assignor and epoch in its message (the runtime logs it), and the assignment
+timer tries again after ASSIGNMENT_RETRY_MS, doubling while it keeps failing, up to
+ASSIGNMENT_RETRY_MAX_MS (README, Decisions: Kafka fails the heartbeat instead).
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from groupcoord.protocol.records import (
     ConsumerGroupTargetAssignmentMetadataValue,
 )
 
-from ..assignors import MemberSubscription
+from ..assignors import BUILTIN_ASSIGNOR_NAMES, MemberSubscription
 from ..assignors.spec import TopicMetadata
 from ..result import Record, Result
 from .change import GroupChange, HeartbeatError
@@ -28,12 +36,29 @@ from .targets import TargetAssignment, compute_assignment, metadata_after, regex
 # Members whose offloaded target is written per shard event (~1 ms of replay each).
 OFFLOAD_SLICE = 200
 OFFLOAD_SLICE_PARTITIONS = 20_000
+# A failed computation is tried again after this, doubled per failure in a row, up to the max.
+ASSIGNMENT_RETRY_MS = 1_000
+ASSIGNMENT_RETRY_MAX_MS = 60_000
+
+
+class TargetAssignmentFailed(Exception):
+    """A target computed off the loop failed: the message names the group, the assignor and
+    the epoch (the runtime's timer logs it, with the assignor's exception as its cause)."""
+
+
+def retry_delay_ms(failures: int) -> int:
+    """How long after its `failures`-th failure in a row a computation is tried again."""
+    return min(ASSIGNMENT_RETRY_MAX_MS, ASSIGNMENT_RETRY_MS << min(failures - 1, 16))
 
 
 class TargetScheduling(TargetAssignment):
     """Mixin: when and where targets are computed (see above)."""
 
     def _assignment_due(self, group: ConsumerGroup, now_ms: int) -> bool:
+        """The assignment interval has passed (or there is none), and no failed computation
+        waits for its retry."""
+        if now_ms < group.assignment_retry_ms:
+            return False
         interval = self.shard.consumer_settings(group.group_id).assignment_interval_ms
         return (
             interval <= 0
@@ -42,13 +67,15 @@ class TargetScheduling(TargetAssignment):
         )
 
     def _schedule_assignment(self, group: ConsumerGroup, now_ms: int) -> None:
-        """Compute the held-back target when the assignment interval ends."""
+        """Compute the held-back target when the assignment interval ends (or the retry of
+        a failed computation is due)."""
         key = assignment_key(group.group_id)
         if self.shard.timer.is_scheduled(key):
             return
         group_id = group.group_id
         interval = self.shard.consumer_settings(group_id).assignment_interval_ms
-        delay_ms = group.assignment_timestamp_ms + interval - now_ms
+        due_ms = max(group.assignment_timestamp_ms + interval, group.assignment_retry_ms)
+        delay_ms = due_ms - now_ms
 
         def fire(now_ms: int) -> Result:
             result = Result()
@@ -59,8 +86,10 @@ class TargetScheduling(TargetAssignment):
                 and live.metadata
                 and live.assigning_epoch is None
             ):
-                if self._should_offload(live, GroupChange()):
-                    self._offload_target(live, GroupChange(), live.group_epoch, now_ms)
+                if now_ms < live.assignment_retry_ms:  # armed before a failure: not yet
+                    self._schedule_assignment(live, now_ms)
+                    return result
+                if self._assign_off_loop(live, GroupChange(), live.group_epoch, now_ms):
                     return result
                 try:
                     self._compute_target(
@@ -71,6 +100,23 @@ class TargetScheduling(TargetAssignment):
             return result
 
         self.shard.timer.schedule(key, max(0, delay_ms), fire)
+
+    def _assign_off_loop(
+        self, group: ConsumerGroup, change: GroupChange, group_epoch: int, now_ms: int
+    ) -> bool:
+        """Start computing the target for `group_epoch` off the loop if it goes there (a
+        plugin assignor, or a large group); False: the caller computes it at once. A new
+        group (its object goes live when this event's records are replayed) starts its
+        plugin's computation from the assignment timer, right after; meanwhile its first
+        member gets the initial target (epoch 1, no partitions)."""
+        plugin = self._assignor(group, change).name not in BUILTIN_ASSIGNOR_NAMES
+        if not plugin and not self._should_offload(group, change):
+            return False
+        if self.groups.get(group.group_id) is not group:
+            self._schedule_assignment(group, now_ms)
+        else:
+            self._offload_target(group, change, group_epoch, now_ms, plugin)
+        return True
 
     def _should_offload(self, group: ConsumerGroup, change: GroupChange) -> bool:
         """Large groups compute their target off the loop: many members, or many
@@ -92,16 +138,22 @@ class TargetScheduling(TargetAssignment):
         return partitions >= config.consumer_offload_min_partitions
 
     def _offload_target(
-        self, group: ConsumerGroup, change: GroupChange, group_epoch: int, now_ms: int
+        self,
+        group: ConsumerGroup,
+        change: GroupChange,
+        group_epoch: int,
+        now_ms: int,
+        plugin: bool = False,
     ) -> None:
-        """Compute the target for `group_epoch` in a worker thread; meanwhile the group
-        keeps its current target (heartbeats go on against it, as during an assignment
-        interval). The result is written in slices of OFFLOAD_SLICE members, one shard
-        event each, TargetAssignmentMetadata last, so that no event blocks the loop long.
-        Members that left meanwhile are skipped; those that joined meanwhile get their
-        target from the next assignment (their join moved the group epoch); a static
-        member replaced meanwhile (which moves no epoch) hands its target to the member
-        that replaced it (`_write_target_slice`)."""
+        """Compute the target for `group_epoch` in a worker thread (a `plugin` assignor in
+        one of the runtime's threads kept for plugins); meanwhile the group keeps its
+        current target (heartbeats go on against it, as during an assignment interval).
+        The result is written in slices of OFFLOAD_SLICE members, one shard event each,
+        TargetAssignmentMetadata last, so that no event blocks the loop long. Members that
+        left meanwhile are skipped; those that joined meanwhile get their target from the
+        next assignment (their join moved the group epoch); a static member replaced
+        meanwhile (which moves no epoch) hands its target to the member that replaced it
+        (`_write_target_slice`). A failure is retried later (module docstring)."""
         gid = group.group_id
         image = self.shard.topics
         spec: dict[str, MemberSubscription] | None = None
@@ -121,6 +173,8 @@ class TargetScheduling(TargetAssignment):
             resolved = {r: self._resolved(group, change, r) for r in regex_users(group, change)}
         previous, assignor = self._previous_target(group, change)
         group.assigning_epoch = group_epoch
+        kept_epoch = group.assignment_epoch
+        retry_ms = retry_delay_ms(group.assignment_failures + 1)
 
         def compute() -> _Offloaded:
             # Runs in a worker thread: reads only its copies and the topic image (dict
@@ -142,25 +196,42 @@ class TargetScheduling(TargetAssignment):
                         meta.instance_id, meta.rack_id, topic_ids
                     )
             wanted = {t for sub in members.values() for t in sub.subscribed_topic_ids}
-            counts = TopicMetadata({t: image.num_partitions(t) for t in wanted})
-            records = compute_assignment(gid, members, previous, assignor, counts, group_epoch)[1]
+            described = TopicMetadata(
+                {t: image.num_partitions(t) for t in wanted},
+                {t: name for t in wanted if (name := image.topic_name(t)) is not None},
+            )
+            try:
+                _, records = compute_assignment(gid, members, previous, assignor, described, plugin)
+            except Exception as e:
+                raise TargetAssignmentFailed(
+                    f"Failed to compute a new target assignment for epoch {group_epoch} of "
+                    f"group {gid!r} with assignor {assignor.name!r}: {e!r}. The group keeps "
+                    f"its target of epoch {kept_epoch}; next attempt in {retry_ms} ms."
+                ) from e
             instances = {m: s.instance_id for m, s in members.items() if s.instance_id}
             return _Offloaded(records, instances, frozenset(members))
 
         def finish(value: object, finish_ms: int) -> Result:
             if self.groups.get(gid) is not group or group.assigning_epoch != group_epoch:
                 return Result()
-            if isinstance(value, BaseException) or group.group_epoch < group_epoch:
-                # Failed, or computed for an epoch that was never written (the heartbeat
-                # that bumped it failed after starting the computation): writing it would
-                # put the assignment epoch ahead of the group's. The next heartbeat or
-                # epoch bump tries again.
+            if isinstance(value, BaseException):
+                # The group keeps its target; the assignment timer tries again later.
+                group.assigning_epoch = None
+                group.assignment_failures += 1
+                group.assignment_retry_ms = finish_ms + retry_ms
+                self._schedule_assignment(group, finish_ms)
+                return Result()
+            if group.group_epoch < group_epoch:
+                # Computed for an epoch that was never written (the heartbeat that bumped
+                # it failed after starting the computation): writing it would put the
+                # assignment epoch ahead of the group's. The next heartbeat or epoch bump
+                # tries again.
                 group.assigning_epoch = None
                 return Result()
             assert isinstance(value, _Offloaded)
             return self._write_target_slice(group, group_epoch, now_ms, value, 0)
 
-        self.shard.timer.offload(assignment_key(gid), compute, finish)
+        self.shard.timer.offload(assignment_key(gid), compute, finish, plugin=plugin)
 
     def _write_target_slice(
         self,
@@ -204,6 +275,7 @@ class TargetScheduling(TargetAssignment):
             self.shard.timer.schedule(assignment_key(gid), 0, more)
             return result
         group.assigning_epoch = None
+        group.assignment_failures = group.assignment_retry_ms = 0
         result.records.append(
             (
                 ConsumerGroupTargetAssignmentMetadataKey(gid),

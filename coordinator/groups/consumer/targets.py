@@ -7,8 +7,8 @@ MemberSubscription view, `_spec_members`), the previous target with the hints it
 (`_previous_target`), and the assignor the members prefer. `_compute_target` runs it and
 emits the TargetAssignmentMember records of the members whose target changed, then the
 TargetAssignmentMetadata. The group's metadata hash (`metadata_hash`) is what moves the
-group epoch when a subscribed topic changes. Large groups compute off the loop instead
-(offload.py).
+group epoch when a subscribed topic changes. Large groups, and groups whose assignor is not
+a built-in one, compute off the loop instead (offload.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,14 @@ from groupcoord.protocol.records import (
     ConsumerGroupTargetAssignmentMetadataValue,
 )
 
-from ..assignors import GroupSpec, LazyAssignment, MemberSubscription, PartitionAssignor
+from ..assignors import (
+    GroupSpec,
+    LazyAssignment,
+    MemberSubscription,
+    PartitionAssignor,
+    checked_assignment,
+    read_only_spec,
+)
 from ..assignors.spec import PartitionAssignorError, TopicDescriber
 from ..result import Record
 from ..topics import TopicImage
@@ -141,9 +148,15 @@ class TargetAssignment:
         members whose target changed plus the new TargetAssignmentMetadata (B.4.7)."""
         gid = group.group_id
         members, previous, assignor = self._target_inputs(group, change)
-        assignment, member_records = compute_assignment(
-            gid, members, previous, assignor, self.shard.topics, group_epoch
-        )
+        try:
+            assignment, member_records = compute_assignment(
+                gid, members, previous, assignor, self.shard.topics
+            )
+        except PartitionAssignorError as e:
+            raise HeartbeatError(
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                f"Failed to compute a new target assignment for epoch {group_epoch}: {e}",
+            ) from None
         records.extend(member_records)
         records.append(
             (
@@ -152,6 +165,7 @@ class TargetAssignment:
             )
         )
         self.shard.timer.cancel(assignment_key(gid))
+        group.assignment_failures = group.assignment_retry_ms = 0
         return assignment
 
     def _target_inputs(
@@ -195,12 +209,15 @@ class TargetAssignment:
             if gone and member_id not in previous:
                 previous[member_id] = held
                 topics.update(held)
-        # A member's assignor may have left group.consumer.assignors since it asked for it
-        # (a restart with another config): the default one serves then.
+        return PreviousTarget(previous, sizes, topics), self._assignor(group, change)
+
+    def _assignor(self, group: ConsumerGroup, change: GroupChange) -> PartitionAssignor:
+        """The assignor most members ask for once `change` applies, else the default. A
+        member's assignor may have left group.consumer.assignors since it asked for it (a
+        restart with another config): the default one serves then."""
         default = self._default_assignor(group.group_id)
         name = preferred_assignor(group, change) or default
-        assignor = self.assignors.get(name) or self.assignors[default]
-        return PreviousTarget(previous, sizes, topics), assignor
+        return self.assignors.get(name) or self.assignors[default]
 
     def _default_assignor(self, group_id: str) -> str:
         """The group's consumer.assignor, else the first of group.consumer.assignors."""
@@ -307,19 +324,21 @@ def compute_assignment(
     previous: PreviousTarget,
     assignor: PartitionAssignor,
     topics: TopicDescriber,
-    group_epoch: int,
+    plugin: bool = False,
 ) -> tuple[Mapping[str, TopicAssignment], list[Record]]:
     """The new target and the TargetAssignmentMember records of the members whose target
     changed (or who had none). Touches nothing but its arguments: it may run in a thread.
-    Raises HeartbeatError(UNKNOWN_SERVER_ERROR) when the assignor fails."""
-    spec = GroupSpec(members, previous.target, None, previous.sizes, previous.topics)
-    try:
+    A `plugin` assignor (not a built-in one) gets read-only inputs and its result is
+    checked (assignors/checked.py). Raises what the assignor raises (PartitionAssignorError
+    from the built-in ones), and InvalidAssignment for a plugin's invalid result."""
+    if plugin:
+        spec = read_only_spec(members, previous.target, previous.sizes, previous.topics)
+        assignment: Mapping[str, TopicAssignment] = checked_assignment(
+            assignor.assign(spec, topics), spec, topics
+        )
+    else:
+        spec = GroupSpec(members, previous.target, None, previous.sizes, previous.topics)
         assignment = assignor.assign(spec, topics)
-    except PartitionAssignorError as e:
-        raise HeartbeatError(
-            ErrorCode.UNKNOWN_SERVER_ERROR,
-            f"Failed to compute a new target assignment for epoch {group_epoch}: {e}",
-        ) from None
     # Only members whose target changed get a record (the lazy result knows which may
     # have: building every member's target costs more than assigning at 10,000 members).
     candidates = set(
