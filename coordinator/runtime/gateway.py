@@ -32,7 +32,7 @@ from typing import Any, Protocol, TypeVar
 from groupcoord.protocol.errors import ErrorCode
 
 from ..group_admin import GroupConfigEntry, GroupConfigError
-from ..groups.dynamic_config import GROUP_CONFIGS, InvalidGroupConfig, settings
+from ..groups.config import GROUP_CONFIGS, InvalidGroupConfig, effective_settings
 from ..groups.result import Result
 from ..groups.shard import GroupShard
 from ..observability.logging import get_logger
@@ -356,7 +356,7 @@ class GroupCoordinatorGateway:
         entries = []
         for name in sorted(GROUP_CONFIGS):
             spec = GROUP_CONFIGS[name]
-            broker_value = spec.default(group_config)
+            broker_value = spec.broker_value(group_config)
             value = overrides.get(name)
             entries.append(
                 GroupConfigEntry(
@@ -381,7 +381,7 @@ class GroupCoordinatorGateway:
         unless validate_only. Raises GroupConfigError with Kafka's message; ValueError when
         too many groups have configs; OSError when they cannot be saved."""
         try:
-            settings(self._service.group_config, overrides)
+            effective_settings(self._service.group_config, overrides)
         except InvalidGroupConfig as e:
             raise GroupConfigError(str(e)) from None
         if not validate_only:
