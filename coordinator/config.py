@@ -1,5 +1,7 @@
 """Server configuration: one frozen dataclass, filled from defaults < TOML file < environment
-(GROUPCOORD_<NAME>) < command-line flags. Units are last in names."""
+(GROUPCOORD_<NAME>) < command-line flags. Units are last in names. The group coordinator's
+settings (group_*, offsets retention, commit metadata) are defined with the shards' view of
+them, in groups/config.py: here they are only declared, and checked through it."""
 
 from __future__ import annotations
 
