@@ -1,5 +1,7 @@
 """Server configuration: one frozen dataclass, filled from defaults < TOML file < environment
-(GROUPCOORD_<NAME>) < command-line flags. Units are last in names."""
+(GROUPCOORD_<NAME>) < command-line flags. Units are last in names. The group coordinator's
+settings (group_*, offsets retention, commit metadata) are defined with the shards' view of
+them, in groups/config.py: here they are only declared, and checked through it."""
 
 from __future__ import annotations
 
@@ -10,11 +12,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .groups.config import SERVER_SETTINGS, InvalidGroupConfig, check_server_settings, from_server
+
 MiB = 1024 * 1024
 DAY_MS = 24 * 3600 * 1000
 LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE: Kafka's "no limit" for LONG settings
-# group.consumer.migration.policy's values.
-MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
 
 
 class ConfigError(ValueError):
@@ -26,6 +28,13 @@ def split_host_port(value: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ConfigError(f"expected HOST:PORT, got {value!r}")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _group_setting(name: str) -> Any:
+    """A setting of the group coordinator: its default and meaning are defined with the
+    shards' settings (groups/config.py)."""
+    setting = SERVER_SETTINGS[name]
+    return field(default=setting.default, metadata={"help": setting.help})
 
 
 @dataclass(frozen=True)
@@ -141,79 +150,36 @@ class Config:
         default=100 * MiB,
         metadata={"help": "coordinator log segment size (offsets.topic.segment.bytes)"},
     )
-    offsets_retention_ms: int = field(
-        default=7 * DAY_MS, metadata={"help": "offset retention (offsets.retention.minutes, in ms)"}
-    )
-    offsets_retention_check_interval_ms: int = field(
-        default=600_000, metadata={"help": "how often expired offsets are removed"}
-    )
-    offset_metadata_bytes_max: int = field(
-        default=4096, metadata={"help": "largest commit metadata (offset.metadata.max.bytes)"}
-    )
+    offsets_retention_ms: int = _group_setting("offsets_retention_ms")
+    offsets_retention_check_interval_ms: int = _group_setting("offsets_retention_check_interval_ms")
+    offset_metadata_bytes_max: int = _group_setting("offset_metadata_bytes_max")
     offsets_compaction_interval_ms: int = field(
         default=300_000, metadata={"help": "how often coordinator logs are compacted"}
     )
     offsets_tombstone_retention_ms: int = field(
         default=DAY_MS, metadata={"help": "how long compaction keeps tombstones"}
     )
-    group_min_session_timeout_ms: int = field(
-        default=6_000, metadata={"help": "smallest session timeout (group.min.session.timeout.ms)"}
+    group_min_session_timeout_ms: int = _group_setting("group_min_session_timeout_ms")
+    group_max_session_timeout_ms: int = _group_setting("group_max_session_timeout_ms")
+    group_initial_rebalance_delay_ms: int = _group_setting("group_initial_rebalance_delay_ms")
+    group_max_size: int = _group_setting("group_max_size")
+    group_consumer_session_timeout_ms: int = _group_setting("group_consumer_session_timeout_ms")
+    group_consumer_min_session_timeout_ms: int = _group_setting(
+        "group_consumer_min_session_timeout_ms"
     )
-    group_max_session_timeout_ms: int = field(
-        default=1_800_000,
-        metadata={"help": "largest session timeout (group.max.session.timeout.ms)"},
+    group_consumer_max_session_timeout_ms: int = _group_setting(
+        "group_consumer_max_session_timeout_ms"
     )
-    group_initial_rebalance_delay_ms: int = field(
-        default=3_000,
-        metadata={
-            "help": "wait for more members of a new group (group.initial.rebalance.delay.ms)"
-        },
+    group_consumer_heartbeat_interval_ms: int = _group_setting(
+        "group_consumer_heartbeat_interval_ms"
     )
-    group_max_size: int = field(
-        default=2_147_483_647, metadata={"help": "members per classic group (group.max.size)"}
+    group_consumer_min_heartbeat_interval_ms: int = _group_setting(
+        "group_consumer_min_heartbeat_interval_ms"
     )
-    group_consumer_session_timeout_ms: int = field(
-        default=45_000,
-        metadata={"help": "consumer-protocol session timeout (group.consumer.session.timeout.ms)"},
+    group_consumer_max_heartbeat_interval_ms: int = _group_setting(
+        "group_consumer_max_heartbeat_interval_ms"
     )
-    group_consumer_min_session_timeout_ms: int = field(
-        default=45_000,
-        metadata={
-            "help": "smallest per-group consumer.session.timeout.ms "
-            "(group.consumer.min.session.timeout.ms)"
-        },
-    )
-    group_consumer_max_session_timeout_ms: int = field(
-        default=60_000,
-        metadata={
-            "help": "largest per-group consumer.session.timeout.ms "
-            "(group.consumer.max.session.timeout.ms)"
-        },
-    )
-    group_consumer_heartbeat_interval_ms: int = field(
-        default=5_000,
-        metadata={
-            "help": "consumer-protocol heartbeat interval (group.consumer.heartbeat.interval.ms)"
-        },
-    )
-    group_consumer_min_heartbeat_interval_ms: int = field(
-        default=5_000,
-        metadata={
-            "help": "smallest per-group consumer.heartbeat.interval.ms "
-            "(group.consumer.min.heartbeat.interval.ms)"
-        },
-    )
-    group_consumer_max_heartbeat_interval_ms: int = field(
-        default=15_000,
-        metadata={
-            "help": "largest per-group consumer.heartbeat.interval.ms "
-            "(group.consumer.max.heartbeat.interval.ms)"
-        },
-    )
-    group_consumer_max_size: int = field(
-        default=2_147_483_647,
-        metadata={"help": "members per consumer group (group.consumer.max.size)"},
-    )
+    group_consumer_max_size: int = _group_setting("group_consumer_max_size")
     group_consumer_assignors: str = field(
         default="uniform,range",
         metadata={
@@ -221,37 +187,16 @@ class Config:
             "uniform, range, or names of entry points in the group groupcoord.assignors"
         },
     )
-    group_consumer_assignment_interval_ms: int = field(
-        default=1_000,
-        metadata={
-            "help": "least time between target assignments of a group "
-            "(group.consumer.assignment.interval.ms)"
-        },
+    group_consumer_assignment_interval_ms: int = _group_setting(
+        "group_consumer_assignment_interval_ms"
     )
-    group_consumer_offload_min_members: int = field(
-        default=200,
-        metadata={
-            "help": "consumer groups with this many members compute target assignments off "
-            "the shard's loop (ours; per group: consumer.assignor.offload.enable)"
-        },
+    group_consumer_offload_min_members: int = _group_setting("group_consumer_offload_min_members")
+    group_consumer_offload_min_partitions: int = _group_setting(
+        "group_consumer_offload_min_partitions"
     )
-    group_consumer_offload_min_partitions: int = field(
-        default=10_000,
-        metadata={"help": "... or whose subscribed topics have this many partitions (ours)"},
-    )
-    group_consumer_migration_policy: str = field(
-        default="bidirectional",
-        metadata={
-            "help": "classic <-> consumer group conversion: bidirectional, upgrade, downgrade "
-            "or disabled (group.consumer.migration.policy)"
-        },
-    )
-    group_consumer_reconciling_heartbeat_interval_ms: int = field(
-        default=250,
-        metadata={
-            "help": "heartbeat interval given to reconciling members so released partitions "
-            "move fast (ours; 0 = the normal interval)"
-        },
+    group_consumer_migration_policy: str = _group_setting("group_consumer_migration_policy")
+    group_consumer_reconciling_heartbeat_interval_ms: int = _group_setting(
+        "group_consumer_reconciling_heartbeat_interval_ms"
     )
     thread_switch_interval_us: int = field(
         default=100,
@@ -355,20 +300,16 @@ def validate(config: Config) -> None:
             raise ConfigError(f"{name} must be positive")
     if config.syncfs_min_logs < 0:
         raise ConfigError("syncfs_min_logs must be 0 or more")
-    if config.group_consumer_heartbeat_interval_ms >= config.group_consumer_session_timeout_ms:
-        raise ConfigError(
-            "group_consumer_heartbeat_interval_ms must be below group_consumer_session_timeout_ms"
-        )
+    try:
+        check_server_settings(from_server(config))
+    except InvalidGroupConfig as e:
+        raise ConfigError(str(e)) from None
     # The names are resolved when the server starts (assignor_plugins.py): only there may
     # this module's users (topics/ among them) reach groups/ and installed distributions.
     if not [a for a in config.group_consumer_assignors.split(",") if a.strip()]:
         raise ConfigError(
             "group_consumer_assignors: a comma-separated list of assignors (uniform, range, "
             "or installed ones)"
-        )
-    if config.group_consumer_migration_policy.lower() not in MIGRATION_POLICIES:
-        raise ConfigError(
-            "group_consumer_migration_policy: bidirectional, upgrade, downgrade or disabled"
         )
     if config.log_level not in ("debug", "info", "warning", "error"):
         raise ConfigError("log_level must be debug, info, warning or error")

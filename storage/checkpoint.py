@@ -1,8 +1,9 @@
-"""Small durable files holding one offset each (log start offset, recovery point).
+"""Small durable files: one offset each (log start offset, recovery point), or any small
+document replaced whole (the coordinator's topic metadata, group configs, cluster id).
 
 Written as temp file + fsync + rename + directory fsync, so a crash leaves either the old
-or the new value, never a torn one. A file that cannot be parsed reads as absent: both
-values have safe fallbacks (the first segment's base offset; a full scan).
+or the new value, never a torn one. An offset file that cannot be parsed reads as absent:
+both values have safe fallbacks (the first segment's base offset; a full scan).
 """
 
 from __future__ import annotations
@@ -28,10 +29,18 @@ def read_offset_file(path: Path) -> int | None:
 
 def write_offset_file(path: Path, value: int) -> None:
     """Atomically replace `path` with `value` and make the change durable."""
+    atomic_write(path, f"{value}\n".encode("ascii"))
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that a crash leaves either the old or the new file,
+    and make the change durable."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, _OPEN_FLAGS_WRITE, 0o644)
     try:
-        os.write(fd, f"{value}\n".encode("ascii"))
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)

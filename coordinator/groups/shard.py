@@ -36,18 +36,18 @@ from groupcoord.protocol.records import (
 from .classic import messages as cm
 from .classic.group import ClassicGroup, GroupState
 from .classic.manager import ClassicGroupManager
-from .config import GroupConfig
+from .config import (
+    ConsumerGroupSettings,
+    GroupConfig,
+    GroupConfigSource,
+    InvalidGroupConfig,
+    NoGroupConfigs,
+    effective_settings,
+)
 from .consumer import messages as ccm
 from .consumer.change import HeartbeatError
 from .consumer.group import ConsumerGroup
 from .consumer.manager import ConsumerGroupManager
-from .dynamic_config import (
-    ConsumerGroupSettings,
-    GroupConfigSource,
-    InvalidGroupConfig,
-    NoGroupConfigs,
-    settings,
-)
 from .offsets import (
     OffsetCommitRequest,
     OffsetFetchRequest,
@@ -102,7 +102,7 @@ class GroupShard:
         self.group_configs: GroupConfigSource = (
             group_configs if group_configs is not None else NoGroupConfigs()
         )
-        self._default_settings = settings(config, {})
+        self._default_settings = effective_settings(config, {})
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.classic = ClassicGroupManager(self)
@@ -238,7 +238,7 @@ class GroupShard:
         overrides = self.group_configs.overrides(group_id)
         if overrides:
             try:
-                return settings(self.config, overrides)
+                return effective_settings(self.config, overrides)
             except InvalidGroupConfig:
                 pass
         return self._default_settings

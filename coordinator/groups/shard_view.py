@@ -24,11 +24,10 @@ from .classic.messages import (
     LeaveGroupRequest,
     SyncGroupRequest,
 )
-from .config import GroupConfig
+from .config import ConsumerGroupSettings, GroupConfig
 from .consumer.change import GroupChange
 from .consumer.group import ConsumerGroup
 from .consumer.member import ConsumerGroupMember
-from .dynamic_config import ConsumerGroupSettings
 from .result import IdSource, Record, Reply, Result, Timer
 from .topics import TopicImage
 

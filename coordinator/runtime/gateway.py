@@ -27,15 +27,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from groupcoord.protocol.errors import ErrorCode
 
 from ..group_admin import GroupConfigEntry, GroupConfigError
-from ..groups.dynamic_config import GROUP_CONFIGS, InvalidGroupConfig, settings
+from ..groups.config import GROUP_CONFIGS, InvalidGroupConfig, effective_settings
 from ..groups.result import Result
 from ..groups.shard import GroupShard
 from ..observability.logging import get_logger
+from .group_config_store import GroupConfigStore
 from .group_messages import (
     ClassicHeartbeatRequest,
     ClassicHeartbeatResponse,
@@ -67,20 +68,12 @@ log = get_logger("groupcoord.coordinator")
 R = TypeVar("R")
 
 
-class GroupConfigStorage(Protocol):
-    """Where the groups' dynamic configs are kept (server/group_configs.py)."""
-
-    def overrides(self, group_id: str) -> Mapping[str, str]: ...
-
-    def replace(self, group_id: str, configs: Mapping[str, str]) -> None: ...
-
-
 class GroupCoordinatorGateway:
     """The typed door into the group coordinator; implements group_admin.GroupAdmin."""
 
     __slots__ = ("_service", "_runner_for", "_group_configs")
 
-    def __init__(self, service: CoordinatorService, group_configs: GroupConfigStorage) -> None:
+    def __init__(self, service: CoordinatorService, group_configs: GroupConfigStore) -> None:
         self._service = service
         self._runner_for = service.runner_for
         self._group_configs = group_configs
@@ -356,7 +349,7 @@ class GroupCoordinatorGateway:
         entries = []
         for name in sorted(GROUP_CONFIGS):
             spec = GROUP_CONFIGS[name]
-            broker_value = spec.default(group_config)
+            broker_value = spec.broker_value(group_config)
             value = overrides.get(name)
             entries.append(
                 GroupConfigEntry(
@@ -381,7 +374,7 @@ class GroupCoordinatorGateway:
         unless validate_only. Raises GroupConfigError with Kafka's message; ValueError when
         too many groups have configs; OSError when they cannot be saved."""
         try:
-            settings(self._service.group_config, overrides)
+            effective_settings(self._service.group_config, overrides)
         except InvalidGroupConfig as e:
             raise GroupConfigError(str(e)) from None
         if not validate_only:
@@ -520,4 +513,4 @@ def _none_listed(error: ErrorCode) -> list[ListedGroup]:
     return []
 
 
-__all__ = ["GroupConfigStorage", "GroupCoordinatorGateway"]
+__all__ = ["GroupCoordinatorGateway"]

@@ -52,8 +52,7 @@ from groupcoord.protocol.records import (
 )
 from groupcoord.storage import GroupCommitter, LogConfig, PartitionLog, StorageError
 
-from ..groups.config import GroupConfig
-from ..groups.dynamic_config import GroupConfigSource
+from ..groups.config import GroupConfig, GroupConfigSource
 from ..groups.result import Reply, Result, TimerCallback
 from ..groups.shard import GroupShard
 from ..groups.topics import TopicImage

@@ -13,8 +13,7 @@ from groupcoord.storage import GroupCommitter, LogConfig, install_compaction, pr
 
 from ..assignor_plugins import assignor_names, load_assignor_plugins
 from ..config import Config
-from ..groups.config import GroupConfig
-from ..groups.dynamic_config import GroupConfigSource
+from ..groups.config import GroupConfig, GroupConfigSource, from_server
 from ..groups.shard import ShardStats
 from ..groups.topics import TopicImage
 from ..observability.logging import get_logger
@@ -132,32 +131,12 @@ class CoordinatorService:
 
 
 def group_config(config: Config) -> GroupConfig:
-    """The shards' settings from the server's."""
-    return GroupConfig(
-        min_session_timeout_ms=config.group_min_session_timeout_ms,
-        max_session_timeout_ms=config.group_max_session_timeout_ms,
-        initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-        max_size=config.group_max_size,
-        offset_metadata_max_bytes=config.offset_metadata_bytes_max,
-        offsets_retention_ms=config.offsets_retention_ms,
-        offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
-        consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
-        consumer_min_session_timeout_ms=config.group_consumer_min_session_timeout_ms,
-        consumer_max_session_timeout_ms=config.group_consumer_max_session_timeout_ms,
-        consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
-        consumer_min_heartbeat_interval_ms=config.group_consumer_min_heartbeat_interval_ms,
-        consumer_max_heartbeat_interval_ms=config.group_consumer_max_heartbeat_interval_ms,
-        consumer_max_size=config.group_consumer_max_size,
+    """The shards' settings from the server's (the names are groups/config.py's)."""
+    return from_server(
+        config,
         consumer_assignors=assignor_names(config.group_consumer_assignors),
         consumer_assignor_plugins=load_assignor_plugins(
             assignor_names(config.group_consumer_assignors)
-        ),
-        consumer_assignment_interval_ms=config.group_consumer_assignment_interval_ms,
-        consumer_migration_policy=config.group_consumer_migration_policy,
-        consumer_offload_min_members=config.group_consumer_offload_min_members,
-        consumer_offload_min_partitions=config.group_consumer_offload_min_partitions,
-        consumer_reconciling_heartbeat_interval_ms=(
-            config.group_consumer_reconciling_heartbeat_interval_ms
         ),
     )
 

@@ -18,6 +18,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from groupcoord.storage import GroupCommitter, LogConfig
+from groupcoord.storage.checkpoint import atomic_write
 from groupcoord.storage.dir_lock import DataDirLock
 from groupcoord.storage.retention import apply_retention
 
@@ -27,16 +28,16 @@ from ..observability.http import HttpEndpoint
 from ..observability.logging import get_logger, setup_logging
 from ..observability.metrics import ServerMetrics
 from ..runtime.gateway import GroupCoordinatorGateway
+from ..runtime.group_config_store import GroupConfigStore
 from ..runtime.service import OFFSETS_TOPIC, CoordinatorService, group_config
 from ..runtime.shard_count import settled_shard_count
 from ..topics.compaction import TopicCompactor
 from ..topics.context import HandlerContext, Node
-from ..topics.registry import TopicRegistry, atomic_write, wake_waiters
+from ..topics.registry import TopicRegistry, wake_waiters
 from .connection import Connection, OutgoingWrites
 from .context import GroupContext
 from .dispatch import build_dispatch
 from .frame_budget import FrameBudget
-from .group_configs import GroupConfigStore
 from .recovery_report import mark_clean_shutdown, report_recovery, take_clean_shutdown_marker
 
 log = get_logger("groupcoord.server")

@@ -34,7 +34,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import os
 import re
 import shutil
 import time
@@ -44,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from groupcoord.storage import LogConfig, PartitionLog
+from groupcoord.storage.checkpoint import atomic_write
 
 from ..config import Config
 from ..runtime.partitioning import OFFSETS_TOPIC
@@ -556,18 +556,3 @@ def wake_waiters(partition: Partition) -> None:
             if not waiter.done():
                 waiter.set_result(None)
         waiters.clear()
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a crash leaves either the old or the new file."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -15,10 +15,10 @@ from groupcoord.coordinator.config import Config, load_config
 from groupcoord.coordinator.group_admin import GroupConfigEntry
 from groupcoord.coordinator.observability.metrics import ServerMetrics
 from groupcoord.coordinator.runtime.gateway import GroupCoordinatorGateway
+from groupcoord.coordinator.runtime.group_config_store import GroupConfigStore
 from groupcoord.coordinator.runtime.service import CoordinatorService, group_config
 from groupcoord.coordinator.server.context import GroupContext
 from groupcoord.coordinator.server.dispatch import build_dispatch
-from groupcoord.coordinator.server.group_configs import GroupConfigStore
 from groupcoord.coordinator.topics.context import HandlerContext, Node
 from groupcoord.coordinator.topics.registry import TopicRegistry
 from groupcoord.storage import GroupCommitter, LogConfig

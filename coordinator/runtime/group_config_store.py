@@ -1,6 +1,8 @@
-"""Dynamic group configs (IncrementalAlterConfigs on GROUP resources), persisted: one JSON
-file rewritten atomically on every change, as the topic metadata is. Shards read it
-through the GroupConfigSource protocol (coordinator/groups/dynamic_config.py)."""
+"""The groups' dynamic configs (IncrementalAlterConfigs on GROUP resources), persisted: one
+JSON file, `{"groups": {group id: {name: value}}}`, rewritten atomically on every change, as
+the topic metadata is. What the names mean and which values are allowed is
+groups/config.py's; shards read the overrides through its GroupConfigSource protocol, the
+gateway (gateway.py) changes them once they passed its checks."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..topics.registry import atomic_write
+from groupcoord.storage.checkpoint import atomic_write
 
 GROUPS_MAX = 1_000_000  # a bound on what clients can make us store
 
@@ -27,7 +29,9 @@ class GroupConfigStore:
         return self._configs.get(group_id, {})
 
     def replace(self, group_id: str, configs: Mapping[str, str]) -> None:
-        """Make `configs` the group's overrides (none: forget the group) and persist."""
+        """Make `configs` the group's overrides (none: forget the group) and persist.
+        Raises ValueError when GROUPS_MAX groups already have overrides, OSError when the
+        file cannot be written."""
         if configs:
             if group_id not in self._configs and len(self._configs) >= GROUPS_MAX:
                 raise ValueError(f"at most {GROUPS_MAX} groups can have configs")
