@@ -1,0 +1,91 @@
+"""Kafka's variable-length integers: the one reader and writer of each form.
+
+Unsigned varint (Kafka's ByteUtils.readUnsignedVarint): seven bits a byte, lowest group
+first, the top bit set on every byte but the last. Compact strings, bytes and arrays,
+tagged-field sections and nullable-struct markers use it; Kafka reads at most 5 bytes.
+Record fields (Kafka's DefaultRecord: lengths, timestamp and offset deltas) use the zigzag
+form of the same bytes (readVarint, readVarlong: at most 5 and 10 bytes), in which 0, -1,
+1, -2, ... are written as 0, 1, 2, 3, ...
+
+The readers take the position to read at, the end of the bytes they may read (a tagged
+field's window, or the buffer's length) and `max_bytes`, the longest encoding accepted
+(callers differ: see each one's constant). They raise VarintError, a ValueError, when the
+bytes end first or the encoding is longer; callers turn it into their own error where they
+already turn the other decoding errors. No byte at or past `end` is ever read.
+
+A value below 0x80 is its own single byte. Code on a hot path tests `buf[pos] < 0x80`
+inline and calls the reader for longer values only (protocol/guard.py's generated walks,
+protocol/record_fast.py); writers take a small value's bytes from SMALL_UVARINTS.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Kafka's limits: an int32 in an unsigned varint or a zigzag varint, an int64 in a zigzag
+# varlong.
+UVARINT_MAX_BYTES: Final = 5
+VARINT_MAX_BYTES: Final = 5
+VARLONG_MAX_BYTES: Final = 10
+
+# The encoding of each value below 0x80: the value itself, one byte.
+SMALL_UVARINTS: Final = tuple(bytes((i,)) for i in range(0x80))
+
+
+class VarintError(ValueError):
+    """A varint cut short by the end of its bytes, or longer than allowed."""
+
+
+def read_uvarint(
+    buf: bytes | bytearray | memoryview, pos: int, end: int, max_bytes: int
+) -> tuple[int, int]:
+    """(value, position after it) of the unsigned varint at `pos`, reading nothing at or
+    past `end` and at most `max_bytes` bytes. Raises VarintError."""
+    if pos < end:
+        b = buf[pos]
+        if b < 0x80:
+            return b, pos + 1
+    limit = pos + max_bytes
+    stop = limit if limit < end else end
+    value = 0
+    shift = 0
+    while pos < stop:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+    if pos == limit:
+        raise VarintError(f"varint longer than {max_bytes} bytes")
+    raise VarintError("varint runs past the end of its bytes")
+
+
+def read_varint(
+    buf: bytes | bytearray | memoryview, pos: int, end: int, max_bytes: int
+) -> tuple[int, int]:
+    """(value, position after it) of the zigzag varint (or varlong) at `pos`; as
+    read_uvarint."""
+    if pos < end:
+        b = buf[pos]
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), pos + 1
+    value, pos = read_uvarint(buf, pos, end, max_bytes)
+    return (value >> 1) ^ -(value & 1), pos
+
+
+def uvarint_bytes(value: int) -> bytes:
+    """The unsigned varint encoding of `value` (>= 0)."""
+    if value < 0x80:
+        return SMALL_UVARINTS[value]
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def varint_bytes(value: int) -> bytes:
+    """The zigzag varint (or varlong) encoding of `value`, a signed int64."""
+    return uvarint_bytes((value << 1) ^ (value >> 63))
