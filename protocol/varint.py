@@ -87,5 +87,8 @@ def uvarint_bytes(value: int) -> bytes:
 
 
 def varint_bytes(value: int) -> bytes:
-    """The zigzag varint (or varlong) encoding of `value`, a signed int64."""
+    """The zigzag varint (or varlong) encoding of `value`, a signed int64 (OverflowError
+    outside that range)."""
+    if not -0x8000_0000_0000_0000 <= value <= 0x7FFF_FFFF_FFFF_FFFF:
+        raise OverflowError(f"{value} is not an int64")
     return uvarint_bytes((value << 1) ^ (value >> 63))

@@ -42,7 +42,8 @@ reported as damage, ``recovered_salvaged_bytes``). ``log-start-offset`` persists
 start offset when retention moves it, before the segments go. Retention may delete the
 active segment too (Kafka's deleteSegments): a new empty one is rolled first, at the log
 end, so a log always has a segment and its offsets continue after a restart.
-Before any of this, an interrupted compaction swap is completed or undone (cleaner.py).
+Before any of this, an interrupted compaction swap is completed or undone
+(compaction_swap.py).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from typing import NamedTuple
 from groupcoord.protocol.batches import BatchHeader, record_timestamps
 
 from .checkpoint import fsync_directory, read_offset_file, write_offset_file
-from .cleaner import complete_interrupted_compaction
+from .compaction_swap import complete_interrupted_compaction
 from .errors import LogClosed, LogFailed, OffsetOutOfRange
 from .segment import (
     INDEX_SUFFIX,
