@@ -38,7 +38,7 @@ from .batches import (
     InvalidBatch,
     calc_crc32c,
 )
-from .varint import VARLONG_MAX_BYTES, read_varint, varint_bytes
+from .varint import ONE_BYTE_VARINTS, VARLONG_MAX_BYTES, read_varint, varint_bytes
 
 # (start, end) of the record in the records section, offset delta, key, is a tombstone
 RecordSpan: TypeAlias = tuple[int, int, int, bytes | None, bool]
@@ -70,21 +70,45 @@ def record_spans(header: BatchHeader, batch: bytes) -> tuple[bytes | memoryview,
     pos = 0
     size = len(data)
     limit = _RECORD_VARINT_MAX_BYTES
+    # A record's varints are mostly one byte: read those inline (a byte read past a
+    # record's end only leads to the "run past the record" check; past the section, to
+    # an IndexError).
+    small = ONE_BYTE_VARINTS
     try:
         for _ in range(header.records_count):
-            length, body = read_varint(data, pos, size, limit)
+            b = data[pos]
+            if b < 0x80:
+                length, body = small[b], pos + 1
+            else:
+                length, body = read_varint(data, pos, size, limit)
             end = body + length
             if length <= 0 or end > size:
                 raise InvalidBatch("record length out of bounds")
             # attributes (int8), timestamp delta, offset delta, key, value length
-            _, p = read_varint(data, body + 1, end, limit)
-            delta, p = read_varint(data, p, end, limit)
-            key_length, p = read_varint(data, p, end, limit)
+            p = body + 1
+            if data[p] < 0x80:
+                p += 1
+            else:
+                _, p = read_varint(data, p, end, limit)
+            b = data[p]
+            if b < 0x80:
+                delta, p = small[b], p + 1
+            else:
+                delta, p = read_varint(data, p, end, limit)
+            b = data[p]
+            if b < 0x80:
+                key_length, p = small[b], p + 1
+            else:
+                key_length, p = read_varint(data, p, end, limit)
             key = None
             if key_length >= 0:
                 key = bytes(data[p : p + key_length])
                 p += key_length
-            value_length, p = read_varint(data, p, end, limit)
+            b = data[p]
+            if b < 0x80:
+                value_length, p = small[b], p + 1
+            else:
+                value_length, p = read_varint(data, p, end, limit)
             if p > end or value_length > end - p:
                 raise InvalidBatch("record fields run past the record")
             records.append((pos, end, delta, key, value_length < 0))
@@ -132,14 +156,20 @@ def _restamp(data: bytes | memoryview, survivors: Sequence[RecordSpan], shift: i
     each record is copied byte for byte."""
     out = bytearray()
     limit = _RECORD_VARINT_MAX_BYTES
+    small = ONE_BYTE_VARINTS
     for start, end, _, _, _ in survivors:
-        _, body = read_varint(data, start, end, limit)  # past the record's length
-        delta, rest = read_varint(data, body + 1, end, limit)  # past its attributes byte
-        record = bytearray(data[body : body + 1])
-        record += varint_bytes(delta + shift)
-        record += data[rest:end]
-        out += varint_bytes(len(record))
-        out += record
+        # Past the record's length, then its attributes byte (record_spans read them all).
+        body = start + 1 if data[start] < 0x80 else read_varint(data, start, end, limit)[1]
+        b = data[body + 1]
+        if b < 0x80:
+            delta, rest = small[b], body + 2
+        else:
+            delta, rest = read_varint(data, body + 1, end, limit)
+        new_delta = varint_bytes(delta + shift)
+        out += varint_bytes(1 + len(new_delta) + end - rest)  # the new record length
+        out.append(data[body])
+        out += new_delta
+        out += data[rest:end]
     return bytes(out)
 
 

@@ -14,9 +14,6 @@ from typing import TypeAlias
 from .frozen import fast_new
 from .record_fields import (
     DECODE_ERRORS,
-    I16,
-    I32,
-    I64,
     MAX_STRING,
     ZERO_UUID_BYTES,
     cached_uuid,
@@ -39,8 +36,12 @@ from .record_types import (
     OffsetCommitValue,
     UnsupportedRecordVersion,
 )
-from .varint import SMALL_UVARINTS, UVARINT_MAX_BYTES, read_uvarint, uvarint_bytes
+from .varint import SMALL_UVARINTS, read_uvarint, uvarint_bytes
 
+# Declared here, not imported: see record_fields.py.
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 _HH = struct.Struct(">hh")
 _QQ = struct.Struct(">qq")
 _HQH = struct.Struct(">hqh")  # OffsetCommitValue v0-v2: version, offset, metadata length
@@ -84,11 +85,11 @@ def offset_commit_key_fields(data: bytes) -> tuple[str, str, int]:
         _, n = _HH.unpack_from(data, 0)
         p = 4 + n
         group = data[4:p].decode()
-        (m,) = I16.unpack_from(data, p)
+        (m,) = _I16.unpack_from(data, p)
         p += 2
         q = p + m
         topic = data[p:q].decode()
-        (partition,) = I32.unpack_from(data, q)
+        (partition,) = _I32.unpack_from(data, q)
     except DECODE_ERRORS as e:
         raise MalformedRecord(f"OffsetCommitKey: {e}") from e
     if n < 0 or m < 0 or q + 4 != len(data):
@@ -126,7 +127,7 @@ def offset_commit_value_fields(data: bytes) -> OffsetCommitFields:
                     pass  # the reader below raises MalformedRecord
                 else:
                     _, offset, leader_epoch = _HQI.unpack_from(data, 0)
-                    (commit,) = I64.unpack_from(data, q)
+                    (commit,) = _I64.unpack_from(data, q)
                     raw = data[q + 11 :] if tagged else ZERO_UUID_BYTES
                     return (
                         offset,
@@ -159,7 +160,7 @@ def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
     if encoded is None:
         g = key.group.encode()
         t = key.topic.encode()
-        encoded = b"".join((_HH.pack(1, len(g)), g, I16.pack(len(t)), t, I32.pack(key.partition)))
+        encoded = b"".join((_HH.pack(1, len(g)), g, _I16.pack(len(t)), t, _I32.pack(key.partition)))
         if len(_COMMIT_KEYS) >= _COMMIT_KEYS_MAX:
             _COMMIT_KEYS.clear()
         _COMMIT_KEYS[fields] = encoded
@@ -190,18 +191,18 @@ def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
             if n < 0x80:
                 p = 15
             else:
-                n, p = read_uvarint(data, 14, len(data), UVARINT_MAX_BYTES)
+                n, p = read_uvarint(data, 14)
             n -= 1
             q = p + n
             metadata = data[p:q].decode() if n > 0 else ""
-            (commit,) = I64.unpack_from(data, q)
+            (commit,) = _I64.unpack_from(data, q)
             p = q + 9
             topic_id = None
             if data[q + 8]:  # tagged fields
-                count, p = read_uvarint(data, q + 8, len(data), UVARINT_MAX_BYTES)
+                count, p = read_uvarint(data, q + 8)
                 for _ in range(count):
-                    tag, p = read_uvarint(data, p, len(data), UVARINT_MAX_BYTES)
-                    field_size, p = read_uvarint(data, p, len(data), UVARINT_MAX_BYTES)
+                    tag, p = read_uvarint(data, p)
+                    field_size, p = read_uvarint(data, p)
                     if tag == 0:
                         raw = data[p : p + 16]
                         if field_size != 16 or len(raw) != 16:
@@ -219,7 +220,7 @@ def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
             _, offset, leader_epoch, n = _HQIH.unpack_from(data, 0)
             q = 16 + n
             metadata = data[16:q].decode() if n > 0 else ""
-            (commit,) = I64.unpack_from(data, q)
+            (commit,) = _I64.unpack_from(data, q)
             if n < 0 or q + 8 != size:
                 raise MalformedRecord("OffsetCommitValue: bad lengths or trailing bytes")
             return new_offset_commit_value(offset, leader_epoch, metadata, commit, -1, None)
@@ -231,7 +232,7 @@ def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
                 commit, expire = _QQ.unpack_from(data, q)
                 end = q + 16
             else:
-                (commit,) = I64.unpack_from(data, q)
+                (commit,) = _I64.unpack_from(data, q)
                 expire = -1
                 end = q + 8
             if n < 0 or end != size:
@@ -259,35 +260,35 @@ def encode_offset_commit_value(value: OffsetCommitValue, version: int) -> bytes:
                 _HQI.pack(4, value.offset, value.leader_epoch),
                 SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint_bytes(n + 1),
                 md,
-                I64.pack(value.commit_timestamp),
+                _I64.pack(value.commit_timestamp),
                 tagged,
             )
         )
     if version == 3:
         head = _HQIH.pack(3, value.offset, value.leader_epoch, n)
-        return b"".join((head, md, I64.pack(value.commit_timestamp)))
+        return b"".join((head, md, _I64.pack(value.commit_timestamp)))
     if version == 1:
         tail = _QQ.pack(value.commit_timestamp, value.expire_timestamp)
         return b"".join((_HQH.pack(1, value.offset, n), md, tail))
     if version in (0, 2):
         head = _HQH.pack(version, value.offset, n)
-        return b"".join((head, md, I64.pack(value.commit_timestamp)))
+        return b"".join((head, md, _I64.pack(value.commit_timestamp)))
     raise UnsupportedRecordVersion(f"OffsetCommitValue has no version {version}")
 
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
     try:
-        (version,) = I16.unpack_from(data, 0)
+        (version,) = _I16.unpack_from(data, 0)
         if not 0 <= version <= 4:
             raise UnsupportedRecordVersion(f"GroupMetadataValue version {version}")
         flex = version >= 4
         protocol_type, p = get_str(data, 2, flex)
-        (generation,) = I32.unpack_from(data, p)
+        (generation,) = _I32.unpack_from(data, p)
         protocol, p = get_nstr(data, p + 4, flex)
         leader, p = get_nstr(data, p, flex)
         timestamp = -1
         if version >= 2:
-            (timestamp,) = I64.unpack_from(data, p)
+            (timestamp,) = _I64.unpack_from(data, p)
             p += 8
         count, p = get_count(data, p, flex)
         if count < 0:
@@ -302,9 +303,9 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
             client_host, p = get_str(data, p, flex)
             rebalance_timeout = -1
             if version >= 1:
-                (rebalance_timeout,) = I32.unpack_from(data, p)
+                (rebalance_timeout,) = _I32.unpack_from(data, p)
                 p += 4
-            (session_timeout,) = I32.unpack_from(data, p)
+            (session_timeout,) = _I32.unpack_from(data, p)
             subscription, p = get_bytes(data, p + 4, flex)
             assignment, p = get_bytes(data, p, flex)
             if flex:
@@ -336,13 +337,13 @@ def encode_group_metadata_value(value: GroupMetadataValue, version: int) -> byte
     if not 0 <= version <= 4:
         raise UnsupportedRecordVersion(f"GroupMetadataValue has no version {version}")
     flex = version >= 4
-    out = [I16.pack(version)]
+    out = [_I16.pack(version)]
     put_str(out, value.protocol_type, flex)
-    out.append(I32.pack(value.generation))
+    out.append(_I32.pack(value.generation))
     put_nstr(out, value.protocol, flex)
     put_nstr(out, value.leader, flex)
     if version >= 2:
-        out.append(I64.pack(value.current_state_timestamp))
+        out.append(_I64.pack(value.current_state_timestamp))
     put_count(out, len(value.members), flex)
     for m in value.members:
         put_str(out, m.member_id, flex)
@@ -351,8 +352,8 @@ def encode_group_metadata_value(value: GroupMetadataValue, version: int) -> byte
         put_str(out, m.client_id, flex)
         put_str(out, m.client_host, flex)
         if version >= 1:
-            out.append(I32.pack(m.rebalance_timeout))
-        out.append(I32.pack(m.session_timeout))
+            out.append(_I32.pack(m.rebalance_timeout))
+        out.append(_I32.pack(m.session_timeout))
         put_bytes(out, m.subscription, flex)
         put_bytes(out, m.assignment, flex)
         if flex:

@@ -21,9 +21,6 @@ from typing import Any, Final, TypeAlias, cast
 from .frozen import fast_new
 from .record_fields import (
     DECODE_ERRORS,
-    I8,
-    I16,
-    I32,
     ZERO_UUID,
     cached_uuid,
     get_count,
@@ -65,7 +62,12 @@ from .record_types import (
     UnsupportedRecordVersion,
     Value,
 )
-from .varint import UVARINT_MAX_BYTES, read_uvarint, uvarint_bytes
+from .varint import read_uvarint, uvarint_bytes
+
+# Declared here, not imported: see record_fields.py.
+_I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
 
 _Reader: TypeAlias = Callable[[bytes, int], tuple[Any, int]]
 _Writer: TypeAlias = Callable[[Any, list[bytes]], None]
@@ -176,10 +178,10 @@ def _string_codec(nullable: bool, flexible: bool, what: str) -> tuple[_Reader, _
 def _bytes_codec(nullable: bool, flexible: bool, what: str) -> tuple[_Reader, _Writer]:
     def read(buf: bytes, pos: int) -> tuple[Any, int]:
         if flexible:
-            n, pos = read_uvarint(buf, pos, len(buf), UVARINT_MAX_BYTES)
+            n, pos = read_uvarint(buf, pos)
             n -= 1
         else:
-            (n,) = I32.unpack_from(buf, pos)
+            (n,) = _I32.unpack_from(buf, pos)
             pos += 4
         if n < 0:
             if nullable:
@@ -248,10 +250,10 @@ def _struct_field_codec(
 
     def read(buf: bytes, pos: int) -> tuple[Any, int]:
         if tagged:
-            marker, pos = read_uvarint(buf, pos, len(buf), UVARINT_MAX_BYTES)
+            marker, pos = read_uvarint(buf, pos)
             present = marker > 0
         else:
-            present = I8.unpack_from(buf, pos)[0] >= 0
+            present = _I8.unpack_from(buf, pos)[0] >= 0
             pos += 1
         if not present:
             return None, pos
@@ -332,10 +334,14 @@ class SchemaCompiler:
             for i, read_field in seq_read:
                 vals[i], pos = read_field(buf, pos)
             if flexible:
-                count, pos = read_uvarint(buf, pos, len(buf), UVARINT_MAX_BYTES)
+                count = buf[pos]
+                if count < 0x80:  # one byte: read inline
+                    pos += 1
+                else:
+                    count, pos = read_uvarint(buf, pos)
                 for _ in range(count):
-                    tag, pos = read_uvarint(buf, pos, len(buf), UVARINT_MAX_BYTES)
-                    size, pos = read_uvarint(buf, pos, len(buf), UVARINT_MAX_BYTES)
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
                     end = pos + size
                     if end > len(buf):
                         raise MalformedRecord(f"{where}: tagged field {tag} truncated")
@@ -480,7 +486,7 @@ _compile_all()
 def generic_decode_key(data: bytes) -> Key:
     """The schema-driven key decoder (the fast paths are checked against it)."""
     try:
-        (record_type,) = I16.unpack_from(data, 0)
+        (record_type,) = _I16.unpack_from(data, 0)
         codec = GENERIC_KEYS.get(record_type)
         if codec is None:
             raise UnknownRecordType(record_type)
@@ -493,7 +499,7 @@ def generic_decode_key(data: bytes) -> Key:
 
 
 def generic_encode_key(key: Key) -> bytes:
-    out = [I16.pack(key.RECORD_TYPE)]
+    out = [_I16.pack(key.RECORD_TYPE)]
     GENERIC_KEYS[key.RECORD_TYPE][1](key, out)
     return b"".join(out)
 
@@ -503,7 +509,7 @@ def generic_decode_value(record_type: int, data: bytes) -> Value:
     if versions is None:
         raise UnknownRecordType(record_type)
     try:
-        (version,) = I16.unpack_from(data, 0)
+        (version,) = _I16.unpack_from(data, 0)
         codec = versions.get(version)
         if codec is None:
             raise UnsupportedRecordVersion(f"record type {record_type} value version {version}")
@@ -519,6 +525,6 @@ def generic_encode_value(value: Value, version: int) -> bytes:
     versions = GENERIC_VALUES[value.RECORD_TYPE]
     if version not in versions:
         raise UnsupportedRecordVersion(f"{type(value).__name__} has no version {version}")
-    out = [I16.pack(version)]
+    out = [_I16.pack(version)]
     versions[version][1](value, out)
     return b"".join(out)

@@ -8,18 +8,21 @@ form of the same bytes (readVarint, readVarlong: at most 5 and 10 bytes), in whi
 1, -2, ... are written as 0, 1, 2, 3, ...
 
 The readers take the position to read at, the end of the bytes they may read (a tagged
-field's window, or the buffer's length) and `max_bytes`, the longest encoding accepted
-(callers differ: see each one's constant). They raise VarintError, a ValueError, when the
-bytes end first or the encoding is longer; callers turn it into their own error where they
-already turn the other decoding errors. No byte at or past `end` is ever read.
+field's window, a frame's length; by default the buffer's end) and `max_bytes`, the longest
+encoding accepted (callers differ: see each one's constant). They raise VarintError, a
+ValueError, when the bytes end first or the encoding is longer (IndexError at the buffer's
+end when no `end` is given); callers turn it into their own error where they already turn
+the other decoding errors. No byte at or past `end` is ever read.
 
 A value below 0x80 is its own single byte. Code on a hot path tests `buf[pos] < 0x80`
-inline and calls the reader for longer values only (protocol/guard.py's generated walks,
-protocol/record_fast.py); writers take a small value's bytes from SMALL_UVARINTS.
+inline, takes the value from ONE_BYTE_VARINTS (zigzag) or the byte itself (unsigned), and
+calls a reader for longer values only (guard.py's generated walks, record_fast.py,
+batch_rewrite.py); writers take a small value's bytes from SMALL_UVARINTS.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Final
 
 # Kafka's limits: an int32 in an unsigned varint or a zigzag varint, an int64 in a zigzag
@@ -27,9 +30,14 @@ from typing import Final
 UVARINT_MAX_BYTES: Final = 5
 VARINT_MAX_BYTES: Final = 5
 VARLONG_MAX_BYTES: Final = 10
+# The readers' default `end`: no bound but the buffer's own. Cheaper than passing
+# len(buf) where a read past the end may raise IndexError (the record codecs catch it).
+BUFFER_END: Final = sys.maxsize
 
-# The encoding of each value below 0x80: the value itself, one byte.
-SMALL_UVARINTS: Final = tuple(bytes((i,)) for i in range(0x80))
+# The one-byte encodings (b < 0x80), for inline fast paths: the bytes of each unsigned value
+# below 0x80 (for writers), and the value of each one-byte zigzag varint (for readers).
+SMALL_UVARINTS: Final = tuple(bytes((b,)) for b in range(0x80))
+ONE_BYTE_VARINTS: Final = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))
 
 
 class VarintError(ValueError):
@@ -37,39 +45,48 @@ class VarintError(ValueError):
 
 
 def read_uvarint(
-    buf: bytes | bytearray | memoryview, pos: int, end: int, max_bytes: int
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    end: int = BUFFER_END,
+    max_bytes: int = UVARINT_MAX_BYTES,
 ) -> tuple[int, int]:
     """(value, position after it) of the unsigned varint at `pos`, reading nothing at or
-    past `end` and at most `max_bytes` bytes. Raises VarintError."""
-    if pos < end:
+    past `end` and at most `max_bytes` bytes. Raises VarintError (IndexError when it runs
+    past the buffer's end instead, with `end` left at BUFFER_END)."""
+    if pos >= end:
+        raise VarintError("varint runs past the end of its bytes")
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    value = b & 0x7F
+    shift = 7
+    last = pos + max_bytes - 1  # where the last byte allowed sits
+    pos += 1
+    while True:
+        if pos > last:
+            raise VarintError(f"varint longer than {max_bytes} bytes")
+        if pos >= end:
+            raise VarintError("varint runs past the end of its bytes")
         b = buf[pos]
-        if b < 0x80:
-            return b, pos + 1
-    limit = pos + max_bytes
-    stop = limit if limit < end else end
-    value = 0
-    shift = 0
-    while pos < stop:
-        b = buf[pos]
-        pos += 1
         value |= (b & 0x7F) << shift
         if b < 0x80:
-            return value, pos
+            return value, pos + 1
+        pos += 1
         shift += 7
-    if pos == limit:
-        raise VarintError(f"varint longer than {max_bytes} bytes")
-    raise VarintError("varint runs past the end of its bytes")
 
 
 def read_varint(
-    buf: bytes | bytearray | memoryview, pos: int, end: int, max_bytes: int
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    end: int = BUFFER_END,
+    max_bytes: int = VARINT_MAX_BYTES,
 ) -> tuple[int, int]:
     """(value, position after it) of the zigzag varint (or varlong) at `pos`; as
     read_uvarint."""
     if pos < end:
         b = buf[pos]
         if b < 0x80:
-            return (b >> 1) ^ -(b & 1), pos + 1
+            return ONE_BYTE_VARINTS[b], pos + 1
     value, pos = read_uvarint(buf, pos, end, max_bytes)
     return (value >> 1) ^ -(value & 1), pos
 
@@ -78,6 +95,8 @@ def uvarint_bytes(value: int) -> bytes:
     """The unsigned varint encoding of `value` (>= 0)."""
     if value < 0x80:
         return SMALL_UVARINTS[value]
+    if value < 0x4000:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
