@@ -83,10 +83,6 @@ def read_varint(
 ) -> tuple[int, int]:
     """(value, position after it) of the zigzag varint (or varlong) at `pos`; as
     read_uvarint."""
-    if pos < end:
-        b = buf[pos]
-        if b < 0x80:
-            return ONE_BYTE_VARINTS[b], pos + 1
     value, pos = read_uvarint(buf, pos, end, max_bytes)
     return (value >> 1) ^ -(value & 1), pos
 
@@ -95,8 +91,20 @@ def uvarint_bytes(value: int) -> bytes:
     """The unsigned varint encoding of `value` (>= 0)."""
     if value < 0x80:
         return SMALL_UVARINTS[value]
+    # Up to four bytes without a loop (a record's length, a timestamp delta of days).
     if value < 0x4000:
         return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if value < 0x20_0000:
+        return bytes(((value & 0x7F) | 0x80, (value >> 7 & 0x7F) | 0x80, value >> 14))
+    if value < 0x1000_0000:
+        return bytes(
+            (
+                (value & 0x7F) | 0x80,
+                (value >> 7 & 0x7F) | 0x80,
+                (value >> 14 & 0x7F) | 0x80,
+                value >> 21,
+            )
+        )
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
