@@ -18,7 +18,7 @@ def replace_table(text: str, header: str, table: str) -> str:
 
 def main() -> None:
     text = README.read_text()
-    text = replace_table(text, "| API | key | versions |", api_table())
+    text = replace_table(text, "| API | key | versions | module | handler |", api_table())
     text = replace_table(text, "| setting (TOML key) |", config_table())
     README.write_text(text)
 

@@ -438,9 +438,7 @@ class OffsetManager:
             GroupState.PREPARING_REBALANCE,
         ):
             # The classic protocol: a commit counts as a heartbeat of the member.
-            touch = getattr(self.shard.classic, "touch_member", None)
-            if touch is not None:
-                touch(group, request.member_id, now_ms)
+            self.shard.classic.touch_member(group, request.member_id, now_ms)
 
         expire_ms = -1
         if 2 <= request.version <= 4 and request.retention_time_ms != -1:

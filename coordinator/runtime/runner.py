@@ -60,6 +60,7 @@ from ..groups.shard import GroupShard
 from ..groups.topics import TopicImage
 from ..observability.logging import get_logger
 from ..observability.metrics import ServerMetrics
+from . import clock as clocks
 from .timers import LoopTimer
 
 log = get_logger("groupcoord.shard")
@@ -125,7 +126,11 @@ class ShardRunner:
         metrics: ServerMetrics | None = None,
         topics: TopicImage | None = None,
         group_configs: GroupConfigSource | None = None,
+        clock: clocks.Clock | None = None,
     ) -> None:
+        """`clock`: the loop clock of its timers and retries and, unless `clock_ms` is
+        given, its `now_ms` (a test's ManualClock; default: the running loop and the wall
+        clock)."""
         self.shard_id = shard_id
         self.topics = topics
         self.group_configs = group_configs
@@ -134,9 +139,12 @@ class ShardRunner:
         self.group_config = group_config
         self.log_config = log_config
         self.committer = committer
-        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.clock = clock
+        if clock_ms is None:
+            clock_ms = clock.now_ms if clock is not None else (lambda: int(time.time() * 1000))
+        self.clock_ms = clock_ms
         self.state = ShardState.LOADING
-        self.timer = LoopTimer(self.fire_timer)
+        self.timer = LoopTimer(self.fire_timer, clock)
         self.shard = GroupShard(
             shard_id, group_config, self.timer, UuidIds(), topics, group_configs
         )
@@ -388,7 +396,7 @@ class ShardRunner:
                     retry_in_s=RELOAD_RETRY_S,
                 )
                 self.state = ShardState.FAILED
-            await asyncio.sleep(RELOAD_RETRY_S)
+            await clocks.sleep(self.clock, RELOAD_RETRY_S)
 
 
 # -- loading ---------------------------------------------------------------------------------

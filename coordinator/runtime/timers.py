@@ -4,6 +4,9 @@ Heartbeats push a member's session deadline forward thousands of times a second;
 and re-creating a loop timer for each was a visible share of a heartbeat's cost. So a
 timer pushed later only records its new deadline, and when the loop timer fires early it
 re-arms itself for the rest: one loop timer per session timeout, not one per heartbeat.
+
+The loop's clock and timers are those of the running loop, or of an injected clock (a
+test's ManualClock, see clock.py).
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ..groups.result import OffloadFinish, TimerCallback
+from .clock import Cancellable, LoopClock
 
 
 class _Entry:
     __slots__ = ("handle", "fires_at", "deadline", "callback")
 
-    def __init__(self, handle: asyncio.TimerHandle, at: float, callback: TimerCallback) -> None:
+    def __init__(self, handle: Cancellable, at: float, callback: TimerCallback) -> None:
         self.handle = handle
         self.fires_at = at  # when the loop timer goes off
         self.deadline = at  # when the callback is due (never earlier than fires_at)
@@ -29,15 +33,19 @@ class LoopTimer:
     """Implements groups.result.Timer. `fire(callback)` is the shard runner's entry point,
     so a timer's Result goes through the same append-then-reply pipeline as a request's."""
 
-    def __init__(self, fire: Callable[[TimerCallback, float | None], None]) -> None:
+    def __init__(
+        self, fire: Callable[[TimerCallback, float | None], None], clock: LoopClock | None = None
+    ) -> None:
         """`fire(callback, late_s)` runs a due callback; late_s: how long after its due time
-        (None for an offloaded computation's finish, which has none)."""
+        (None for an offloaded computation's finish, which has none). `clock`: where time
+        and loop timers come from (default: the running loop)."""
         self._fire = fire
+        self._clock = clock
         self._entries: dict[str, _Entry] = {}
         self._offloads: dict[str, asyncio.Future[Any]] = {}
 
     def schedule(self, key: str, delay_ms: int, callback: TimerCallback) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._clock or asyncio.get_running_loop()
         deadline = loop.time() + max(0, delay_ms) / 1000
         entry = self._entries.get(key)
         if entry is not None:
@@ -88,7 +96,7 @@ class LoopTimer:
         entry = self._entries.get(key)
         if entry is None:
             return
-        loop = asyncio.get_running_loop()
+        loop = self._clock or asyncio.get_running_loop()
         if loop.time() < entry.deadline:
             entry.fires_at = entry.deadline
             entry.handle = loop.call_at(entry.deadline, self._run, key)

@@ -78,12 +78,16 @@ def build_dispatch() -> tuple[dict[int, Any], dict[int, tuple[int, int]]]:
 
 
 def markdown_table() -> str:
-    """The README's API table (`python -m groupcoord.coordinator.server.dispatch`)."""
-    rows = ["| API | key | versions |", "|---|---|---|"]
-    for key, (_, low, high) in sorted(APIS.items()):
+    """The README's API table (`python -m groupcoord.coordinator.server.dispatch`): each
+    API's versions and where its handler lives, so the table follows handlers that move
+    (`python -m tests.regen_readme` rewrites it)."""
+    rows = ["| API | key | versions | module | handler |", "|---|---|---|---|---|"]
+    for key, (handler, low, high) in sorted(APIS.items()):
         name = "".join(word.capitalize() for word in ApiKey(key).name.split("_"))
         versions = f"{low}-{high}" if low != high else f"{low}"
-        rows.append(f"| {name} | {int(key)} | {versions} |")
+        target = getattr(handler, "func", handler)  # a functools.partial: what it calls
+        module = target.__module__.removeprefix("groupcoord.").replace(".", "/") + ".py"
+        rows.append(f"| {name} | {int(key)} | {versions} | `{module}` | `{target.__qualname__}` |")
     return "\n".join(rows)
 
 

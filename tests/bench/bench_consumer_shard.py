@@ -22,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from groupcoord.coordinator.groups.consumer import manager as consumer_manager  # noqa: E402
+from groupcoord.coordinator.groups.consumer import offload  # noqa: E402
 from tests.unit.consumer_support import Harness  # noqa: E402
 
 
@@ -100,7 +100,7 @@ def main() -> None:
         print(
             f"{what}: on the loop {snap:.1f} ms (snapshot) + {len(slices)} slice(s) of at "
             f"most {worst:.1f} ms; in the worker thread {comp:.1f} ms "
-            f"(slice = {consumer_manager.OFFLOAD_SLICE} members)"
+            f"(slice = {offload.OFFLOAD_SLICE} members)"
         )
         for v in timings.values():
             v.clear()

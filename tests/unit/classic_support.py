@@ -1,9 +1,8 @@
 """What the classic-protocol shard tests share (test_classic_groups, test_consumer_migration):
-a reply capture and the classic requests as a client sends them."""
+the classic requests as a client sends them (replies are captured by
+shard_context.Capture)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from groupcoord.coordinator.groups.classic.messages import (
     JoinGroupRequest,
@@ -16,25 +15,6 @@ CLIENT = "client"
 HOST = "/127.0.0.1"
 SESSION = 10_000  # the classic members' session timeout
 REBALANCE = 5_000  # the classic members' rebalance timeout
-
-
-class Capture:
-    """A reply callback that remembers what it was given."""
-
-    def __init__(self) -> None:
-        self.responses: list[Any] = []
-
-    def __call__(self, response: Any) -> None:
-        self.responses.append(response)
-
-    @property
-    def answered(self) -> bool:
-        return bool(self.responses)
-
-    @property
-    def response(self) -> Any:
-        assert len(self.responses) == 1, self.responses
-        return self.responses[0]
 
 
 def join_request(

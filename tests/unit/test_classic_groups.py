@@ -1,12 +1,13 @@
 """Classic group protocol on a pure GroupShard: scenarios S83-S124 of
 shared/reference/scenarios.md, one test each, plus a replay property.
 
-The harness plays the runtime: it replays each Result's `records` into the shard (classic
-handlers put theirs in `applied_records`, which are only logged), keeps every record
-written in `log` (what a reload reads back), and captures replies with list-appending
-callbacks. Time moves only through `sleep`. Timings follow our ManualTimer, which runs a
-timer callback at its due time (Kafka's MockTimer runs it when the test's sleep ends, which
-shifts the scenario texts' extended delays by a millisecond or two)."""
+The harness is the shard test context (shard_context.py), which plays the runtime: it
+replays each Result's `records` into the shard (classic handlers put theirs in
+`applied_records`, which are only logged), keeps every record written in `log` (what a
+reload reads back), and captures replies. Time moves only through `sleep`. Timings follow
+our ManualTimer, which runs a timer callback at its due time (Kafka's MockTimer runs it when
+the test's sleep ends, which shifts the scenario texts' extended delays by a millisecond or
+two)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from groupcoord.coordinator.groups.classic.group import ClassicGroup, ClassicMember, GroupState
-from groupcoord.coordinator.groups.classic.manager import heartbeat_key, join_key, sync_key
 from groupcoord.coordinator.groups.classic.messages import (
     AUTHORIZED_OPERATIONS_OMITTED,
     DescribedMember,
@@ -31,10 +31,9 @@ from groupcoord.coordinator.groups.classic.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from groupcoord.coordinator.groups.classic.rebalance import heartbeat_key, join_key, sync_key
 from groupcoord.coordinator.groups.config import GroupConfig
 from groupcoord.coordinator.groups.result import Record, Result
-from groupcoord.coordinator.groups.shard import GroupShard
-from groupcoord.coordinator.groups.testing import ManualTimer, SequentialIds
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.protocol.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from tests.unit.classic_support import (
@@ -42,11 +41,11 @@ from tests.unit.classic_support import (
     HOST,
     REBALANCE,
     SESSION,
-    Capture,
     join_request,
     leave_request,
     sync_request,
 )
+from tests.unit.shard_context import Capture, ShardContext
 
 GROUP = "group-id"
 DELAY = 100  # group.initial.rebalance.delay.ms in these tests
@@ -58,59 +57,14 @@ def uuid(n: int) -> str:
     return f"00000000-0000-0000-0000-{n:012x}"
 
 
-class Harness:
+class Harness(ShardContext):
     def __init__(self, **config: Any) -> None:
         settings_: dict[str, Any] = {
             "initial_rebalance_delay_ms": DELAY,
             "min_session_timeout_ms": 10,
         }
         settings_.update(config)
-        self.config = GroupConfig(**settings_)
-        self.timer = ManualTimer()
-        self.ids = SequentialIds()
-        self.shard = GroupShard(0, self.config, timer=self.timer, ids=self.ids)
-        self.timer.on_result = self.apply
-        self.log: list[Record] = []
-        self.last = Result()
-        self.append_fails = False
-
-    # -- the runtime's part ------------------------------------------------------------------
-
-    def apply(self, result: Result) -> None:
-        """Replay, append, and (the append being durable) deliver the replies. With
-        `append_fails` set the append fails instead: nothing is logged or answered here
-        (the runtime answers NOT_COORDINATOR itself), and the test reloads the shard."""
-        if self.append_fails:
-            return
-        for key, value in result.records:
-            self.shard.replay(key, value, self.timer.now_ms)
-        self.log.extend(result.records)
-        self.log.extend(result.applied_records)
-        for callback, response in result.replies:
-            callback(response)
-
-    def run(self, result: Result) -> Result:
-        self.apply(result)
-        self.last = result
-        return result
-
-    def sleep(self, ms: int) -> Result:
-        return self.timer.sleep(ms)
-
-    def reload(self) -> GroupShard:
-        """A fresh shard rebuilt from the log, as after a failed write or a restart."""
-        self.append_fails = False
-        self.timer = ManualTimer(self.timer.now_ms)
-        self.shard = GroupShard(0, self.config, timer=self.timer, ids=self.ids)
-        self.timer.on_result = self.apply
-        for key, value in self.log:
-            self.shard.replay(key, value, self.timer.now_ms)
-        self.shard.on_loaded(self.timer.now_ms)
-        return self.shard
-
-    @property
-    def now(self) -> int:
-        return self.timer.now_ms
+        super().__init__(GroupConfig(**settings_))
 
     def group(self, group_id: str = GROUP) -> ClassicGroup:
         group = self.shard.classic_group(group_id)
@@ -132,7 +86,6 @@ class Harness:
         version: int = 9,
         client_id: str = CLIENT,
     ) -> Capture:
-        capture = Capture()
         request = join_request(
             group,
             member_id,
@@ -144,8 +97,7 @@ class Harness:
             version=version,
             client_id=client_id,
         )
-        self.run(self.shard.classic.join_group(request, capture, self.now))
-        return capture
+        return self.send_join_group(request)
 
     def join_dynamic(self, **kwargs: Any) -> tuple[str, Capture]:
         """The v4+ two-step join: MEMBER_ID_REQUIRED, then the parked JoinGroup."""
@@ -166,7 +118,6 @@ class Harness:
         version: int = 5,
         group: str = GROUP,
     ) -> Capture:
-        capture = Capture()
         request = sync_request(
             group,
             member_id,
@@ -177,25 +128,20 @@ class Harness:
             protocol_name=protocol_name,
             version=version,
         )
-        self.run(self.shard.classic.sync_group(request, capture, self.now))
-        return capture
+        return self.send_sync_group(request)
 
     def heartbeat(
         self, member_id: str, generation: int, *, instance: str | None = None, group: str = GROUP
     ) -> ErrorCode:
-        capture = Capture()
-        request = HeartbeatRequest(group, member_id, generation, instance)
-        result = self.run(self.shard.classic.heartbeat(request, capture, self.now))
-        assert not result.records and not result.applied_records
+        capture = self.send_heartbeat(HeartbeatRequest(group, member_id, generation, instance))
+        assert not self.last.records and not self.last.applied_records
         error: ErrorCode = capture.response.error_code
         return error
 
     def leave(
         self, *members: tuple[str, str | None], version: int = 5, group: str = GROUP
     ) -> LeaveGroupResponse:
-        capture = Capture()
-        request = leave_request(group, members, version)
-        self.run(self.shard.classic.leave_group(request, capture, self.now))
+        capture = self.send_leave_group(leave_request(group, members, version))
         response: LeaveGroupResponse = capture.response
         return response
 
@@ -1361,14 +1307,9 @@ class Client:
             self.joined = False
 
     def join(self, protocols: list[tuple[str, bytes]]) -> None:
-        capture = Capture()
+        capture = Capture(self._on_join)
         self.captures.append(capture)
         self.parked += 1
-
-        def reply(response: Any) -> None:
-            capture(response)
-            self._on_join(response)
-
         request = JoinGroupRequest(
             group_id=GROUP,
             member_id=self.member_id,
@@ -1381,17 +1322,12 @@ class Client:
             client_host=HOST,
             api_version=self.version,
         )
-        self.h.run(self.h.shard.classic.join_group(request, reply, self.h.now))
+        self.h.send_join_group(request, capture)
 
     def sync(self) -> None:
-        capture = Capture()
+        capture = Capture(self._on_sync)
         self.captures.append(capture)
         self.parked += 1
-
-        def reply(response: Any) -> None:
-            capture(response)
-            self._on_sync(response)
-
         request = SyncGroupRequest(
             GROUP,
             self.member_id,
@@ -1402,7 +1338,7 @@ class Client:
             protocol_name=None,
             api_version=3,
         )
-        self.h.run(self.h.shard.classic.sync_group(request, reply, self.h.now))
+        self.h.send_sync_group(request, capture)
 
     def step(self, protocols: list[tuple[str, bytes]]) -> None:
         if self.parked:
@@ -1452,12 +1388,10 @@ def check_replay(h: Harness) -> None:
             assert not syncs
         if live.state is GroupState.EMPTY:
             assert not live.members
-    rebuilt = Harness()
-    for key, value in h.log:
-        rebuilt.shard.replay(key, value, 0)
+    rebuilt = h.replayed()
     for group_id, live in h.shard.groups.items():
         persisted = h.shard.classic.persisted_view(live)
-        rebuilt_group = rebuilt.shard.classic_group(group_id)
+        rebuilt_group = rebuilt.classic_group(group_id)
         if persisted is None:
             assert rebuilt_group is None
             continue

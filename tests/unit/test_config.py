@@ -8,7 +8,8 @@ import pytest
 
 from groupcoord.coordinator.cli import main
 from groupcoord.coordinator.config import ConfigError, describe_settings, load_config
-from groupcoord.coordinator.server.dispatch import APIS
+from groupcoord.coordinator.config import markdown_table as config_table
+from groupcoord.coordinator.server.dispatch import APIS, markdown_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,6 +78,10 @@ def test_readme_documents_every_setting_and_api() -> None:
     for key, (_, low, high) in APIS.items():
         versions = f"{low}-{high}" if low != high else f"{low}"
         assert f"| {int(key)} | {versions} |" in readme, key
+    # The whole generated tables, handlers included, so the API table follows handlers that move.
+    stale = "README.md's generated tables are stale: python -m tests.regen_readme"
+    assert markdown_table() in readme, stale
+    assert config_table() in readme, stale
 
 
 def test_topic_timestamp_defaults_are_broker_settings() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from groupcoord.coordinator.server.app import Server
 from groupcoord.coordinator.server.connection import Connection
 from tests.bench import groupload as gl
 from tests.unit.server_support import started_server
+from tests.unit.waits import BOUND_S
 
 INFLIGHT_MAX = 10
 TOPIC = "limits"
@@ -33,13 +34,27 @@ class RecordingTransport(asyncio.Transport):
         self.written = bytearray()
         self.paused = False
         self.pauses = 0
+        self._wrote = asyncio.Event()
 
     def write(self, data: Any) -> None:
         self.written += data
+        self._wrote.set()
 
     def writelines(self, list_of_data: Any) -> None:
         for data in list_of_data:
             self.written += data
+        self._wrote.set()
+
+    async def until(self, condition: Callable[[], bool]) -> None:
+        """Until `condition()` holds, checked after each write."""
+        async with asyncio.timeout(BOUND_S):
+            while not condition():
+                self._wrote.clear()
+                await self._wrote.wait()
+
+    async def answered(self, count: int) -> None:
+        """Until `count` responses were written."""
+        await self.until(lambda: len(self.correlation_ids()) >= count)
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return ("127.0.0.1", 40000) if name == "peername" else default
@@ -93,11 +108,12 @@ async def test_a_read_beyond_the_inflight_limit_is_handled_in_slices(server: Ser
     # Only the limit was handed to the shards; the rest waits, and reading is paused.
     assert len(conn.pending) == INFLIGHT_MAX
     assert transport.paused
-    for _ in range(2000):
-        if len(transport.correlation_ids()) == count:
-            break
-        assert len(conn.pending) <= INFLIGHT_MAX
-        await asyncio.sleep(0.005)
+
+    def all_answered() -> bool:
+        assert len(conn.pending) <= INFLIGHT_MAX  # at every answer
+        return len(transport.correlation_ids()) == count
+
+    await transport.until(all_answered)
     assert transport.correlation_ids() == list(range(1, count + 1))  # all, in order
     assert not transport.paused and not conn.pending
     # Every commit was applied, the last one last.

@@ -30,7 +30,7 @@ import pytest
 
 from groupcoord.coordinator.groups.assignors import uniform
 from groupcoord.coordinator.groups.consumer.group import ConsumerGroupState
-from groupcoord.coordinator.groups.consumer.manager import (
+from groupcoord.coordinator.groups.consumer.keys import (
     assignment_key,
     rebalance_timeout_key,
     session_timeout_key,

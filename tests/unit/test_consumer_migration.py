@@ -3,12 +3,10 @@ GroupShard: scenarios S64-S82 of shared/reference/scenarios.md, one test each (n
 it, some with variants), plus a full mixed flow (a consumer member and a classic member
 share partitions, the consumer member leaves, the group goes back to classic).
 
-The harness extends consumer_support.Harness to play the runtime for both protocols: it
-replays each Result's `records` into the shard, logs `records` and `applied_records` (the
-classic manager's, already applied in memory), and delivers the replies of classic requests
-and of timers (parked JoinGroup/SyncGroup answers come from later Results). The clock
-starts at START_MS and moves only through `sleep`. The assignment interval is 0 unless a
-test says otherwise.
+The harness extends consumer_support.Harness (the shard test context, shard_context.py,
+which plays the runtime for both protocols: parked JoinGroup/SyncGroup answers come from
+later Results) with classic requests. The clock starts at START_MS and moves only through
+`sleep`. The assignment interval is 0 unless a test says otherwise.
 
 Where we differ from Kafka on purpose (and the tests follow us):
 * The downgrade's rebalance starts from a 0-delay timer (`downgrade-<group>`): the classic
@@ -34,9 +32,6 @@ from groupcoord.coordinator.groups.classic.consumer_protocol import (
     encode_assignment,
 )
 from groupcoord.coordinator.groups.classic.group import ClassicGroup, GroupState
-from groupcoord.coordinator.groups.classic.manager import heartbeat_key
-from groupcoord.coordinator.groups.classic.manager import join_key as classic_join_key
-from groupcoord.coordinator.groups.classic.manager import sync_key as classic_sync_key
 from groupcoord.coordinator.groups.classic.messages import (
     HeartbeatRequest,
     JoinGroupMember,
@@ -45,8 +40,11 @@ from groupcoord.coordinator.groups.classic.messages import (
     LeaveMemberResponse,
     SyncGroupResponse,
 )
+from groupcoord.coordinator.groups.classic.rebalance import heartbeat_key
+from groupcoord.coordinator.groups.classic.rebalance import join_key as classic_join_key
+from groupcoord.coordinator.groups.classic.rebalance import sync_key as classic_sync_key
 from groupcoord.coordinator.groups.consumer.group import ConsumerGroupState, target_to_record
-from groupcoord.coordinator.groups.consumer.manager import (
+from groupcoord.coordinator.groups.consumer.keys import (
     rebalance_timeout_key,
     session_timeout_key,
 )
@@ -58,7 +56,6 @@ from groupcoord.coordinator.groups.consumer.migration import downgrade_key
 from groupcoord.coordinator.groups.consumer.migration import join_key as member_join_key
 from groupcoord.coordinator.groups.consumer.migration import sync_key as member_sync_key
 from groupcoord.coordinator.groups.result import Record, Result
-from groupcoord.coordinator.groups.shard import GroupShard
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.protocol.records import (
     ClassicMemberMetadata,
@@ -84,21 +81,12 @@ from tests.unit.classic_support import (
     HOST,
     REBALANCE,
     SESSION,
-    Capture,
     join_request,
     leave_request,
     sync_request,
 )
-from tests.unit.consumer_support import (
-    GROUP,
-    START_MS,
-    Client,
-    Harness,
-    assert_same_groups,
-    assignment,
-    group_state,
-    settle,
-)
+from tests.unit.consumer_support import GROUP, START_MS, Client, Harness, assignment, settle
+from tests.unit.shard_context import Capture, group_state
 
 TOPICS = {"foo": 6, "bar": 3}
 CONSUMER_SESSION = 45_000  # group.consumer.session.timeout.ms
@@ -164,26 +152,6 @@ class MigrationHarness(Harness):
         config.setdefault("consumer_assignment_interval_ms", 0)
         config.setdefault("initial_rebalance_delay_ms", DELAY)
         super().__init__(dict(TOPICS) if topics is None else topics, **config)
-        self.timer.on_result = self.deliver
-
-    # -- the runtime's part ------------------------------------------------------------------
-
-    def apply(self, result: Result) -> None:
-        for key, value in result.records:
-            self.shard.replay(key, value, self.timer.now_ms)
-        self.log.extend(result.records)
-        self.log.extend(result.applied_records)
-        self.last = result
-
-    def deliver(self, result: Result) -> None:
-        self.apply(result)
-        for callback, response in result.replies:
-            callback(response)
-
-    def reload(self) -> GroupShard:
-        shard = super().reload()
-        self.timer.on_result = self.deliver
-        return shard
 
     def load_classic(self, record: Record) -> ClassicGroup:
         """A classic group as a load rebuilds it from its GroupMetadata record (sessions
@@ -192,22 +160,7 @@ class MigrationHarness(Harness):
         self.shard.classic.on_loaded(self.timer.now_ms)
         return self.classic()
 
-    def assert_replayed(self) -> None:
-        """The live groups (consumer groups whole, classic groups as last written) and
-        offsets equal those a replay of the log rebuilds."""
-        replayed = self.reloaded()
-        assert_same_groups(self.shard, replayed)
-        assert set(self.shard.groups) == set(replayed.groups)
-        for group_id in self.shard.groups:
-            live = self.shard.classic.persisted_view(group_id)
-            assert live == replayed.classic.persisted_view(group_id), group_id
-        assert self.shard.offsets.snapshot() == replayed.offsets.snapshot()
-
     # -- views -------------------------------------------------------------------------------
-
-    @property
-    def now(self) -> int:
-        return self.timer.now_ms
 
     def classic(self) -> ClassicGroup:
         group = self.shard.classic_group(GROUP)
@@ -235,7 +188,6 @@ class MigrationHarness(Harness):
         rebalance: int = REBALANCE,
         version: int = 9,
     ) -> Capture:
-        capture = Capture()
         if protocols is None:
             protocols = [("range", subscription(list(topics), owned, version=sub_version))]
         request = join_request(
@@ -248,8 +200,7 @@ class MigrationHarness(Harness):
             rebalance=rebalance,
             version=version,
         )
-        self.deliver(self.shard.classic.join_group(request, capture, self.now))
-        return capture
+        return self.send_join_group(request)
 
     def cjoin_new(self, **kwargs: Any) -> tuple[str, Capture]:
         """The v4+ two-step join of a dynamic member: MEMBER_ID_REQUIRED, then the join."""
@@ -269,7 +220,6 @@ class MigrationHarness(Harness):
         protocol_name: str | None = "range",
         version: int = 5,
     ) -> Capture:
-        capture = Capture()
         request = sync_request(
             GROUP,
             member_id,
@@ -280,22 +230,16 @@ class MigrationHarness(Harness):
             protocol_name=protocol_name,
             version=version,
         )
-        self.deliver(self.shard.classic.sync_group(request, capture, self.now))
-        return capture
+        return self.send_sync_group(request)
 
     def cheartbeat(self, member_id: str, generation: int, instance: str | None = None) -> ErrorCode:
-        capture = Capture()
-        request = HeartbeatRequest(GROUP, member_id, generation, instance)
-        result = self.shard.classic.heartbeat(request, capture, self.now)
-        assert not result.records and not result.applied_records  # heartbeats write nothing
-        self.deliver(result)
+        capture = self.send_heartbeat(HeartbeatRequest(GROUP, member_id, generation, instance))
+        assert not self.last.records and not self.last.applied_records  # they write nothing
         error: ErrorCode = capture.response.error_code
         return error
 
     def cleave(self, *members: tuple[str, str | None], version: int = 5) -> LeaveGroupResponse:
-        capture = Capture()
-        request = leave_request(GROUP, members, version)
-        self.deliver(self.shard.classic.leave_group(request, capture, self.now))
+        capture = self.send_leave_group(leave_request(GROUP, members, version))
         response: LeaveGroupResponse = capture.response
         return response
 

@@ -4,14 +4,13 @@ offload on a real event loop."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import threading
 from typing import Any
 
 import pytest
 
-from groupcoord.coordinator.groups.consumer import manager as consumer_manager
+from groupcoord.coordinator.groups.consumer import offload
 from groupcoord.coordinator.groups.result import Result
 from groupcoord.coordinator.runtime.timers import LoopTimer
 from groupcoord.protocol.errors import ErrorCode
@@ -21,6 +20,7 @@ from groupcoord.protocol.records import (
     ConsumerGroupTargetAssignmentMetadataKey,
 )
 from tests.unit.consumer_support import GROUP, Client, Harness, settle
+from tests.unit.waits import Executor
 
 
 def offloading(**config: Any) -> Harness:
@@ -117,7 +117,7 @@ def test_static_member_replaced_during_the_computation_takes_over_its_new_target
 
 
 def test_the_result_is_written_in_slices_metadata_last(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(consumer_manager, "OFFLOAD_SLICE", 1)
+    monkeypatch.setattr(offload, "OFFLOAD_SLICE", 1)
     h = offloading()
     clients = [Client(h, name) for name in "abc"]
     clients[0].join(["foo"])
@@ -157,6 +157,7 @@ class _Configs:
 
 
 async def test_loop_timer_offload_runs_in_a_thread_and_finishes_on_the_loop() -> None:
+    computations = Executor()
     finished: list[tuple[Any, int]] = []
     loop_thread = threading.get_ident()
     timer = LoopTimer(lambda callback, _late_s: callback(7))
@@ -167,10 +168,7 @@ async def test_loop_timer_offload_runs_in_a_thread_and_finishes_on_the_loop() ->
         return Result()
 
     timer.offload("k", threading.get_ident, finish)
-    for _ in range(100):
-        if finished:
-            break
-        await asyncio.sleep(0.01)
+    await computations.done()
     assert finished and finished[0][0] != loop_thread and finished[0][1] == 7
 
     # A newer offload of the key supersedes the older; a cancelled one never finishes.
@@ -181,13 +179,13 @@ async def test_loop_timer_offload_runs_in_a_thread_and_finishes_on_the_loop() ->
     release.set()
     timer.offload("gone", lambda: "x", finish)
     timer.cancel("gone")
-    await asyncio.sleep(0.2)
+    await computations.done()
     assert [v for v, _ in finished] == ["new"]
 
     # An exception in compute reaches finish as the value.
     finished.clear()
     timer.offload("err", lambda: 1 / 0, finish)
-    await asyncio.sleep(0.2)
+    await computations.done()
     assert isinstance(finished[0][0], ZeroDivisionError)
 
 

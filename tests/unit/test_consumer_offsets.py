@@ -56,7 +56,7 @@ from groupcoord.protocol.records import (
     OffsetCommitKey,
     OffsetCommitValue,
 )
-from tests.unit.consumer_support import GROUP, START_MS, Client, Harness, assert_same_groups
+from tests.unit.consumer_support import GROUP, START_MS, Client, Harness
 
 TOPICS = {"foo": 6, "bar": 3, "qux": 2}
 NONE = ErrorCode.NONE
@@ -73,46 +73,6 @@ class OffsetsHarness(Harness):
         super().__init__(dict(TOPICS), **config)
         self.foo = self.topic_id("foo")
         self.bar = self.topic_id("bar")
-
-    @property
-    def now(self) -> int:
-        return self.timer.now_ms
-
-    def apply(self, result: Result) -> None:
-        for key, value in result.records:
-            self.shard.replay(key, value, self.timer.now_ms)
-        self.log.extend(result.records)
-        self.log.extend(result.applied_records)
-        self.last = result
-
-    def call(self, handler: str, *args: Any) -> tuple[Any, Result]:
-        replies: list[Any] = []
-        result: Result = getattr(self.shard.offsets, handler)(*args, replies.append, self.now)
-        self.apply(result)
-        for callback, response in result.replies:
-            callback(response)
-        assert len(replies) == 1
-        return replies[0], result
-
-    def commit(self, request: OffsetCommitRequest) -> tuple[OffsetCommitResponse, Result]:
-        return self.call("commit_offsets", request)
-
-    def fetch(self, request: OffsetFetchRequest) -> OffsetFetchResponse:
-        response, result = self.call("fetch_offsets", request)
-        assert result.records == [] and result.applied_records == []
-        return response  # type: ignore[no-any-return]
-
-    def expire(self) -> Result:
-        result: Result = self.shard.offsets.expire(self.now)
-        self.apply(result)
-        return result
-
-    def assert_replayed(self) -> None:
-        """Groups and offsets rebuilt from the log equal the live ones."""
-        replayed = self.reloaded()
-        assert_same_groups(self.shard, replayed)
-        assert set(replayed.groups) == set(self.shard.groups)
-        assert replayed.offsets.snapshot() == self.shard.offsets.snapshot()
 
     # -- building groups ---------------------------------------------------------------------
 
@@ -472,7 +432,7 @@ def test_s143_offset_delete_in_a_consumer_group() -> None:
     for name, partition in (("foo", 0), ("bar", 0), ("qux", 0), ("qux", 1)):
         seed(h, name, partition)
 
-    response, result = h.call("delete_offsets", GROUP, {"foo": [0], "bar": [0, 1], "qux": [0, 5]})
+    response, result = h.delete_offsets(GROUP, {"foo": [0], "bar": [0, 1], "qux": [0, 5]})
     subscribed = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
     assert response == OffsetDeleteResponse(
         NONE,
@@ -489,7 +449,7 @@ def test_s143_offset_delete_in_a_consumer_group() -> None:
     assert list(h.shard.offsets.group_offsets(GROUP)["qux"]) == [1]
     h.assert_replayed()
 
-    missing, result = h.call("delete_offsets", "missing", {"foo": [0]})
+    missing, result = h.delete_offsets("missing", {"foo": [0]})
     assert missing == OffsetDeleteResponse(ErrorCode.GROUP_ID_NOT_FOUND, [])
 
 
@@ -504,7 +464,7 @@ def test_s146_delete_groups_with_consumer_groups() -> None:
     seed(h, "foo", 1)
     seed(h, "bar", 0)
     before = len(h.log)
-    response, result = h.call("delete_groups", [GROUP, "missing"])
+    response, result = h.delete_groups([GROUP, "missing"])
     assert response == DeleteGroupsResponse(
         [
             DeletableGroupResult(GROUP, ErrorCode.NON_EMPTY_GROUP),
@@ -522,7 +482,7 @@ def test_s146_delete_groups_with_consumer_groups() -> None:
             ]
         )
     )
-    response, result = h.call("delete_groups", [GROUP, GROUP])
+    response, result = h.delete_groups([GROUP, GROUP])
     assert response == DeleteGroupsResponse([DeletableGroupResult(GROUP, NONE)])
     assert result.records == [
         (OffsetCommitKey(GROUP, "foo", 0), None),
@@ -557,13 +517,13 @@ def test_s144_expiration_of_consumer_group_offsets() -> None:
     sleep(500)
     seed(h, "bar", 1)
     sleep(RETENTION - 501)
-    assert h.expire().records == []
+    assert h.expire_offsets().records == []
     sleep(1)
-    assert h.expire().records == [(OffsetCommitKey(GROUP, "bar", 0), None)]
+    assert h.expire_offsets().records == [(OffsetCommitKey(GROUP, "bar", 0), None)]
     sleep(500)
-    assert h.expire().records == [(OffsetCommitKey(GROUP, "bar", 1), None)]
+    assert h.expire_offsets().records == [(OffsetCommitKey(GROUP, "bar", 1), None)]
     sleep(3 * RETENTION)
-    assert h.expire().records == []  # foo is subscribed
+    assert h.expire_offsets().records == []  # foo is subscribed
     assert list(h.shard.offsets.group_offsets(GROUP)) == ["foo"]
     assert list(h.group().metadata) == ["A"]
     h.assert_replayed()
@@ -581,10 +541,10 @@ def test_s144_expiration_deletes_an_empty_consumer_group() -> None:
     assert a.leave().error_code is NONE
     assert h.group().is_empty()
     h.sleep(RETENTION - 1)
-    assert h.expire().records == []
+    assert h.expire_offsets().records == []
     assert h.shard.consumer_group(GROUP) is not None
     h.sleep(1)
-    assert h.expire().records == [
+    assert h.expire_offsets().records == [
         (OffsetCommitKey(GROUP, "foo", 0), None),
         (OffsetCommitKey(GROUP, "foo", 1), None),
         (ConsumerGroupTargetAssignmentMetadataKey(GROUP), None),
@@ -597,7 +557,7 @@ def test_s144_expiration_deletes_an_empty_consumer_group() -> None:
     b = Client(h, "B")
     assert b.join(["foo"]).error_code is NONE
     assert b.leave().error_code is NONE
-    assert h.expire().records == [
+    assert h.expire_offsets().records == [
         (ConsumerGroupTargetAssignmentMetadataKey(GROUP), None),
         (ConsumerGroupMetadataKey(GROUP), None),
     ]
@@ -630,5 +590,5 @@ def test_offsets_of_a_simple_group_before_its_consumer_group_replay_into_the_con
     for _ in range(3 * RETENTION // 10_000):  # A keeps its session
         h.sleep(10_000)
         assert a.poll().error_code is NONE
-    assert h.expire().records == []  # foo is subscribed: its offset stays
+    assert h.expire_offsets().records == []  # foo is subscribed: its offset stays
     assert list(h.shard.offsets.group_offsets(GROUP)) == ["foo"]

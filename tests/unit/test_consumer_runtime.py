@@ -1,11 +1,11 @@
 """Consumer groups (KIP-848) on the shard runtime over a real log: heartbeats answered
 after the fsync, the group rebuilt by a reload, a failed write answered as a storage
 failure (the server sends NOT_COORDINATOR, S9) with the shard back at its durable state,
-and ConsumerGroupDescribe answered only once the writes before it are durable."""
+and ConsumerGroupDescribe answered only once the writes before it are durable. Timers run
+on a ManualClock; the tests wait for replies and fsyncs, never for time."""
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import sys
 from collections.abc import AsyncIterator
@@ -17,6 +17,7 @@ import pytest
 from groupcoord.coordinator.groups.config import GroupConfig
 from groupcoord.coordinator.groups.consumer.messages import HeartbeatRequest
 from groupcoord.coordinator.groups.topics import StaticTopicImage
+from groupcoord.coordinator.runtime.clock import ManualClock
 from groupcoord.coordinator.runtime.runner import ShardRunner, ShardState, StorageFailure
 from groupcoord.coordinator.server.app import Server
 from groupcoord.protocol.api import ApiKey, build, decode_request
@@ -25,6 +26,7 @@ from groupcoord.storage import GroupCommitter, LogConfig
 from tests.rawclient import encode_request, request_class
 from tests.support import gate_fsync
 from tests.unit.server_support import StubConn, started_server
+from tests.unit.waits import Replies, thread_event, turns, turns_until
 
 
 async def _runner(path: Path, committer: GroupCommitter, topics: StaticTopicImage) -> ShardRunner:
@@ -34,8 +36,8 @@ async def _runner(path: Path, committer: GroupCommitter, topics: StaticTopicImag
         GroupConfig(consumer_assignment_interval_ms=0),
         LogConfig(segment_bytes_max=1 << 20),
         committer,
-        clock_ms=lambda: 1_000_000,
         topics=topics,
+        clock=ManualClock(wall_ms=1_000_000),
     )
     await runner.load()
     return runner
@@ -53,23 +55,15 @@ def _join(runner: ShardRunner, member_id: str, replies: list[Any]) -> None:
     runner.run(lambda now_ms: runner.shard.consumer.heartbeat(request, replies.append, now_ms))
 
 
-async def _answered(replies: list[Any]) -> None:
-    for _ in range(200):
-        if replies:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("no reply")
-
-
 async def test_heartbeat_answered_after_fsync_and_group_survives_reload(tmp_path: Path) -> None:
     committer = GroupCommitter()
     topics = StaticTopicImage()
     topics.add("foo", 4)
     runner = await _runner(tmp_path / "shard", committer, topics)
-    replies: list[Any] = []
+    replies = Replies()
     _join(runner, "m1", replies)
     assert replies == []  # the records are not durable yet
-    await _answered(replies)
+    await replies.wait()
     assert replies[0].error_code == 0 and replies[0].member_epoch == 2
     assert runner.log is not None and runner.log.durable_offset == runner.log.next_offset
     group = runner.shard.consumer_group("g")
@@ -100,24 +94,21 @@ async def test_failed_write_answers_storage_failure_and_reloads(
     topics = StaticTopicImage()
     topics.add("foo", 4)
     runner = await _runner(tmp_path / "shard", committer, topics)
-    replies: list[Any] = []
+    replies = Replies()
     _join(runner, "m1", replies)
-    await _answered(replies)
+    await replies.wait()
     assert runner.log is not None
 
     def broken(*args: Any, **kwargs: Any) -> int:
         raise OSError("disk gone")
 
     monkeypatch.setattr(type(runner.log), "append", broken)
-    failed: list[Any] = []
+    failed = Replies()
     _join(runner, "m2", failed)
-    await _answered(failed)
+    await failed.wait()
     assert isinstance(failed[0], StorageFailure)
-    for _ in range(200):  # the shard reloads from its log: m2 was never written
-        if runner.state is ShardState.ACTIVE:
-            break
-        await asyncio.sleep(0.01)
-    assert runner.state is ShardState.ACTIVE
+    # The shard reloads from its log: m2 was never written.
+    await turns_until(lambda: runner.state is ShardState.ACTIVE, "the reload")
     group = runner.shard.consumer_group("g")
     assert group is not None and set(group.metadata) == {"m1"}
     await runner.close()
@@ -137,9 +128,8 @@ async def test_consumer_group_describe_waits_for_the_writes_before_it(
     in_fsync, release = gate_fsync(monkeypatch)
     joined: list[Any] = []
     _join(runner, "m1", joined)
-    while not in_fsync.is_set():
-        await asyncio.sleep(0.001)
-    described: list[Any] = []
+    await thread_event(in_fsync)
+    described = Replies()
     joined_first: list[bool] = []
 
     def on_described(answer: Any) -> None:
@@ -147,10 +137,10 @@ async def test_consumer_group_describe_waits_for_the_writes_before_it(
         described.append(answer)
 
     runner.run(lambda now_ms: runner.shard.consumer.describe_groups(["g", "x"], on_described))
-    await asyncio.sleep(0.02)
+    await turns()
     assert described == [] and joined == []  # held with the join until the fsync
     release.set()
-    await _answered(described)
+    await described.wait()
     assert joined_first == [True]
     group, missing = described[0]
     assert [m.member_id for m in group.members] == ["m1"] and group.group_epoch == 2
@@ -192,12 +182,11 @@ async def test_consumer_group_describe_handler_shows_no_write_before_it_is_durab
     in_fsync, release = gate_fsync(monkeypatch)
     joined: list[Any] = []
     _join(server.coordinator.runner_for("g"), "m1", joined)
-    while not in_fsync.is_set():
-        await asyncio.sleep(0.001)
+    await thread_event(in_fsync)
     try:
         answer = _describe(server, ["g", ""])
         assert inspect.isawaitable(answer), answer  # not answered from unsynced state
-        await asyncio.sleep(0.02)
+        await turns()
         assert joined == []
     finally:
         release.set()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from groupcoord.protocol.batches import split_batches
 from groupcoord.storage import GroupCommitter, LogConfig, PartitionLog
 from groupcoord.storage.errors import LogFailed
 from tests.support import gate_fsync, make_batch
+from tests.unit.waits import Replies, thread_event, turns, turns_until
 
 
 def _append(log: PartitionLog, n: int = 0) -> int:
@@ -47,11 +47,10 @@ async def test_appends_during_a_round_wait_for_the_next_fsync(
     in_fsync, release = gate_fsync(monkeypatch)
     committer = GroupCommitter()
     first = asyncio.create_task(committer.wait_durable(log, _append(log, 1)))
-    while not in_fsync.is_set():
-        await asyncio.sleep(0.001)
+    await thread_event(in_fsync)
     # The first round is inside its fsync: this append is not covered by it.
     late = asyncio.create_task(committer.wait_durable(log, _append(log, 2)))
-    await asyncio.sleep(0.02)
+    await turns()
     assert not first.done() and not late.done()
     release.set()
     await first
@@ -83,17 +82,15 @@ async def test_close_waits_for_the_round_in_flight(
     open_log: Callable[[str], PartitionLog], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log = open_log("p0")
-    real_fsync = os.fsync
-
-    def slow_fsync(fd: int) -> None:
-        threading.Event().wait(0.05)
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", slow_fsync)
+    in_fsync, release = gate_fsync(monkeypatch)
     committer = GroupCommitter()
     waiters = [asyncio.create_task(committer.wait_durable(log, _append(log, i))) for i in range(5)]
-    await asyncio.sleep(0.01)  # the round is in its fsync
-    await asyncio.wait_for(committer.close(), timeout=5)
+    await thread_event(in_fsync)  # the round is in its fsync
+    closing = asyncio.create_task(committer.close())
+    await turns()
+    assert not closing.done()  # waits for the round in flight
+    release.set()
+    await asyncio.wait_for(closing, timeout=5)
     assert all(w.done() and w.exception() is None for w in waiters)
     assert committer.parked == 0 and log.durable_offset == 5
 
@@ -141,8 +138,7 @@ async def test_before_next_round_runs_before_the_round_takes_its_logs(
     in_fsync, release = gate_fsync(monkeypatch)
     committer = GroupCommitter()
     first = asyncio.create_task(committer.wait_durable(log, _append(log, 1)))
-    while not in_fsync.is_set():
-        await asyncio.sleep(0.001)
+    await thread_event(in_fsync)
     assert committer.round_in_flight
     deferred: list[asyncio.Task[None]] = []
 
@@ -151,12 +147,11 @@ async def test_before_next_round_runs_before_the_round_takes_its_logs(
         deferred.append(asyncio.ensure_future(committer.wait_durable(log, _append(log, 2))))
 
     committer.before_next_round(append_now)
-    await asyncio.sleep(0.02)
+    await turns()
     assert deferred == []  # not while the first round runs
     release.set()
     await first
-    while not deferred:
-        await asyncio.sleep(0.001)
+    await turns_until(lambda: deferred, "the deferred append")
     await deferred[0]
     assert log.durable_offset == 2 and committer.rounds == 2
     await committer.close()
@@ -172,17 +167,14 @@ async def test_a_raising_waiter_callback_fails_the_others_and_rounds_go_on(
     stop later rounds from starting (the round's end runs as a loop callback)."""
     log = open_log("p0")
     committer = GroupCommitter()
-    seen: list[BaseException | None] = []
+    seen = Replies()
 
     def raising(error: BaseException | None) -> None:
         raise ValueError("a broken waiter")
 
     committer.call_when_durable(log, _append(log, 1), raising)
     committer.call_when_durable(log, _append(log, 2), seen.append)
-    for _ in range(500):
-        if seen:
-            break
-        await asyncio.sleep(0.002)
+    await seen.wait()
     assert len(seen) == 1 and isinstance(seen[0], ValueError)  # failed, not left parked
     assert committer.parked == 0
     # The next append still gets its own round.

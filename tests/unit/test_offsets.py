@@ -3,21 +3,18 @@
 log, and from the compacted log) and a memory budget per stored offset.
 
 Groups with members are built directly in `shard.groups` (ClassicGroup/ClassicMember), so
-these tests do not depend on the classic manager's join logic. Records are replayed the way
-the runtime does: a Result's `records` through `shard.replay`, never its `applied_records`
-(already applied by the classic manager); both go to the log used for rebuilding.
+these tests do not depend on the classic manager's join logic. Requests and timers go
+through the shard test context (shard_context.py), which plays the runtime: a Result's
+`records` are replayed, never its `applied_records` (already applied by the classic
+manager); both go to the log used for rebuilding.
 """
 
 from __future__ import annotations
 
 import gc
-import importlib
 import struct
-import sys
 import tracemalloc
-import types
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -25,54 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from groupcoord.coordinator.groups.classic.group import ClassicGroup, ClassicMember, GroupState
+from groupcoord.coordinator.groups.classic.rebalance import heartbeat_key
 from groupcoord.coordinator.groups.config import GroupConfig
-from groupcoord.coordinator.groups.result import Record, Result
-from groupcoord.coordinator.groups.testing import ManualTimer, SequentialIds
-from groupcoord.protocol.errors import ErrorCode
-from groupcoord.protocol.records import (
-    GroupMetadataKey,
-    OffsetCommitKey,
-    OffsetCommitValue,
-    decode_record,
-    default_value_version,
-    encode_key,
-    encode_value,
-)
-
-
-def _ensure_classic_manager() -> None:
-    """shard.py imports the classic manager, written concurrently. Until it exists, stand in
-    for the parts these tests touch: replay of GroupMetadata records (a tombstone removes the
-    group, as Kafka's removeGroup) and on_loaded."""
-    try:
-        importlib.import_module("groupcoord.coordinator.groups.classic.manager")
-    except ModuleNotFoundError as e:
-        if e.name != "groupcoord.coordinator.groups.classic.manager":
-            raise
-
-        class ClassicGroupManager:
-            def __init__(self, shard: Any) -> None:
-                self.shard = shard
-
-            def replay(self, key: GroupMetadataKey, value: Any, now_ms: int) -> None:
-                if value is None:
-                    self.shard.remove_group(key.group)
-                else:
-                    self.shard.groups[key.group] = ClassicGroup.from_record(
-                        key.group, value, now_ms
-                    )
-
-            def on_loaded(self, now_ms: int) -> None:
-                pass
-
-        stub = types.ModuleType("groupcoord.coordinator.groups.classic.manager")
-        stub.ClassicGroupManager = ClassicGroupManager  # type: ignore[attr-defined]
-        sys.modules[stub.__name__] = stub
-
-
-_ensure_classic_manager()
-
-from groupcoord.coordinator.groups.offsets import (  # noqa: E402
+from groupcoord.coordinator.groups.offsets import (
     EXPIRE_TIMER_KEY,
     DeletableGroupResult,
     DeleteGroupsResponse,
@@ -91,7 +43,18 @@ from groupcoord.coordinator.groups.offsets import (  # noqa: E402
     OffsetFetchTopicResult,
     PartitionResult,
 )
-from groupcoord.coordinator.groups.shard import GroupShard  # noqa: E402
+from groupcoord.coordinator.groups.result import Record, Result
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.records import (
+    GroupMetadataKey,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_record,
+    default_value_version,
+    encode_key,
+    encode_value,
+)
+from tests.unit.shard_context import ShardContext
 
 T0 = 1_700_000_000_000
 FOO_ID = uuid.UUID("11111111-1111-1111-1111-111111111111")
@@ -103,66 +66,21 @@ NONE = ErrorCode.NONE
 # Harness
 
 
-@dataclass
-class Harness:
-    config: GroupConfig = field(default_factory=GroupConfig)
-    start_ms: int = T0
+class Harness(ShardContext):
+    """The shard test context, starting at T0, with the offset manager at hand."""
 
-    def __post_init__(self) -> None:
-        self.timer = ManualTimer(self.start_ms)
-        self.shard = GroupShard(0, self.config, self.timer, SequentialIds())
-        self.log: list[tuple[int, Record]] = []  # (time, record): what the runtime appends
-        self.timer.on_result = self.apply
-
-    @property
-    def now(self) -> int:
-        return self.timer.now_ms
+    def __init__(self, config: GroupConfig | None = None) -> None:
+        super().__init__(config, start_ms=T0)
 
     @property
     def offsets(self) -> Any:
         return self.shard.offsets
 
-    def apply(self, result: Result) -> None:
-        """What the runtime does with a Result: replay `records`, append both lists."""
-        for key, value in result.records:
-            self.shard.replay(key, value, self.now)
-        for record in [*result.records, *result.applied_records]:
-            self.log.append((self.now, record))
-
-    def call(self, handler: str, *args: Any) -> tuple[Any, Result]:
-        replies: list[Any] = []
-        result: Result = getattr(self.offsets, handler)(*args, replies.append, self.now)
-        self.apply(result)
-        assert [cb for cb, _ in result.replies] == [replies.append] * len(result.replies)
-        assert len(result.replies) == 1
-        return result.replies[0][1], result
-
-    def commit(self, request: OffsetCommitRequest) -> tuple[OffsetCommitResponse, Result]:
-        return self.call("commit_offsets", request)
-
-    def fetch(self, request: OffsetFetchRequest) -> OffsetFetchResponse:
-        response, result = self.call("fetch_offsets", request)
-        assert result.records == [] and result.applied_records == []
-        return response  # type: ignore[no-any-return]
-
-    def delete_offsets(
-        self, group_id: str, topics: dict[str, list[int]]
-    ) -> tuple[OffsetDeleteResponse, Result]:
-        return self.call("delete_offsets", group_id, topics)
-
-    def delete_groups(self, group_ids: list[str]) -> tuple[DeleteGroupsResponse, Result]:
-        return self.call("delete_groups", group_ids)
-
-    def expire(self) -> Result:
-        result: Result = self.offsets.expire(self.now)
-        self.apply(result)
-        return result
-
     def add_group(self, group: ClassicGroup) -> ClassicGroup:
         """A group the classic manager would have built; its GroupMetadata record goes to the
         log as an applied record (the manager changes classic state in memory itself)."""
         self.shard.groups[group.group_id] = group
-        self.log.append((self.now, group.to_record()))
+        self.log.append(group.to_record())
         return group
 
 
@@ -445,15 +363,10 @@ def test_s129_commit_maintains_classic_session(state: GroupState, touched: bool)
 def test_s129_commit_resets_the_session_timer() -> None:
     """With the classic manager's timers: the commit re-arms the member's session, so it
     outlives its original deadline."""
-    manager = importlib.import_module("groupcoord.coordinator.groups.classic.manager")
-    if not hasattr(manager, "heartbeat_key") or not hasattr(
-        manager.ClassicGroupManager, "touch_member"
-    ):
-        pytest.skip("classic manager without session timers")
     h = Harness()
     group = h.add_group(stable_group())
-    h.shard.on_loaded(h.now)  # arms every member's session (45 s)
-    key = manager.heartbeat_key("foo", "member")
+    h.on_loaded()  # arms every member's session (45 s)
+    key = heartbeat_key("foo", "member")
     assert h.timer.deadline(key) == T0 + 45_000
     h.timer.sleep(40_000)
     response, _ = h.commit(commit_request(generation=1, member_id="member"))
@@ -461,16 +374,6 @@ def test_s129_commit_resets_the_session_timer() -> None:
     assert h.timer.deadline(key) == T0 + 85_000
     h.timer.sleep(10_000)  # past the original deadline: "other" expired, "member" did not
     assert "member" in group.members and "other" not in group.members
-
-
-def test_s129_commit_without_touch_member_hook() -> None:
-    """A classic manager without touch_member (not written yet) must not break commits."""
-    h = Harness()
-    h.add_group(stable_group())
-    if hasattr(h.shard.classic, "touch_member"):
-        h.shard.classic = types.SimpleNamespace(replay=h.shard.classic.replay)  # type: ignore[assignment]
-    response, _ = h.commit(commit_request(generation=1, member_id="member"))
-    assert all_errors(response) == [("bar", 0, NONE)]
 
 
 def test_s136_metadata_too_large() -> None:
@@ -695,12 +598,12 @@ def test_s144_offset_expiration_stable_consumer_group() -> None:
     seed(h, "foo", "secondTopic", 1, value(1, T0 + 500))
 
     h.timer.sleep(60_000 - 1)
-    assert h.expire().records == []
+    assert h.expire_offsets().records == []
     h.timer.sleep(1)
     # Subscribed topics never expire; the group keeps offsets so it is not deleted.
-    assert h.expire().records == [(OffsetCommitKey("foo", "secondTopic", 0), None)]
+    assert h.expire_offsets().records == [(OffsetCommitKey("foo", "secondTopic", 0), None)]
     h.timer.sleep(500)
-    assert h.expire().records == [(OffsetCommitKey("foo", "secondTopic", 1), None)]
+    assert h.expire_offsets().records == [(OffsetCommitKey("foo", "secondTopic", 1), None)]
     assert set(h.offsets.snapshot()) == {("foo", "firstTopic", 0)}
 
     # Members go; the group becomes Empty: offsets now age from the state change.
@@ -708,9 +611,9 @@ def test_s144_offset_expiration_stable_consumer_group() -> None:
     group.state, group.state_timestamp_ms, group.protocol_name = GroupState.EMPTY, h.now, None
     seed(h, "foo", "secondTopic", 0, value(2, T0))  # old commit, but base is the state time
     h.timer.sleep(59_999)
-    assert h.expire().records == []
+    assert h.expire_offsets().records == []
     h.timer.sleep(1)
-    assert h.expire().records == [
+    assert h.expire_offsets().records == [
         (OffsetCommitKey("foo", "firstTopic", 0), None),
         (OffsetCommitKey("foo", "secondTopic", 0), None),
         (GroupMetadataKey("foo"), None),
@@ -730,7 +633,7 @@ def test_s144_no_expiration_condition(state: GroupState) -> None:
     h.add_group(classic_group("foo", state, protocol_type=protocol_type, members={"m": ["a"]}))
     seed(h, "foo", "bar", 0, value(1, T0))
     h.timer.sleep(10 * 60_000)
-    assert h.expire().records == []
+    assert h.expire_offsets().records == []
 
 
 def test_s144_stable_group_with_unknown_subscriptions_does_not_expire() -> None:
@@ -740,7 +643,7 @@ def test_s144_stable_group_with_unknown_subscriptions_does_not_expire() -> None:
     h.add_group(group)
     seed(h, "foo", "bar", 0, value(1, T0))
     h.timer.sleep(10 * 60_000)
-    assert h.expire().records == []
+    assert h.expire_offsets().records == []
 
 
 def test_s144_simple_group_and_explicit_expiry() -> None:
@@ -755,11 +658,11 @@ def test_s144_simple_group_and_explicit_expiry() -> None:
     )
     h.commit(commit_request(topics=[OffsetCommitTopic("baz", [OffsetCommitPartition(0, 1)])]))
     h.timer.sleep(999)
-    assert h.expire().records == []
+    assert h.expire_offsets().records == []
     h.timer.sleep(1)
-    assert h.expire().records == [(OffsetCommitKey("foo", "bar", 0), None)]
+    assert h.expire_offsets().records == [(OffsetCommitKey("foo", "bar", 0), None)]
     h.timer.sleep(59_000)
-    assert h.expire().records == [
+    assert h.expire_offsets().records == [
         (OffsetCommitKey("foo", "baz", 0), None),
         (GroupMetadataKey("foo"), None),
     ]
@@ -771,9 +674,9 @@ def test_s144_empty_group_without_state_timestamp_uses_commit_time() -> None:
     h.add_group(classic_group("foo", GroupState.EMPTY, state_timestamp_ms=-1))
     seed(h, "foo", "bar", 0, value(1, T0 + 10))
     h.timer.sleep(60_009)
-    assert h.expire().records == []
+    assert h.expire_offsets().records == []
     h.timer.sleep(1)
-    assert h.expire().records == [
+    assert h.expire_offsets().records == [
         (OffsetCommitKey("foo", "bar", 0), None),
         (GroupMetadataKey("foo"), None),
     ]
@@ -783,7 +686,7 @@ def test_s144_empty_groups_without_offsets_are_deleted() -> None:
     h = Harness()
     h.add_group(classic_group("empty", GroupState.EMPTY))
     h.add_group(classic_group("stable", GroupState.STABLE, members={"m": ["a"]}))
-    assert h.expire().records == [(GroupMetadataKey("empty"), None)]
+    assert h.expire_offsets().records == [(GroupMetadataKey("empty"), None)]
     assert set(h.shard.groups) == {"stable"}
 
 
@@ -791,7 +694,7 @@ def test_s144_expiration_timer() -> None:
     h = Harness(GroupConfig(offsets_retention_ms=60_000, offsets_retention_check_interval_ms=1_000))
     seed(h, "foo", "bar", 0, value(1, T0))
     assert not h.timer.is_scheduled(EXPIRE_TIMER_KEY)
-    h.shard.on_loaded(h.now)
+    h.on_loaded()
     assert h.timer.deadline(EXPIRE_TIMER_KEY) == T0 + 1_000
     assert h.timer.sleep(59_000).records == []
     fired = h.timer.sleep(1_000)  # the timer's records were replayed through on_result
@@ -876,7 +779,7 @@ def test_s146_delete_groups_replay_removes_group() -> None:
     response, _ = h.delete_groups(["foo"])
     assert response.results == [DeletableGroupResult("foo", NONE)]
     assert "foo" not in h.shard.groups
-    assert "foo" not in rebuild(h.log, h.config).groups
+    assert "foo" not in h.replayed().groups
     # A later commit creates the simple group again.
     h.commit(commit_request())
     assert "foo" in h.shard.groups
@@ -886,21 +789,12 @@ def test_s146_delete_groups_replay_removes_group() -> None:
 # Property: live state == replay of the log == replay of the compacted log
 
 
-def rebuild(log: list[tuple[int, Record]], config: GroupConfig) -> GroupShard:
-    shard = GroupShard(0, config, ManualTimer(T0), SequentialIds())
-    for now, (key, v) in log:
-        shard.replay(key, v, now)
-    return shard
-
-
-def compact(log: list[tuple[int, Record]]) -> list[tuple[int, Record]]:
+def compact(log: list[Record]) -> list[Record]:
     """Latest record per key, in log order; keys whose latest is a tombstone dropped."""
     last: dict[Any, int] = {}
-    for i, (_, (key, _v)) in enumerate(log):
+    for i, (key, _v) in enumerate(log):
         last[key] = i
-    return [
-        entry for i, entry in enumerate(log) if last[entry[1][0]] == i and entry[1][1] is not None
-    ]
+    return [entry for i, entry in enumerate(log) if last[entry[0]] == i and entry[1] is not None]
 
 
 GROUPS = ["g0", "g1", "g2", "stable"]
@@ -945,7 +839,7 @@ def test_property_live_state_equals_replayed_log(ops: list[tuple[Any, ...]]) -> 
         offset_metadata_max_bytes=10,
     )
     h = Harness(config)
-    h.shard.on_loaded(h.now)
+    h.on_loaded()
     # A Stable consumer group subscribed to t0: offsets of t0 never expire or get deleted.
     h.add_group(classic_group("stable", GroupState.STABLE, members={"m": ["t0"]}))
     for op in ops:
@@ -973,7 +867,7 @@ def test_property_live_state_equals_replayed_log(ops: list[tuple[Any, ...]]) -> 
         elif kind == "sleep":
             h.timer.sleep(op[1])
         elif kind == "topics_deleted":
-            h.apply(h.offsets.topics_deleted({op[1]: TOPICS[op[1]] if op[2] else None}, h.now))
+            h.topics_deleted({op[1]: TOPICS[op[1]] if op[2] else None})
         elif kind == "tombstone":
             h.apply(Result(records=[(OffsetCommitKey(op[1], op[2], op[3]), None)]))
         elif kind == "stable_empties":
@@ -984,21 +878,21 @@ def test_property_live_state_equals_replayed_log(ops: list[tuple[Any, ...]]) -> 
                 group.remove("m")
                 group.state, group.state_timestamp_ms = GroupState.EMPTY, h.now
                 group.protocol_name = None
-                h.log.append((h.now, group.to_record()))
+                h.log.append(group.to_record())
 
         assert h.offsets.offset_count() == len(h.offsets.snapshot())
     # Handlers never change state: only replay does, so a fresh replay agrees.
     live = h.offsets.snapshot()
-    replayed = rebuild(h.log, config)
+    replayed = h.replayed()
     assert replayed.offsets.snapshot() == live
     assert replayed.offsets.offset_count() == len(live)
     assert set(replayed.groups) == set(h.shard.groups)
-    compacted = rebuild(compact(h.log), config)
+    compacted = h.replayed(compact(h.log))
     assert compacted.offsets.snapshot() == live
     # Every offset of a live group belongs to a group that exists.
     assert {g for g, _, _ in live} <= set(h.shard.groups)
     # The log survives the byte codec (what the runtime really appends).
-    for _, (key, v) in h.log:
+    for key, v in h.log:
         raw_value = None if v is None else encode_value(v)
         assert decode_record(encode_key(key), raw_value)[0] == key
 

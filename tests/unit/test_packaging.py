@@ -9,8 +9,11 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,3 +68,12 @@ def test_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
     ).stdout.splitlines()
     assert out[0].startswith(str(target))
     assert out[1] == "[]"
+
+
+def test_requires_python_admits_the_versions_the_suite_passes_on() -> None:
+    """3.11, 3.12 (Ubuntu 24.04 has no 3.11) and 3.13 (Debian 13), each also a classifier."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    admitted = SpecifierSet(project["requires-python"])
+    for version in ("3.11", "3.12", "3.13"):
+        assert admitted.contains(f"{version}.0"), version
+        assert f"Programming Language :: Python :: {version}" in project["classifiers"]

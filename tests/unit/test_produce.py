@@ -14,7 +14,6 @@ INVALID_TIMESTAMP and record_errors."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import struct
 import time
@@ -28,6 +27,7 @@ from kio.serial import entity_reader
 
 from groupcoord.coordinator.server.app import Server
 from groupcoord.coordinator.server.connection import Connection
+from groupcoord.coordinator.topics import produce as produce_module
 from groupcoord.coordinator.topics.list_offsets import lookup
 from groupcoord.coordinator.topics.timestamps import TimestampPolicy
 from groupcoord.protocol.api import ApiKey, response_schema
@@ -72,10 +72,7 @@ async def test_a_failed_log_answers_its_partition_and_the_others_normally(
     transport = RecordingTransport()
     conn.connection_made(transport)
     conn.data_received(_produce_frame(1, (1, 0)) + _produce_frame(2, (0, 1)))
-    for _ in range(1000):
-        if len(transport.correlation_ids()) == 2:
-            break
-        await asyncio.sleep(0.005)
+    await transport.answered(2)
     assert transport.correlation_ids() == [1, 2]
     first_size = 4 + struct.unpack_from(">i", transport.written, 0)[0]
     for written, expected_base in (
@@ -251,11 +248,28 @@ async def test_a_batch_the_producer_marked_log_append_time(server: Server) -> No
     assert not header.is_log_append_time and header.max_timestamp == now
 
 
-async def test_a_retried_batch_answers_its_original_append_time(server: Server) -> None:
+class _ProduceTime:
+    """The produce handler's `time` module, with a wall clock the test moves."""
+
+    perf_counter = staticmethod(time.perf_counter)
+
+    def __init__(self, now_ms: int) -> None:
+        self.now_ms = now_ms
+
+    def time_ns(self) -> int:
+        return self.now_ms * 1_000_000
+
+
+async def test_a_retried_batch_answers_its_original_append_time(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = _ProduceTime(_now_ms())
+    monkeypatch.setattr(produce_module, "time", clock)
     server.topics.create("lat-idem", 1, {"message.timestamp.type": "LogAppendTime"})
     batch = _batch([1, 2], pid=7, seq=0)
     first = await produce(server, "lat-idem", batch)
-    await asyncio.sleep(0.01)
+    assert _ms(first.log_append_time) == clock.now_ms
+    clock.now_ms += 10
     retried = await produce(server, "lat-idem", batch)
     assert (retried.error_code, retried.base_offset) == (ErrorCode.NONE, first.base_offset)
     assert _ms(retried.log_append_time) == _ms(first.log_append_time)

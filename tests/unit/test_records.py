@@ -813,8 +813,8 @@ def test_consumer_group_value_round_trip(value: r.Value) -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# Micro-benchmark: a figure to read, never an assertion. `python -m tests.unit.test_records`
-# runs it at full size; the test runs a small one so the code path stays exercised.
+# Micro-benchmark: a figure to read, never an assertion, so not a test:
+# `python -m tests.unit.test_records [n]` prints it (the decoders are tested above).
 
 
 def offset_commit_decode_rates(n: int, distinct_keys: int) -> dict[str, float]:
@@ -855,15 +855,6 @@ def offset_commit_decode_rates(n: int, distinct_keys: int) -> dict[str, float]:
     fast = run(decode_key, decode_value)
     generic = run(rs.generic_decode_key, rs.generic_decode_value)
     return {"fast": fast, "generic": generic, "ratio": fast / generic}
-
-
-def test_offset_commit_decode_rate_is_printed() -> None:
-    for distinct in (1_000, 20_000):
-        rates = offset_commit_decode_rates(20_000, distinct)
-        print(
-            f"offset commit decode ({distinct} distinct keys): {rates['fast']:,.0f}/s,"
-            f" schema-driven peer {rates['generic']:,.0f}/s, ratio {rates['ratio']:.1f}"
-        )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The shard runtime over a real log: replies only after fsync, state rebuilt by replaying
-the log, and the same state after the log is compacted (hypothesis)."""
+the log, and the same state after the log is compacted (hypothesis). Timers and retries run
+on a ManualClock; the tests wait for replies and fsyncs, never for time."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from groupcoord.coordinator.groups import offsets as om
 from groupcoord.coordinator.groups.classic.messages import JoinGroupRequest
 from groupcoord.coordinator.groups.config import GroupConfig
 from groupcoord.coordinator.runtime import runner as runner_module
+from groupcoord.coordinator.runtime.clock import ManualClock
 from groupcoord.coordinator.runtime.runner import ShardRunner, ShardState, StorageFailure
 from groupcoord.storage import GroupCommitter, LogConfig, compact
 from tests.support import gate_fsync
+from tests.unit.waits import Replies, thread_event, turns, turns_until
 
 
 def _commit(
@@ -43,7 +46,10 @@ def _state(runner: ShardRunner) -> tuple[dict[Any, int], set[str]]:
 
 
 async def _runner(
-    path: Path, committer: GroupCommitter, segment_bytes: int = 1 << 20
+    path: Path,
+    committer: GroupCommitter,
+    segment_bytes: int = 1 << 20,
+    clock: ManualClock | None = None,
 ) -> ShardRunner:
     runner = ShardRunner(
         0,
@@ -51,7 +57,7 @@ async def _runner(
         GroupConfig(),
         LogConfig(segment_bytes_max=segment_bytes),
         committer,
-        clock_ms=lambda: 1_000_000,
+        clock=clock or ManualClock(wall_ms=1_000_000),
     )
     await runner.load()
     return runner
@@ -61,14 +67,11 @@ async def test_replies_wait_for_the_fsync_and_state_survives_reload(tmp_path: Pa
     committer = GroupCommitter()
     runner = await _runner(tmp_path / "shard", committer)
     assert runner.state is ShardState.ACTIVE
-    replies: list[Any] = []
+    replies = Replies()
     _commit(runner, "g", "t", 0, 42, replies)
     assert replies == []  # the record is not durable yet
     assert runner.log is not None and runner.log.durable_offset == 0
-    for _ in range(100):
-        await asyncio.sleep(0.01)
-        if replies:
-            break
+    await replies.wait()
     assert len(replies) == 1 and replies[0].topics[0].partitions[0].error == 0
     assert runner.log.durable_offset == runner.log.next_offset == 1
     await runner.close()
@@ -86,21 +89,17 @@ async def test_commits_during_a_flush_round_are_appended_as_one_batch_before_the
     committer = GroupCommitter()
     runner = await _runner(tmp_path / "shard", committer)
     in_fsync, release = gate_fsync(monkeypatch)
-    replies: list[Any] = []
+    replies = Replies()
     _commit(runner, "g", "t", 0, 1, replies)
-    while not in_fsync.is_set():
-        await asyncio.sleep(0.001)
+    await thread_event(in_fsync)
     assert runner.log is not None
     appended = runner.log.next_offset
     for i in range(5):  # five loop iterations while the first round runs
         _commit(runner, "g", "t", 1 + i, 10 + i, replies)
-        await asyncio.sleep(0.005)
+        await turns(1)
     assert runner.log.next_offset == appended  # held back, not appended yet
     release.set()
-    for _ in range(200):
-        await asyncio.sleep(0.005)
-        if len(replies) == 6:
-            break
+    await replies.wait(6)
     assert len(replies) == 6
     assert runner.log.next_offset == appended + 5
     batches = runner.log.read(appended, 1 << 20)
@@ -136,7 +135,7 @@ def test_live_state_equals_replayed_and_compacted_log(
     async def scenario() -> None:
         committer = GroupCommitter()
         runner = await _runner(path, committer, segment_bytes=2048)
-        replies: list[Any] = []
+        replies = Replies()
         for step in steps:
             if step[0] == "commit":
                 _commit(runner, step[1], "t", step[2], step[3], replies)
@@ -147,10 +146,7 @@ def test_live_state_equals_replayed_and_compacted_log(
                 compact(runner.log, 1_000_000, tombstone_retention_ms=0)
             await asyncio.sleep(0)
         await committer.flush_all_now()
-        for _ in range(200):
-            if len(replies) == sum(1 for s in steps if s[0] != "compact"):
-                break
-            await asyncio.sleep(0.005)
+        await replies.wait(sum(1 for s in steps if s[0] != "compact"))
         live = _state(runner)
         await runner.close()
         replayed = await _runner(path, committer, segment_bytes=2048)
@@ -194,10 +190,10 @@ async def test_a_failed_write_answers_the_joins_parked_in_other_groups(
     failure (NOT_COORDINATOR on the wire) instead of never."""
     committer = GroupCommitter()
     runner = await _runner(tmp_path / "shard", committer)
-    parked: list[Any] = []
+    parked = Replies()
     _park_join(runner, "b", parked)
     await committer.flush_all_now()
-    await asyncio.sleep(0.05)
+    await turns()
     assert parked == []  # waiting for the initial rebalance delay
     assert runner.log is not None
 
@@ -205,19 +201,14 @@ async def test_a_failed_write_answers_the_joins_parked_in_other_groups(
         raise OSError("disk gone")
 
     monkeypatch.setattr(type(runner.log), "append", broken)
-    failed: list[Any] = []
+    failed = Replies()
     _commit(runner, "a", "t", 0, 1, failed)
-    for _ in range(100):
-        if failed and parked:
-            break
-        await asyncio.sleep(0.01)
+    await failed.wait()
+    await parked.wait()
     assert len(failed) == 1 and isinstance(failed[0], StorageFailure)
     assert len(parked) == 1 and isinstance(parked[0], StorageFailure)
     monkeypatch.undo()
-    for _ in range(200):
-        if runner.state is ShardState.ACTIVE:
-            break
-        await asyncio.sleep(0.01)
+    await turns_until(lambda: runner.state is ShardState.ACTIVE, "the reload")
     await runner.close()
     await committer.close()
 
@@ -229,19 +220,11 @@ async def test_closing_a_shard_answers_its_parked_joins(tmp_path: Path) -> None:
     runner = await _runner(tmp_path / "shard", committer)
     parked: list[Any] = []
     _park_join(runner, "b", parked)
-    await asyncio.sleep(0.05)
+    await turns()
     assert parked == []
     await runner.close()
     assert len(parked) == 1 and isinstance(parked[0], StorageFailure)
     await committer.close()
-
-
-async def _until(condition: Any, what: str) -> None:
-    for _ in range(300):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def test_a_log_failed_outside_a_write_fails_the_next_write_and_reloads(
@@ -256,11 +239,11 @@ async def test_a_log_failed_outside_a_write_fails_the_next_write_and_reloads(
     runner = await _runner(tmp_path / "shard", committer)
     assert runner.log is not None
     runner.log.mark_failed(OSError(28, "No space left on device"))
-    replies: list[Any] = []
+    replies = Replies()
     _commit(runner, "g", "t", 0, 5, replies)
-    await _until(lambda: replies, "the commit's answer")
+    await replies.wait()
     assert isinstance(replies[0], StorageFailure)
-    await _until(lambda: runner.state is ShardState.ACTIVE, "the reload")
+    await turns_until(lambda: runner.state is ShardState.ACTIVE, "the reload")
     assert _state(runner) == ({}, set())
     await runner.close()
     await committer.close()
@@ -273,9 +256,9 @@ async def test_a_batch_gathered_during_a_failing_round_is_answered(
     that fsync fails, the batch is sealed against the failed log: its reply gets the failure
     too, instead of nothing (which held every later response of its connection). The reload
     fails while fsync still fails, and is retried until it works."""
-    monkeypatch.setattr(runner_module, "RELOAD_RETRY_S", 0.05)
     committer = GroupCommitter(syncfs_min_logs=0)
-    runner = await _runner(tmp_path / "shard", committer)
+    clock = ManualClock(wall_ms=1_000_000)
+    runner = await _runner(tmp_path / "shard", committer, clock=clock)
     entered, release = threading.Event(), threading.Event()
     real_fsync = os.fsync
 
@@ -285,17 +268,23 @@ async def test_a_batch_gathered_during_a_failing_round_is_answered(
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(os, "fsync", failing_fsync)
-    first: list[Any] = []
-    second: list[Any] = []
+    first, second = Replies(), Replies()
     _commit(runner, "g", "t", 0, 1, first)
-    await _until(entered.is_set, "the round's fsync")
+    await thread_event(entered)
     _commit(runner, "g", "t", 0, 2, second)  # gathered for the next round
     release.set()
-    await _until(lambda: first and second, "both answers")
+    await first.wait()
+    await second.wait()
     assert isinstance(first[0], StorageFailure) and isinstance(second[0], StorageFailure)
-    await asyncio.sleep(0.2)  # reloads fail meanwhile (their fsync fails too)
-    assert runner.state is ShardState.FAILED
+    retry_ms = runner_module.RELOAD_RETRY_S * 1000
+    for _ in range(3):  # reloads fail meanwhile (their fsync fails too), each retried later
+        await turns_until(lambda: runner.state is ShardState.FAILED, "a failed reload")
+        await turns()
+        assert runner.state is ShardState.FAILED and clock.pending() == 1  # the retry
+        clock.advance(retry_ms)
     monkeypatch.setattr(os, "fsync", real_fsync)
-    await _until(lambda: runner.state is ShardState.ACTIVE, "the reload retried")
+    await turns()
+    clock.advance(retry_ms)
+    await turns_until(lambda: runner.state is ShardState.ACTIVE, "the reload retried")
     await runner.close()
     await committer.close()

@@ -28,6 +28,7 @@ from groupcoord.storage import (
     TooManyWaiters,
     apply_retention,
 )
+from tests.unit.waits import thread_event, turns
 
 BIG = 1 << 30
 
@@ -1116,13 +1117,15 @@ async def test_group_commit_resolves_many_waiters_with_few_flush_rounds(
 async def test_group_commit_batches_appends_made_during_a_slow_fsync(
     open_log: Callable[..., PartitionLog], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Each fsync is held until the loop has run a while: the producers' appends made
+    meanwhile go to the next round."""
     log = open_log()
     real_fsync = os.fsync
-    flushes: list[int] = []
+    in_fsync, go = threading.Event(), threading.Semaphore(0)
 
     def slow_fsync(fd: int) -> None:
-        flushes.append(fd)
-        threading.Event().wait(0.02)
+        in_fsync.set()
+        go.acquire(timeout=5)
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", slow_fsync)
@@ -1135,7 +1138,18 @@ async def test_group_commit_batches_appends_made_during_a_slow_fsync(
             assert log.durable_offset > offset
             await asyncio.sleep(0)
 
-    await asyncio.gather(*(producer(n) for n in range(40)))
+    producers = asyncio.gather(*(producer(n) for n in range(40)))
+    while not producers.done():  # let each fsync go once the loop had its turns
+        fsync_entered = asyncio.ensure_future(thread_event(in_fsync))
+        await asyncio.wait({producers, fsync_entered}, return_when=asyncio.FIRST_COMPLETED)
+        if not fsync_entered.done():
+            in_fsync.set()  # no fsync is coming: end the wait
+            await fsync_entered
+            break
+        in_fsync.clear()
+        await turns()
+        go.release()
+    await producers
     assert log.durable_offset == 200
     # 200 acknowledged writes, yet each round covered everything queued meanwhile.
     assert committer.rounds <= 20
@@ -1229,8 +1243,9 @@ async def test_group_commit_never_strands_waiters(
     truncated.truncate_to(1)
     with pytest.raises(LogClosed):
         await on_closed
-    # Offset 3 is gone; the owner fails what waited on it, or close() does.
-    await asyncio.sleep(0.01)
+    # Offset 3 is gone; the owner fails what waited on it, or close() does: a round that
+    # makes the truncated log durable does not answer it.
+    await committer.flush_all_now([truncated])
     assert not stranded.done()
     await asyncio.wait_for(committer.close(), timeout=5)
     with pytest.raises(CommitterClosed):

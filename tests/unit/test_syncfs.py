@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -195,18 +194,20 @@ def test_concurrent_flushes_of_the_same_logs_in_opposite_orders_finish(
 ) -> None:
     """A round holds every log's flush lock across its syncfs; close() may flush the same
     logs at once from another thread, listed in another order. The locks are taken in one
-    order, so neither waits for a lock the other holds."""
+    order, so neither waits for a lock the other holds: two flushes of the same logs,
+    listed in opposite orders, take their locks in the same order; run at once, both
+    finish."""
     many = logs(4)
     for log in many:
         _append(log)
     real_begin = syncfs.FilesystemSync._begin
+    locked: dict[threading.Thread, list[PartitionLog]] = {}
 
-    def slow_begin(self: Any, index: int, log: PartitionLog, plans: Any) -> Any:
-        result = real_begin(self, index, log, plans)
-        time.sleep(0.05)  # widen the window between two lock takings
-        return result
+    def recording_begin(self: Any, index: int, log: PartitionLog, plans: Any) -> Any:
+        locked.setdefault(threading.current_thread(), []).append(log)
+        return real_begin(self, index, log, plans)
 
-    monkeypatch.setattr(syncfs.FilesystemSync, "_begin", slow_begin)
+    monkeypatch.setattr(syncfs.FilesystemSync, "_begin", recording_begin)
     flusher = syncfs.FilesystemSync(min_logs=4)
     threads = [
         threading.Thread(target=flusher.flush, args=(order,), daemon=True)
@@ -217,4 +218,6 @@ def test_concurrent_flushes_of_the_same_logs_in_opposite_orders_finish(
     for thread in threads:
         thread.join(5)
     assert not any(thread.is_alive() for thread in threads), "the two flushes deadlocked"
+    first, second = locked.values()
+    assert first == second and sorted(map(id, first)) == sorted(map(id, many))  # one order
     assert [log.durable_offset for log in many] == [1] * 4

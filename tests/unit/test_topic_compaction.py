@@ -30,6 +30,7 @@ from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import prepare_compaction
 from tests.support import client_batch
 from tests.unit.server_support import produce, started_server
+from tests.unit.waits import Executor, thread_event
 
 LONG_MAX = 2**63 - 1
 DAY_MS = 86_400_000
@@ -326,19 +327,16 @@ async def test_a_pass_cancelled_mid_prepare_leaves_no_files(
         return prepare_compaction(*args, **kwargs)
 
     monkeypatch.setattr(compaction_module, "prepare_compaction", slow_prepare)
+    worker = Executor()
     compactor = TopicCompactor(registry, config)
     task = asyncio.ensure_future(compactor.clean_once())
-    while not entered.is_set():
-        await asyncio.sleep(0.01)
+    await thread_event(entered)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     release.set()
     directory = partition.log.directory
-    for _ in range(500):
-        await asyncio.sleep(0.01)
-        if not any(p.name.endswith(".cleaned") for p in directory.iterdir()):
-            break
+    await worker.done()  # the worker made its plan, and the loop took it
     # The plan the worker made was discarded: no files, and the log can be cleaned again.
     assert not any(p.name.endswith(".cleaned") for p in directory.iterdir())
     monkeypatch.undo()

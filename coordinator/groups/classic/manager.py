@@ -16,10 +16,11 @@ same Result as the record, and the runtime releases the replies only once the re
 durable. A failed append fails the whole Result and the shard reloads from its log, which
 is the state Kafka would have reverted to (A.6, A.5 "write failure").
 
-Timers (keys as Kafka's): `heartbeat-<group>-<member>` (session timeout; 5 min for a member
-still in its first join; the session timeout of a pending member id), `join-<group>` (initial
-rebalance delay, then the rebalance timeout), `sync-<group>` (pending SyncGroups). A timer's
-callback first checks that its group is still the live one and in the state it expects.
+Timers (keys as Kafka's; rebalance.py): `heartbeat-<group>-<member>` (session timeout;
+5 min for a member still in its first join; the session timeout of a pending member id),
+`join-<group>` (initial rebalance delay, then the rebalance timeout), `sync-<group>`
+(pending SyncGroups). A timer's callback first checks that its group is still the live one
+and in the state it expects.
 
 Departures from Kafka, where Kafka would leave a request unanswered forever (which would
 hold back every later response on that connection here): a JoinGroup or SyncGroup that a
@@ -35,7 +36,6 @@ from typing import TYPE_CHECKING
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.protocol.records import GroupMetadataKey, GroupMetadataValue
 
-from ..config import GroupConfig
 from ..result import Reply, Result
 from .group import ClassicGroup, ClassicMember, GroupState, Protocol
 from .messages import (
@@ -43,7 +43,6 @@ from .messages import (
     DescribedMember,
     HeartbeatRequest,
     HeartbeatResponse,
-    JoinGroupMember,
     JoinGroupRequest,
     JoinGroupResponse,
     LeaveGroupRequest,
@@ -53,11 +52,11 @@ from .messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from .rebalance import UNKNOWN_MEMBER_ID, RebalancePhases, heartbeat_key, sync_key
 
 if TYPE_CHECKING:
     from ..shard import GroupShard
 
-UNKNOWN_MEMBER_ID = ""
 JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION = 4  # JoinGroupRequest.requiresKnownMemberId
 JOIN_SKIP_ASSIGNMENT_VERSION = 9  # JoinGroupRequest.supportsSkippingAssignment (KIP-814)
 SYNC_REQUIRES_PROTOCOL_VERSION = 5
@@ -65,28 +64,15 @@ LEAVE_BATCH_VERSION = 3
 DESCRIBE_GROUP_ID_NOT_FOUND_VERSION = 6
 
 
-def heartbeat_key(group_id: str, member_id: str) -> str:
-    return f"heartbeat-{group_id}-{member_id}"
+class ClassicGroupManager(RebalancePhases):
+    """The classic groups of one shard: the requests (here) and the rebalance phases and
+    their timers (rebalance.py)."""
 
-
-def join_key(group_id: str) -> str:
-    return f"join-{group_id}"
-
-
-def sync_key(group_id: str) -> str:
-    return f"sync-{group_id}"
-
-
-class ClassicGroupManager:
     def __init__(self, shard: GroupShard) -> None:
         self.shard = shard
         # The last GroupMetadata value written (or replayed) per group: what a reload
         # would rebuild. Maintained for persisted_view() and the property tests.
         self._persisted: dict[str, GroupMetadataValue] = {}
-
-    @property
-    def _config(self) -> GroupConfig:
-        return self.shard.config
 
     # ========================================================================================
     # JoinGroup
@@ -461,231 +447,6 @@ class ClassicGroupManager:
         return group.protocol_type == protocol_type and any(
             group.supported_protocols.get(name, 0) == group.size for name in names
         )
-
-    def _join_members(self, group: ClassicGroup) -> list[JoinGroupMember]:
-        return [
-            JoinGroupMember(m.member_id, m.group_instance_id, m.metadata(group.protocol_name))
-            for m in group.members.values()
-        ]
-
-    # ========================================================================================
-    # Rebalance machinery
-    # ========================================================================================
-
-    def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, now_ms: int) -> Result:
-        if group.can_rebalance():
-            return self._prepare_rebalance(group, now_ms)
-        return self._maybe_complete_join_phase(group, now_ms)
-
-    def _maybe_complete_join_phase(self, group: ClassicGroup, now_ms: int) -> Result:
-        """Complete the join phase if everyone is in, except during the initial delay."""
-        if (
-            group.state is GroupState.PREPARING_REBALANCE
-            and group.all_members_joined()
-            and group.previous_state is not GroupState.EMPTY
-        ):
-            return self._complete_join_phase(group, now_ms)
-        return Result()
-
-    def _prepare_rebalance(self, group: ClassicGroup, now_ms: int) -> Result:
-        result = Result()
-        if group.state is GroupState.COMPLETING_REBALANCE:
-            # Parked SyncGroups are told to rejoin.
-            for member in group.members.values():
-                member.assignment = b""
-            self._propagate_assignment(group, ErrorCode.REBALANCE_IN_PROGRESS, result)
-        group.pending_sync_members.clear()
-        self.shard.timer.cancel(sync_key(group.group_id))
-
-        initial = group.state is GroupState.EMPTY
-        if initial:
-            group.initial_join_started_ms = group.last_join_ms = now_ms
-            self._schedule_initial_delay(group, self._config.initial_rebalance_delay_ms)
-        group.transition(GroupState.PREPARING_REBALANCE, now_ms)
-        if not initial:
-            result.extend(self._maybe_complete_join_else_schedule(group, now_ms))
-        return result
-
-    def _maybe_complete_join_else_schedule(self, group: ClassicGroup, now_ms: int) -> Result:
-        if group.all_members_joined():
-            return self._complete_join_phase(group, now_ms)
-        self._schedule_join_timeout(group)
-        return Result()
-
-    def _schedule_initial_delay(self, group: ClassicGroup, delay_ms: int) -> None:
-        """The initial rebalance of a new group waits for more members (A.3).
-
-        Deliberately better than Kafka: the join completes once no member has joined for one
-        initial delay (a debounce), instead of adding a whole further window whenever anyone
-        joined during the last one. A burst of members starting together is answered one
-        delay after the last of them joined (Kafka: two delays); members trickling in keep
-        it open, and, as in Kafka, never past max(rebalance timeout, delay) from the start.
-        """
-
-        def fire(now_ms: int) -> Result:
-            if not self._is_live(group) or group.state is not GroupState.PREPARING_REBALANCE:
-                return Result()
-            initial_delay_ms = self._config.initial_rebalance_delay_ms
-            cap_ms = group.initial_join_started_ms + max(
-                group.rebalance_timeout_ms(), initial_delay_ms
-            )
-            quiet_until_ms = min(group.last_join_ms + initial_delay_ms, cap_ms)
-            if now_ms < quiet_until_ms:
-                self._schedule_initial_delay(group, quiet_until_ms - now_ms)
-                return Result()
-            return self._complete_join_phase(group, now_ms)
-
-        self.shard.timer.schedule(join_key(group.group_id), delay_ms, fire)
-
-    def _schedule_join_timeout(self, group: ClassicGroup) -> None:
-        def fire(now_ms: int) -> Result:
-            if not self._is_live(group) or group.state is not GroupState.PREPARING_REBALANCE:
-                return Result()
-            return self._complete_join_phase(group, now_ms)
-
-        self.shard.timer.schedule(join_key(group.group_id), group.rebalance_timeout_ms(), fire)
-
-    def _complete_join_phase(self, group: ClassicGroup, now_ms: int) -> Result:
-        """End the join phase: drop dynamic members that did not rejoin (static ones stay),
-        then either answer every parked JoinGroup with the next generation and wait for
-        SyncGroups, or, with nobody left, go Empty and write that."""
-        result = Result()
-        self.shard.timer.cancel(join_key(group.group_id))
-        for member in [
-            m for m in group.members.values() if m.awaiting_join is None and not m.is_static
-        ]:
-            self._remove_member(group, member.member_id, result)
-
-        if group.state is GroupState.DEAD:
-            return result
-        if not group.maybe_elect_new_joined_leader() and group.members:
-            # Nobody rejoined (only absent static members remain): try again after another
-            # rebalance timeout, while session timeouts clear the absentees.
-            self._schedule_join_timeout(group)
-            return result
-
-        group.init_next_generation(now_ms)
-        if group.state is GroupState.EMPTY:
-            self._write(result, group.to_record())
-            return result
-
-        for member in group.members.values():
-            response = JoinGroupResponse(
-                ErrorCode.NONE,
-                generation_id=group.generation_id,
-                protocol_type=group.protocol_type,
-                protocol_name=group.protocol_name,
-                leader=group.leader_id or "",
-                skip_assignment=False,
-                member_id=member.member_id,
-                members=self._join_members(group) if group.leader_id == member.member_id else [],
-            )
-            self._complete_join(member, response, result)
-            self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
-            member.is_new = False
-            group.pending_sync_members.add(member.member_id)
-        self._schedule_pending_sync(group)
-        return result
-
-    def _schedule_pending_sync(self, group: ClassicGroup) -> None:
-        generation = group.generation_id
-
-        def fire(now_ms: int) -> Result:
-            if not self._is_live(group) or group.generation_id != generation:
-                return Result()
-            if group.state not in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
-                return Result()
-            if not group.pending_sync_members:
-                return Result()
-            # Members that never sent SyncGroup are gone (heartbeats do not save them).
-            result = Result()
-            for member_id in list(group.pending_sync_members):
-                self._remove_member(group, member_id, result)
-                group.pending_sync_members.discard(member_id)
-            result.extend(self._prepare_rebalance(group, now_ms))
-            return result
-
-        self.shard.timer.schedule(sync_key(group.group_id), group.rebalance_timeout_ms(), fire)
-
-    def _propagate_assignment(self, group: ClassicGroup, error: ErrorCode, result: Result) -> None:
-        """Answer every parked SyncGroup with its member's assignment (or the error)."""
-        ok = error is ErrorCode.NONE
-        for member in group.members.values():
-            if member.awaiting_sync is None:
-                continue
-            result.reply(
-                member.awaiting_sync,
-                SyncGroupResponse(
-                    error,
-                    protocol_type=group.protocol_type if ok else None,
-                    protocol_name=group.protocol_name if ok else None,
-                    assignment=member.assignment,
-                ),
-            )
-            member.awaiting_sync = None
-            # Sessions restart once the assignment is out: an expiry while the member was
-            # parked was ignored and scheduled nothing.
-            self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
-
-    @staticmethod
-    def _complete_join(member: ClassicMember, response: JoinGroupResponse, result: Result) -> None:
-        if member.awaiting_join is not None:
-            result.reply(member.awaiting_join, response)
-            member.awaiting_join = None
-
-    def _remove_member(self, group: ClassicGroup, member_id: str, result: Result) -> None:
-        """Remove a member (or a pending member id) and its heartbeat timer. A parked
-        JoinGroup is answered UNKNOWN_MEMBER_ID so that a live client joins again."""
-        member = group.members.get(member_id)
-        if member is not None:
-            self._complete_join(
-                member,
-                JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, member_id=UNKNOWN_MEMBER_ID),
-                result,
-            )
-            if member.awaiting_sync is not None:
-                result.reply(member.awaiting_sync, SyncGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID))
-                member.awaiting_sync = None
-            group.remove(member_id)
-        group.pending_members.discard(member_id)
-        group.pending_sync_members.discard(member_id)
-        self.shard.timer.cancel(heartbeat_key(group.group_id, member_id))
-
-    # -- heartbeat timer ----------------------------------------------------------------------
-
-    def _schedule_heartbeat(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None:
-        def fire(now_ms: int) -> Result:
-            if not self._is_live(group):
-                return Result()
-            return self._expire_heartbeat(group, member_id, now_ms)
-
-        self.shard.timer.schedule(heartbeat_key(group.group_id, member_id), timeout_ms, fire)
-
-    def _expire_heartbeat(self, group: ClassicGroup, member_id: str, now_ms: int) -> Result:
-        result = Result()
-        if member_id in group.pending_members:
-            group.pending_members.discard(member_id)
-            if group.state is GroupState.PREPARING_REBALANCE and group.all_members_joined():
-                result.extend(self._complete_join_phase(group, now_ms))
-            return result
-        member = group.members.get(member_id)
-        if member is None or member.has_satisfied_heartbeat():
-            return result
-        self._remove_member(group, member_id, result)
-        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            result.extend(self._maybe_prepare_rebalance_or_complete_join(group, now_ms))
-        elif group.state is GroupState.PREPARING_REBALANCE and group.all_members_joined():
-            result.extend(self._complete_join_phase(group, now_ms))
-        return result
-
-    def _is_live(self, group: ClassicGroup) -> bool:
-        return self.shard.groups.get(group.group_id) is group and group.state is not GroupState.DEAD
-
-    def _write(self, result: Result, record: tuple[object, object]) -> None:
-        key, value = record
-        assert isinstance(key, GroupMetadataKey) and isinstance(value, GroupMetadataValue)
-        result.applied_records.append((key, value))
-        self._persisted[key.group] = value
 
     # ========================================================================================
     # SyncGroup

@@ -61,6 +61,9 @@ from ..classic.consumer_protocol import (
     encode_assignment,
 )
 from ..classic.group import ClassicGroup
+from ..classic.rebalance import heartbeat_key
+from ..classic.rebalance import join_key as classic_join_key
+from ..classic.rebalance import sync_key as classic_sync_key
 from ..result import Record, Reply, Result
 from ..topics import named_partitions
 from .change import GroupChange, HeartbeatError
@@ -526,10 +529,6 @@ class ClassicMembers:
         """Once the joining heartbeat succeeded: answer the classic group's parked
         requests (they rejoin through the consumer group), move its timers (not those of
         `replaced`, the static member the joining one took over: it is gone)."""
-        from ..classic.manager import heartbeat_key
-        from ..classic.manager import join_key as classic_join_key
-        from ..classic.manager import sync_key as classic_sync_key
-
         gid = classic.group_id
         self.shard.timer.cancel(classic_join_key(gid))
         self.shard.timer.cancel(classic_sync_key(gid))

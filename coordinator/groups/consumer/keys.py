@@ -1,0 +1,16 @@
+"""The consumer groups' timer keys (as Kafka's, plus `assignment-<group>`: a held-back or
+offloaded target)."""
+
+from __future__ import annotations
+
+
+def session_timeout_key(group_id: str, member_id: str) -> str:
+    return f"session-timeout-{group_id}-{member_id}"
+
+
+def rebalance_timeout_key(group_id: str, member_id: str) -> str:
+    return f"rebalance-timeout-{group_id}-{member_id}"
+
+
+def assignment_key(group_id: str) -> str:
+    return f"assignment-{group_id}"
