@@ -10,11 +10,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .groups.config import MIGRATION_POLICIES
-
 MiB = 1024 * 1024
 DAY_MS = 24 * 3600 * 1000
 LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE: Kafka's "no limit" for LONG settings
+# group.consumer.migration.policy's values.
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
 
 
 class ConfigError(ValueError):

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# group.consumer.migration.policy's values.
-MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
-
 
 @dataclass(frozen=True)
 class GroupConfig:
@@ -29,7 +26,8 @@ class GroupConfig:
     consumer_max_size: int = 2_147_483_647  # group.consumer.max.size
     consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
     consumer_assignment_interval_ms: int = 1_000  # group.consumer.assignment.interval.ms
-    # group.consumer.migration.policy: one of MIGRATION_POLICIES.
+    # group.consumer.migration.policy: bidirectional, upgrade, downgrade or disabled (the
+    # server's setting, checked by coordinator/config.py).
     consumer_migration_policy: str = "bidirectional"
     consumer_max_assignment_interval_ms: int = 15_000  # its upper bound in Kafka
     # Ours: the heartbeat interval given to members that are reconciling (0: the normal

@@ -48,8 +48,8 @@ from .consumer.fencing import validate_offset_commit
 from .consumer.group import ConsumerGroup
 from .result import Record, Reply, Result
 
-if TYPE_CHECKING:  # shard.py imports this module
-    from .shard import GroupShard
+if TYPE_CHECKING:
+    from .shard_view import ShardView
 
 EXPIRE_TIMER_KEY = "expire-group-metadata"
 ZERO_UUID = uuid.UUID(int=0)
@@ -282,7 +282,7 @@ def _java_length(s: str) -> int:
 
 
 class OffsetManager:
-    def __init__(self, shard: GroupShard) -> None:
+    def __init__(self, shard: ShardView) -> None:
         self.shard = shard
         # group -> topic -> partition -> packed entry. Empty inner dicts are removed.
         self._offsets: dict[str, dict[str, dict[int, Entry]]] = {}

@@ -2,25 +2,43 @@
 partition): its classic groups, its consumer groups (KIP-848) and their offsets.
 
 No asyncio, clock, uuid or I/O here: time comes in as `now_ms`, ids from `ids`, timers
-through `timer`, topics from a read-only `topics` image. Request handlers live in the
-managers (classic/manager.py, consumer/manager.py, offsets.py); this class owns what they
-share (the group registries: a group id names a classic or a consumer group, never both)
-and routes replayed records.
+through `timer`, topics from a read-only `topics` image.
+
+A facade, as Kafka's GroupCoordinatorShard: the runtime (and through it the gateway) calls
+only the methods below, one per request kind, each delegating to the manager that holds
+the logic (classic/manager.py, consumer/manager.py, offsets.py); the managers are internal
+to groups/. This class owns what the managers share (the group registries: a group id names
+a classic or a consumer group, never both) and routes replayed records, refusing record
+types it does not know.
 """
 
 from __future__ import annotations
 
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from groupcoord.protocol.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
     ConsumerGroupMetadataKey,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMetadataKey,
     GroupMetadataKey,
     OffsetCommitKey,
+    UnknownRecordType,
 )
 
+from .classic import messages as cm
 from .classic.group import ClassicGroup, GroupState
 from .classic.manager import ClassicGroupManager
 from .config import GroupConfig
+from .consumer import messages as ccm
+from .consumer.change import HeartbeatError
 from .consumer.group import ConsumerGroup
 from .consumer.manager import ConsumerGroupManager
 from .dynamic_config import (
@@ -30,9 +48,40 @@ from .dynamic_config import (
     NoGroupConfigs,
     settings,
 )
-from .offsets import OffsetManager
-from .result import IdSource, Result, Timer
+from .offsets import (
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    OffsetManager,
+)
+from .result import IdSource, Reply, Result, Timer
 from .topics import StaticTopicImage, TopicImage
+
+# The consumer-group (KIP-848) record keys: replayed into their group.
+_CONSUMER_GROUP_KEYS = frozenset(
+    (
+        ConsumerGroupMetadataKey,
+        ConsumerGroupPartitionMetadataKey,
+        ConsumerGroupMemberMetadataKey,
+        ConsumerGroupTargetAssignmentMetadataKey,
+        ConsumerGroupTargetAssignmentMemberKey,
+        ConsumerGroupCurrentMemberAssignmentKey,
+        ConsumerGroupRegularExpressionKey,
+    )
+)
+
+
+@dataclass(slots=True)
+class ShardStats:
+    """What the group-coordinator metrics read from a shard at scrape time."""
+
+    classic_groups: Counter[str]  # by state
+    consumer_groups: Counter[str]  # by state
+    offsets: int
+    consumer_rebalances: int  # group epoch bumps from heartbeats
+    completed_rebalances: int
+    commits: int
+    expirations: int
+    deletions: int
 
 
 class GroupShard:
@@ -60,7 +109,107 @@ class GroupShard:
         self.consumer = ConsumerGroupManager(self)
         self.offsets = OffsetManager(self)
 
-    # -- the group registry ----------------------------------------------------------------
+    # -- offsets (OffsetManager) -------------------------------------------------------------
+
+    def commit_offsets(self, request: OffsetCommitRequest, reply: Reply, now_ms: int) -> Result:
+        """OffsetCommit: replies with an OffsetCommitResponse (OffsetManager.commit_offsets)."""
+        return self.offsets.commit_offsets(request, reply, now_ms)
+
+    def fetch_offsets(self, request: OffsetFetchRequest, reply: Reply, now_ms: int) -> Result:
+        """OffsetFetch of one group: replies with an OffsetFetchResponse."""
+        return self.offsets.fetch_offsets(request, reply, now_ms)
+
+    def delete_offsets(
+        self, group_id: str, topics: Mapping[str, list[int]], reply: Reply, now_ms: int
+    ) -> Result:
+        """OffsetDelete: replies with an OffsetDeleteResponse."""
+        return self.offsets.delete_offsets(group_id, topics, reply, now_ms)
+
+    def delete_groups(self, group_ids: list[str], reply: Reply, now_ms: int) -> Result:
+        """DeleteGroups of this shard's `group_ids`: replies with a DeleteGroupsResponse."""
+        return self.offsets.delete_groups(group_ids, reply, now_ms)
+
+    def topics_deleted(self, topics: Mapping[str, uuid.UUID | None], now_ms: int) -> Result:
+        """Deleted topics (name -> id): tombstones for the offsets committed to them."""
+        return self.offsets.topics_deleted(topics, now_ms)
+
+    # -- classic groups (ClassicGroupManager) ------------------------------------------------
+
+    def join_group(self, request: cm.JoinGroupRequest, reply: Reply, now_ms: int) -> Result:
+        """JoinGroup: replies with a JoinGroupResponse, perhaps from a later Result (parked).
+        A classic member of a consumer group joins through the migration path."""
+        return self.classic.join_group(request, reply, now_ms)
+
+    def sync_group(self, request: cm.SyncGroupRequest, reply: Reply, now_ms: int) -> Result:
+        """SyncGroup: replies with a SyncGroupResponse, perhaps from a later Result."""
+        return self.classic.sync_group(request, reply, now_ms)
+
+    def heartbeat(self, request: cm.HeartbeatRequest, reply: Reply, now_ms: int) -> Result:
+        """Heartbeat (classic): replies with a HeartbeatResponse."""
+        return self.classic.heartbeat(request, reply, now_ms)
+
+    def leave_group(self, request: cm.LeaveGroupRequest, reply: Reply, now_ms: int) -> Result:
+        """LeaveGroup: replies with a LeaveGroupResponse."""
+        return self.classic.leave_group(request, reply, now_ms)
+
+    # -- consumer groups (ConsumerGroupManager) ----------------------------------------------
+
+    def consumer_group_heartbeat(
+        self, request: ccm.HeartbeatRequest, reply: Reply, now_ms: int
+    ) -> Result:
+        """ConsumerGroupHeartbeat: replies with a HeartbeatResponse (tries the steady path
+        first)."""
+        return self.consumer.heartbeat(request, reply, now_ms)
+
+    def steady_consumer_group_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+    ) -> ccm.HeartbeatResponse | None:
+        """A ConsumerGroupHeartbeat that sets no optional field: its answer when it is steady
+        (the member's session re-armed; checked and answered in one call, so nothing runs in
+        between), else None and nothing changed: the caller takes the full path."""
+        return self.consumer.steady(
+            group_id, member_id, member_epoch, instance_id, client_id, client_host
+        )
+
+    def consumer_group_heartbeat_error(
+        self, request: ccm.HeartbeatRequest
+    ) -> HeartbeatError | None:
+        """Kafka's validation of a ConsumerGroupHeartbeat (reads only the configuration)."""
+        return self.consumer.validate(request)
+
+    def consumer_group_describe(self, group_ids: list[str], reply: Reply) -> Result:
+        """ConsumerGroupDescribe of this shard's `group_ids`: replies with their
+        DescribedConsumerGroup list, in that order (a read: no records)."""
+        return self.consumer.describe_groups(group_ids, reply)
+
+    # -- reads of both kinds of groups -------------------------------------------------------
+
+    def describe_groups(self, group_ids: list[str], api_version: int, reply: Reply) -> Result:
+        """DescribeGroups of this shard's `group_ids`: replies with their classic
+        DescribedGroup list, in that order (a consumer group is Dead there, as in Kafka).
+        A read: no records."""
+        result = Result()
+        result.reply(reply, self.classic.describe_groups(group_ids, api_version))
+        return result
+
+    def list_groups(
+        self, states_filter: Iterable[str], types_filter: Iterable[str], reply: Reply
+    ) -> Result:
+        """ListGroups: replies with this shard's ListedGroup list, classic groups then
+        consumer groups, filtered by state and type (case-insensitive). A read."""
+        listed = self.classic.list_groups(states_filter, types_filter)
+        listed.extend(self.consumer.list_groups(states_filter, types_filter))
+        result = Result()
+        result.reply(reply, listed)
+        return result
+
+    # -- the group registry ------------------------------------------------------------------
 
     def classic_group(self, group_id: str) -> ClassicGroup | None:
         return self.groups.get(group_id)
@@ -99,17 +248,50 @@ class GroupShard:
         if group is not None:
             group.state = GroupState.DEAD
 
-    # -- replay and loading ----------------------------------------------------------------
+    def stats(self) -> ShardStats:
+        """Counts for the metrics: groups by state, offsets, and the managers' counters."""
+        return ShardStats(
+            classic_groups=Counter(group.state.value for group in self.groups.values()),
+            consumer_groups=Counter(group.state().value for group in self.consumer_groups.values()),
+            offsets=self.offsets.offset_count(),
+            consumer_rebalances=self.consumer.rebalances,
+            # Kafka's classic-group-completed-rebalance sensor: ClassicGroupManager counts
+            # no completed rebalances yet, so this has always read 0.
+            completed_rebalances=0,
+            commits=self.offsets.commits,
+            expirations=self.offsets.expirations,
+            deletions=self.offsets.deletions,
+        )
+
+    # -- replay and loading ------------------------------------------------------------------
 
     def replay(self, key: Any, value: Any, now_ms: int) -> None:
         """Apply one record. The only way durable state changes (and, at load, the only way
-        state is rebuilt). Unknown record types are the loader's business, not ours."""
-        if isinstance(key, OffsetCommitKey):
+        state is rebuilt). Raises UnknownRecordType for a key of a type the shard does not
+        know (the loader skips undecodable and unknown record types before they get here)."""
+        if type(key) is OffsetCommitKey:
             self.offsets.replay(key, value, now_ms)
-        elif isinstance(key, GroupMetadataKey):
+        elif type(key) is GroupMetadataKey:
             self.classic.replay(key, value, now_ms)
-        else:
+        elif type(key) in _CONSUMER_GROUP_KEYS:
             self._replay_consumer(key, value)
+        else:
+            raise UnknownRecordType(getattr(key, "RECORD_TYPE", -1))
+
+    def replay_commits(
+        self, commits: Iterable[tuple[tuple[str, str, int], bytes]], now_ms: int
+    ) -> None:
+        """A run of OffsetCommit records, as (group, topic, partition) and raw value bytes,
+        replayed at once (the loader's fast path: OffsetManager.replay_commits)."""
+        self.offsets.replay_commits(commits, now_ms)
+
+    def has_offsets(self, group_id: str) -> bool:
+        return self.offsets.has_offsets(group_id)
+
+    def take_parked_replies(self) -> list[Reply]:
+        """Every parked JoinGroup and SyncGroup reply, taken from its member: the shard is
+        being unloaded, and its runtime answers them NOT_COORDINATOR."""
+        return self.classic.take_parked_replies()
 
     def _replay_consumer(self, key: Any, value: Any) -> None:
         """Kafka's replay of consumer-group records: a value creates the group if needed,

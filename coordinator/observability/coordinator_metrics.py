@@ -5,43 +5,59 @@ the histograms the runtime observes."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
-
-if TYPE_CHECKING:
-    from ..runtime.service import CoordinatorService
 
 CLASSIC_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 CONSUMER_STATES = ("Empty", "Assigning", "Reconciling", "Stable", "Dead")
 
 
+class ShardStats(Protocol):
+    """What a shard reports (groups/shard.py's ShardStats)."""
+
+    @property
+    def classic_groups(self) -> Mapping[str, int]: ...  # by state
+    @property
+    def consumer_groups(self) -> Mapping[str, int]: ...  # by state
+    @property
+    def offsets(self) -> int: ...
+    @property
+    def consumer_rebalances(self) -> int: ...
+    @property
+    def completed_rebalances(self) -> int: ...
+    @property
+    def commits(self) -> int: ...
+    @property
+    def expirations(self) -> int: ...
+    @property
+    def deletions(self) -> int: ...
+
+
 class CoordinatorCollector(Collector):
-    def __init__(self, service: CoordinatorService) -> None:
-        self.service = service
+    def __init__(self, shard_stats: Callable[[], Iterable[tuple[str, ShardStats]]]) -> None:
+        """`shard_stats()`: each shard's state ("loading", "active", ...) and counts
+        (CoordinatorService.shard_stats)."""
+        self.shard_stats = shard_stats
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        runners = self.service.runners
         states: Counter[str] = Counter()
         consumer_states: Counter[str] = Counter()
         offsets = 0
         counters: Counter[str] = Counter()
         partitions: Counter[str] = Counter()
-        for runner in runners:
-            partitions[runner.state.value] += 1
-            shard = runner.shard
-            for group in shard.groups.values():
-                states[group.state.value] += 1
-            for consumer_group in shard.consumer_groups.values():
-                consumer_states[consumer_group.state().value] += 1
-            counters["consumer_rebalances"] += shard.consumer.rebalances
-            offsets += shard.offsets.offset_count()
-            for name in ("completed_rebalances",):
-                counters[name] += getattr(shard.classic, name, 0)
-            for name in ("commits", "expirations", "deletions"):
-                counters[name] += getattr(shard.offsets, name, 0)
+        for state, stats in self.shard_stats():
+            partitions[state] += 1
+            states.update(stats.classic_groups)
+            consumer_states.update(stats.consumer_groups)
+            counters["consumer_rebalances"] += stats.consumer_rebalances
+            offsets += stats.offsets
+            counters["completed_rebalances"] += stats.completed_rebalances
+            counters["commits"] += stats.commits
+            counters["expirations"] += stats.expirations
+            counters["deletions"] += stats.deletions
         groups = GaugeMetricFamily(
             "groupcoord_group_count", "Groups by protocol", labels=["protocol"]
         )

@@ -1,6 +1,9 @@
-"""Which shard owns a group: Kafka's `Utils.abs(groupId.hashCode()) % partitions`."""
+"""Which shard owns a group: Kafka's `Utils.abs(groupId.hashCode()) % partitions`, a
+partition of the topic the shards are (whose name the data plane keeps free)."""
 
 from __future__ import annotations
+
+OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def java_string_hashcode(text: str) -> int:

@@ -278,8 +278,10 @@ class ShardRunner:
         written = (
             result.records + result.applied_records if result.applied_records else result.records
         )
-        if not written and self._batch is None and self._inflight == 0:
-            # Nothing written now and nothing in flight: answer at once.
+        if not written and (not result.replies or (self._batch is None and self._inflight == 0)):
+            # Nothing written now and nothing in flight: answer at once. (Nothing written
+            # and nobody to answer, such as a heartbeat the steady path declined: nothing
+            # to wait for either.)
             for reply, response in result.replies:
                 reply(response)
             return
@@ -375,7 +377,7 @@ class ShardRunner:
             task.add_done_callback(self._tasks.discard)
 
     def _release_parked(self, failure: StorageFailure) -> None:
-        for reply in self.shard.classic.take_parked_replies():
+        for reply in self.shard.take_parked_replies():
             try:
                 reply(failure)
             except Exception:  # a reply is the connection's; it must not stop the others
@@ -569,7 +571,7 @@ class _LogReplayer:
         for key in pending:
             if key not in keys:
                 keys[key] = offset_commit_key_fields(key)
-        self.shard.offsets.replay_commits(
+        self.shard.replay_commits(
             zip(map(keys.__getitem__, pending), pending.values(), strict=True), self.now_ms
         )
         pending.clear()
@@ -667,7 +669,6 @@ class _LogReplayer:
         keys = self._keys
         by_group = self._by_group
         shard = self.shard
-        offsets = shard.offsets
         tail = list(islice(reversed(pending), fresh))
         tail.reverse()
         for key in tail:
@@ -678,7 +679,7 @@ class _LogReplayer:
             group_keys = by_group.get(group_id)
             if group_keys is None:
                 group_keys = by_group[group_id] = []
-                if not shard.has_group(group_id) or not offsets.has_offsets(group_id):
+                if not shard.has_group(group_id) or not shard.has_offsets(group_id):
                     self._new_groups = True
             group_keys.append(key)
         self._indexed = len(pending)
@@ -687,7 +688,7 @@ class _LogReplayer:
         """Replay the pending commits of one group (all indexed) and take them out of the
         run."""
         group_keys = self._by_group.pop(group_id)
-        self.shard.offsets.replay_commits(
+        self.shard.replay_commits(
             zip(
                 map(self._keys.__getitem__, group_keys),
                 map(self._pending.pop, group_keys),

@@ -1,28 +1,29 @@
-"""The coordinator service: every shard's runner, loading at start-up, and routing of a
-group id to its shard."""
+"""The coordinator service: every shard's runner, loading at start-up, routing of a group
+id to its shard, and the shards' settings from the server's. The network layer reaches the
+shards only through the gateway (gateway.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 from groupcoord.storage import GroupCommitter, LogConfig, install_compaction, prepare_compaction
 
+from ..config import Config
 from ..groups.config import GroupConfig
 from ..groups.dynamic_config import GroupConfigSource
+from ..groups.shard import ShardStats
 from ..groups.topics import TopicImage
 from ..observability.logging import get_logger
 from ..observability.metrics import ServerMetrics
-from .partitioning import shard_for
+from .partitioning import OFFSETS_TOPIC, shard_for
 from .periodic import run_periodically
 from .runner import NotActive, ShardRunner, ShardState
 
 log = get_logger("groupcoord.coordinator")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 SHARD_CACHE_MAX = 1_000_000
 
 
@@ -39,6 +40,7 @@ class CoordinatorService:
         group_configs: GroupConfigSource | None = None,
     ) -> None:
         self.shard_count = shard_count
+        self.group_config = group_config
         self.runners = [
             ShardRunner(
                 i,
@@ -121,22 +123,41 @@ class CoordinatorService:
     def active_runners(self) -> list[ShardRunner]:
         return [r for r in self.runners if r.state is ShardState.ACTIVE]
 
-    def topics_deleted(self, topics: Mapping[str, uuid.UUID]) -> None:
-        """Kafka's onPartitionsDeleted, after DeleteTopics: every active shard writes
-        tombstones for the offsets of the deleted topics (OffsetManager.topics_deleted), so
-        a topic re-created under the same name is not read from a stale committed offset.
-        A shard that is not active (loading, failed) keeps them, as in Kafka; logged."""
+    def shard_stats(self) -> Iterator[tuple[str, ShardStats]]:
+        """Each shard's state ("loading", "active", ...) and counts, for the metrics (read at
+        scrape time, between events)."""
         for runner in self.runners:
-            if runner.state is not ShardState.ACTIVE:
-                log.warning(
-                    "offsets of deleted topics kept: shard not active",
-                    shard=runner.shard_id,
-                    state=runner.state.name,
-                    topics=sorted(topics),
-                )
-                continue
-            offsets = runner.shard.offsets
-            runner.run(lambda now_ms, offsets=offsets: offsets.topics_deleted(topics, now_ms))
+            yield runner.state.value, runner.shard.stats()
 
 
-__all__ = ["CoordinatorService", "NotActive", "OFFSETS_TOPIC"]
+def group_config(config: Config) -> GroupConfig:
+    """The shards' settings from the server's."""
+    return GroupConfig(
+        min_session_timeout_ms=config.group_min_session_timeout_ms,
+        max_session_timeout_ms=config.group_max_session_timeout_ms,
+        initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+        max_size=config.group_max_size,
+        offset_metadata_max_bytes=config.offset_metadata_bytes_max,
+        offsets_retention_ms=config.offsets_retention_ms,
+        offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+        consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+        consumer_min_session_timeout_ms=config.group_consumer_min_session_timeout_ms,
+        consumer_max_session_timeout_ms=config.group_consumer_max_session_timeout_ms,
+        consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+        consumer_min_heartbeat_interval_ms=config.group_consumer_min_heartbeat_interval_ms,
+        consumer_max_heartbeat_interval_ms=config.group_consumer_max_heartbeat_interval_ms,
+        consumer_max_size=config.group_consumer_max_size,
+        consumer_assignors=tuple(
+            a.strip() for a in config.group_consumer_assignors.split(",") if a.strip()
+        ),
+        consumer_assignment_interval_ms=config.group_consumer_assignment_interval_ms,
+        consumer_migration_policy=config.group_consumer_migration_policy,
+        consumer_offload_min_members=config.group_consumer_offload_min_members,
+        consumer_offload_min_partitions=config.group_consumer_offload_min_partitions,
+        consumer_reconciling_heartbeat_interval_ms=(
+            config.group_consumer_reconciling_heartbeat_interval_ms
+        ),
+    )
+
+
+__all__ = ["CoordinatorService", "NotActive", "OFFSETS_TOPIC", "group_config"]

@@ -17,24 +17,23 @@ import uuid
 from collections.abc import Coroutine
 from typing import Any
 
-from groupcoord.protocol.api import ApiKey, build, response_types
-from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import GroupCommitter, LogConfig
 from groupcoord.storage.dir_lock import DataDirLock
 from groupcoord.storage.retention import apply_retention
 
 from ..config import Config
-from ..groups.config import GroupConfig
-from ..groups.shard import GroupShard
 from ..observability.coordinator_metrics import CoordinatorCollector
 from ..observability.http import HttpEndpoint
 from ..observability.logging import get_logger, setup_logging
 from ..observability.metrics import ServerMetrics
-from ..runtime.service import OFFSETS_TOPIC, CoordinatorService
+from ..runtime.gateway import GroupCoordinatorGateway
+from ..runtime.service import OFFSETS_TOPIC, CoordinatorService, group_config
 from ..runtime.shard_count import settled_shard_count
 from ..topics.compaction import TopicCompactor
-from ..topics.registry import Partition, TopicRegistry, atomic_write, wake_waiters
+from ..topics.context import HandlerContext, Node
+from ..topics.registry import TopicRegistry, atomic_write, wake_waiters
 from .connection import Connection, OutgoingWrites
+from .context import GroupContext
 from .dispatch import build_dispatch
 from .frame_budget import FrameBudget
 from .group_configs import GroupConfigStore
@@ -76,15 +75,28 @@ class Server:
             topics=self.topics,
             group_configs=self.group_configs,
         )
-        self.metrics.registry.register(CoordinatorCollector(self.coordinator))
+        self.metrics.registry.register(CoordinatorCollector(self.coordinator.shard_stats))
+        # The only door the network layer has into groups and offsets.
+        self.gateway = GroupCoordinatorGateway(self.coordinator, self.group_configs)
         self.connections: set[Connection] = set()
         self.frame_budget = FrameBudget(config.frames_per_loop_iteration_max)
         self.outgoing = OutgoingWrites()
         self.handlers, self.supported_versions = build_dispatch()
-        self.node_id = config.node_id
-        self.host, self.port = config.advertised_address
-        self.cluster_id = ""
-        self.stopping = False
+        host, port = config.advertised_address
+        self.node = Node(config.node_id, host, port)
+        # What every handler gets (each connection a copy with its client): see
+        # topics/context.py.
+        self.context: GroupContext = HandlerContext(
+            self.gateway,
+            self.topics,
+            config,
+            self.node,
+            self.metrics,
+            self.committer,
+            self.spawn,
+            self.allocate_producer_id,
+            self.supported_versions,
+        )
         self.ready = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._listener: asyncio.Server | None = None
@@ -103,7 +115,7 @@ class Server:
         started = time.monotonic()
         data = self.config.data_path
         data.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = _load_cluster_id(data)
+        self.node.cluster_id = _load_cluster_id(data)
         self._producer_ids = ProducerIdAllocator(data / "producer-ids.json")
         self.topics.load(salvage=self._after_clean_shutdown)
         report_recovery(
@@ -125,8 +137,8 @@ class Server:
         self._listener = await loop.create_server(
             lambda: Connection(self), host, port, reuse_address=True, backlog=1024
         )
-        if self.port == 0:  # an ephemeral port was asked for: advertise the real one
-            self.port = self._listener.sockets[0].getsockname()[1]
+        if self.node.port == 0:  # an ephemeral port was asked for: advertise the real one
+            self.node.port = self._listener.sockets[0].getsockname()[1]
         if self.config.metrics_listen:
             from ..config import split_host_port
 
@@ -141,7 +153,7 @@ class Server:
         log.info(
             "started",
             listen=self.config.listen,
-            advertised=f"{self.host}:{self.port}",
+            advertised=f"{self.node.host}:{self.node.port}",
             data_dir=str(data),
             topics=len(self.topics.by_name),
             partitions=self.topics.partition_count(),
@@ -161,14 +173,14 @@ class Server:
     async def stop(self) -> None:
         if self.stopping:
             return
-        self.stopping = True
+        self.node.stopping = True
         log.info("stopping", connections=len(self.connections))
         if self._listener is not None:
             self._listener.close()
         # Long polls return early once `stopping` is set; wake them.
         for topic in self.topics.topics():
             for partition in topic.partitions:
-                self.wake_fetchers(partition)
+                wake_waiters(partition)
         deadline = self.config.shutdown_timeout_ms / 1000
         idle = [c.idle.wait() for c in list(self.connections)]
         if idle:
@@ -197,7 +209,11 @@ class Server:
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
 
-    # services for handlers ---------------------------------------------------------------
+    @property
+    def stopping(self) -> bool:
+        return self.node.stopping
+
+    # services (handlers get them through the context) ------------------------------------
 
     def register(self, connection: Connection) -> bool:
         if self.stopping or len(self.connections) >= self.config.connections_max:
@@ -216,31 +232,15 @@ class Server:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def wake_fetchers(self, partition: Partition) -> None:
-        wake_waiters(partition)
-
-    def shard_for(self, group_id: str) -> GroupShard:
-        return self.coordinator.runner_for(group_id).shard
-
     def allocate_producer_id(self) -> int:
         assert self._producer_ids is not None
         return self._producer_ids.next()
 
-    def api_versions_response(self, version: int, error: ErrorCode = ErrorCode.NONE) -> Any:
-        m = response_types(ApiKey.API_VERSIONS, version)
-        keys = tuple(
-            build(m.ApiVersion, api_key=key, min_version=low, max_version=high)
-            for key, (low, high) in sorted(self.supported_versions.items())
-        )
-        return build(
-            m.ApiVersionsResponse, error_code=error, api_keys=keys, finalized_features_epoch=-1
-        )
-
     def health(self) -> dict[str, object]:
         return {
             "status": "ok" if self.ready and not self.stopping else "unavailable",
-            "node_id": self.node_id,
-            "cluster_id": self.cluster_id,
+            "node_id": self.node.node_id,
+            "cluster_id": self.node.cluster_id,
             "topics": len(self.topics.by_name),
             "connections": len(self.connections),
         }
@@ -264,35 +264,6 @@ class Server:
                 continue
             if deleted:
                 log.info("retention deleted segments", segments=deleted)
-
-
-def group_config(config: Config) -> GroupConfig:
-    return GroupConfig(
-        min_session_timeout_ms=config.group_min_session_timeout_ms,
-        max_session_timeout_ms=config.group_max_session_timeout_ms,
-        initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-        max_size=config.group_max_size,
-        offset_metadata_max_bytes=config.offset_metadata_bytes_max,
-        offsets_retention_ms=config.offsets_retention_ms,
-        offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
-        consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
-        consumer_min_session_timeout_ms=config.group_consumer_min_session_timeout_ms,
-        consumer_max_session_timeout_ms=config.group_consumer_max_session_timeout_ms,
-        consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
-        consumer_min_heartbeat_interval_ms=config.group_consumer_min_heartbeat_interval_ms,
-        consumer_max_heartbeat_interval_ms=config.group_consumer_max_heartbeat_interval_ms,
-        consumer_max_size=config.group_consumer_max_size,
-        consumer_assignors=tuple(
-            a.strip() for a in config.group_consumer_assignors.split(",") if a.strip()
-        ),
-        consumer_assignment_interval_ms=config.group_consumer_assignment_interval_ms,
-        consumer_migration_policy=config.group_consumer_migration_policy,
-        consumer_offload_min_members=config.group_consumer_offload_min_members,
-        consumer_offload_min_partitions=config.group_consumer_offload_min_partitions,
-        consumer_reconciling_heartbeat_interval_ms=(
-            config.group_consumer_reconciling_heartbeat_interval_ms
-        ),
-    )
 
 
 class ProducerIdAllocator:

@@ -2,31 +2,45 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from .connection import Connection
+from .context import GroupContext
 
 COORDINATOR_GROUP = 0
 COORDINATOR_TRANSACTION = 1
 
 
-def handle_api_versions(conn: Connection, request: Request) -> Any:
+def handle_api_versions(ctx: GroupContext, request: Request) -> Any:
     """Emits the served version range of every implemented API. Errors: none (an unknown
     ApiVersions version is answered at v0 with UNSUPPORTED_VERSION by the connection)."""
-    return conn.server.api_versions_response(request.api_version)
+    return api_versions_response(ctx.supported_versions, request.api_version)
 
 
-def handle_find_coordinator(conn: Connection, request: Request) -> Any:
+def api_versions_response(
+    supported: Mapping[int, tuple[int, int]], version: int, error: ErrorCode = ErrorCode.NONE
+) -> Any:
+    """The ApiVersions response of `version` listing the `supported` ranges by API key."""
+    m = response_types(ApiKey.API_VERSIONS, version)
+    keys = tuple(
+        build(m.ApiVersion, api_key=key, min_version=low, max_version=high)
+        for key, (low, high) in sorted(supported.items())
+    )
+    return build(
+        m.ApiVersionsResponse, error_code=error, api_keys=keys, finalized_features_epoch=-1
+    )
+
+
+def handle_find_coordinator(ctx: GroupContext, request: Request) -> Any:
     """Emits this node for every group key (v0-v3: one key; v4+: batched keys).
     Errors: INVALID_REQUEST for an unknown key type; TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     for transaction coordinators (transactions are not served: as a Kafka broker that
     refuses the transactional id, so clients fail at once instead of retrying a retriable
     COORDINATOR_NOT_AVAILABLE until their own timeout, forever for aiokafka)."""
-    server = conn.server
+    node = ctx.node
     version = request.api_version
     body = request.body
     m = response_types(ApiKey.FIND_COORDINATOR, version)
@@ -46,9 +60,9 @@ def handle_find_coordinator(conn: Connection, request: Request) -> Any:
             m.FindCoordinatorResponse,
             error_code=error,
             error_message=message,
-            node_id=server.node_id if ok else -1,
-            host=server.host if ok else "",
-            port=server.port if ok else -1,
+            node_id=node.node_id if ok else -1,
+            host=node.host if ok else "",
+            port=node.port if ok else -1,
         )
     coordinators = []
     for key in body.coordinator_keys:
@@ -58,9 +72,9 @@ def handle_find_coordinator(conn: Connection, request: Request) -> Any:
             build(
                 m.Coordinator,
                 key=key,
-                node_id=server.node_id if ok else -1,
-                host=server.host if ok else "",
-                port=server.port if ok else -1,
+                node_id=node.node_id if ok else -1,
+                host=node.host if ok else "",
+                port=node.port if ok else -1,
                 error_code=error,
                 error_message=message,
             )
@@ -68,7 +82,7 @@ def handle_find_coordinator(conn: Connection, request: Request) -> Any:
     return build(m.FindCoordinatorResponse, coordinators=tuple(coordinators))
 
 
-def handle_init_producer_id(conn: Connection, request: Request) -> Any:
+def handle_init_producer_id(ctx: GroupContext, request: Request) -> Any:
     """Emits a new producer id with epoch 0, or (v3+, KIP-360) the same id with its epoch
     bumped when the producer passes its current id and epoch.
     Errors: TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a transactional id (transactions are
@@ -94,6 +108,6 @@ def handle_init_producer_id(conn: Connection, request: Request) -> Any:
     return build(
         m.InitProducerIdResponse,
         error_code=ErrorCode.NONE,
-        producer_id=conn.server.allocate_producer_id(),
+        producer_id=ctx.allocate_producer_id(),
         producer_epoch=0,
     )

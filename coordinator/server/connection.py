@@ -1,19 +1,21 @@
 """One asyncio Protocol per client connection.
 
 Theory of operation: frames are decoded as they arrive and each request is handed to its
-handler at once (pipelining). A handler returns a response, an awaitable of one, or
-NO_RESPONSE (Produce with acks=0); a shard's answer comes as a Pending, whose completion
-flushes the connection at once. Responses are queued in request order and written from
-the head of the queue as they complete, so a parked request (a long-poll Fetch, a Produce
-awaiting fsync, later a JoinGroup) holds back only the responses behind it on the same
-connection. Reading pauses while too many requests are in flight or too many response bytes
-wait in the transport, which is the per-connection back-pressure; frames already read beyond
-the in-flight limit wait in the decoder until answers make room (one read can hold thousands
-of small pipelined requests, and handling them all at once would hold the event loop for
-seconds: nothing else, fsync completions included, would run meanwhile). For the same
-reason the connections together handle at most frames_per_loop_iteration_max frames per
-loop iteration (frame_budget.py); the responses that became ready in an iteration are
-written by one callback for every connection (OutgoingWrites).
+handler at once (pipelining), with the connection's context (topics/context.py: the
+server's services and this client; handlers never see the connection). A handler returns a
+response, an awaitable of one, or NO_RESPONSE (Produce with acks=0); a shard's answer
+comes as a Pending, whose completion flushes the connection at once. Responses are queued
+in request order and written from the head of the queue as they complete, so a parked
+request (a long-poll Fetch, a Produce awaiting fsync, later a JoinGroup) holds back only
+the responses behind it on the same connection. Reading pauses while too many requests are
+in flight or too many response bytes wait in the transport, which is the per-connection
+back-pressure; frames already read beyond the in-flight limit wait in the decoder until
+answers make room (one read can hold thousands of small pipelined requests, and handling
+them all at once would hold the event loop for seconds: nothing else, fsync completions
+included, would run meanwhile). For the same reason the connections together handle at
+most frames_per_loop_iteration_max frames per loop iteration (frame_budget.py); the
+responses that became ready in an iteration are written by one callback for every
+connection (OutgoingWrites).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from groupcoord.protocol.api import (
     ApiKey,
@@ -40,25 +42,36 @@ from groupcoord.protocol.errors import ErrorCode
 from groupcoord.protocol.framing import FrameDecoder, FrameTooLarge
 from groupcoord.protocol.header import RequestHeader
 
+from ..config import Config
 from ..observability.logging import get_logger
+from ..observability.metrics import ServerMetrics
+from ..runtime.pending import Pending
+from ..topics.context import NO_RESPONSE
+from .cluster import api_versions_response
+from .context import GroupContext
 from .fast_paths import FAST_PATHS
-from .pending import Pending
-
-if TYPE_CHECKING:
-    from .app import Server
+from .frame_budget import FrameBudget
 
 log = get_logger("groupcoord.connection")
 _KEY_VERSION = struct.Struct(">hh")
 
-
-class _NoResponse:
-    def __repr__(self) -> str:
-        return "NO_RESPONSE"
+Handler = Callable[[GroupContext, Request], Any]
 
 
-NO_RESPONSE: Any = _NoResponse()
+class Host(Protocol):
+    """What a connection uses of its server (app.Server)."""
 
-Handler = Callable[["Connection", Request], Any]
+    config: Config
+    metrics: ServerMetrics
+    context: GroupContext
+    handlers: dict[int, Handler]
+    supported_versions: dict[int, tuple[int, int]]
+    frame_budget: FrameBudget
+    outgoing: OutgoingWrites
+
+    def register(self, connection: Connection) -> bool: ...
+
+    def unregister(self, connection: Connection) -> None: ...
 
 
 class _Slot:
@@ -95,7 +108,7 @@ class OutgoingWrites:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Host) -> None:
         self.server = server
         config = server.config
         self.decoder = FrameDecoder(config.frame_bytes_max)
@@ -103,7 +116,9 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.pending: deque[_Slot] = deque()
         self.peer = "?"
-        self.client_host = "/?"  # the peer as Kafka prints an InetAddress: "/127.0.0.1"
+        # What the handlers get: the server's services and this client's address (as Kafka
+        # prints an InetAddress: "/127.0.0.1"), read time and whether it is gone.
+        self.context = server.context.for_client("/?")
         self.closed = False
         self._reading_paused = False
         self._writing_paused = False
@@ -118,9 +133,6 @@ class Connection(asyncio.Protocol):
         self._out: list[bytes] = []
         self._out_bytes = 0
         self.idle.set()
-        # When the last read arrived (time.perf_counter): the frames it brought, handled
-        # now or held in the decoder, arrived then (the shards' queue-time metric).
-        self.read_at = 0.0
 
     # asyncio callbacks -------------------------------------------------------------------
 
@@ -135,7 +147,7 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.peer = f"{peer[0]}:{peer[1]}"
-            self.client_host = f"/{peer[0]}"
+            self.context.client_host = f"/{peer[0]}"
         transport.set_write_buffer_limits(high=self.server.config.connection_write_buffer_bytes_max)
         if not self.server.register(self):
             log.warning("connection refused", peer=self.peer, reason="connections_max reached")
@@ -143,6 +155,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.context.closed = True
         self.server.unregister(self)
         for slot in self.pending:
             if slot.future is not None:
@@ -159,7 +172,9 @@ class Connection(asyncio.Protocol):
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
-        self.read_at = time.perf_counter()
+        # When the read arrived: the frames it brought, handled now or held in the decoder,
+        # arrived then (the shards' queue-time metric).
+        self.context.read_at = time.perf_counter()
         self.server.metrics.bytes_in.inc(len(data))
         self.decoder.feed(data)
         self._handle_frames()
@@ -202,7 +217,7 @@ class Connection(asyncio.Protocol):
         if len(frame) >= 4:
             fast = FAST_PATHS.get(_KEY_VERSION.unpack_from(frame, 0))
             if fast is not None:
-                answered = fast(self, frame)
+                answered = fast(self.context, frame)
                 if answered is not None:
                     self._queue(answered[0], started, answered[1])
                     return
@@ -219,7 +234,7 @@ class Connection(asyncio.Protocol):
             return
         handler = self.server.handlers[request.api_key]
         try:
-            result = handler(self, request)
+            result = handler(self.context, request)
         except Exception:
             log.exception("handler failed", api=request.api_key, version=request.api_version)
             result = error_response(
@@ -254,7 +269,9 @@ class Connection(asyncio.Protocol):
         header = e.header
         if header.api_key == ApiKey.API_VERSIONS:
             # KIP-511: answer at v0 with our ranges so the client can pick a version it shares.
-            response = self.server.api_versions_response(0, ErrorCode.UNSUPPORTED_VERSION)
+            response = api_versions_response(
+                self.server.supported_versions, 0, ErrorCode.UNSUPPORTED_VERSION
+            )
             version = 0
         else:
             response = error_response(
@@ -370,4 +387,5 @@ class Connection(asyncio.Protocol):
         if self.transport is not None and not self.closed:
             self._write_out()  # answers already encoded still go out before the close
             self.closed = True
+            self.context.closed = True
             self.transport.close()

@@ -1,6 +1,7 @@
 """The dispatch table: API key -> handler, and the version range served for each.
 
-Only APIs listed here are advertised by ApiVersions; anything else is refused."""
+Only APIs listed here are advertised by ApiVersions; anything else is refused. Every handler
+takes the request's context (topics/context.py's HandlerContext) and the decoded request."""
 
 from __future__ import annotations
 
@@ -23,21 +24,16 @@ from ..topics.metadata import (
     handle_metadata,
 )
 from ..topics.produce import handle_produce
-from .cluster import handle_api_versions, handle_find_coordinator, handle_init_producer_id
-from .group_api import (
-    handle_consumer_group_describe,
-    handle_consumer_group_heartbeat,
-    handle_delete_groups,
-    handle_describe_groups,
+from .classic_group_api import (
     handle_heartbeat,
     handle_join_group,
     handle_leave_group,
-    handle_list_groups,
-    handle_offset_commit,
-    handle_offset_delete,
-    handle_offset_fetch,
     handle_sync_group,
 )
+from .cluster import handle_api_versions, handle_find_coordinator, handle_init_producer_id
+from .consumer_group_api import handle_consumer_group_describe, handle_consumer_group_heartbeat
+from .group_admin_api import handle_delete_groups, handle_describe_groups, handle_list_groups
+from .offset_api import handle_offset_commit, handle_offset_delete, handle_offset_fetch
 
 # (handler, lowest version, highest version)
 APIS: dict[int, tuple[Any, int, int]] = {

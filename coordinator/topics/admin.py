@@ -16,21 +16,17 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from groupcoord.protocol.api import ZERO_UUID, ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 
 from ..config import Config
-from ..groups.dynamic_config import GROUP_CONFIGS
 from ..observability.logging import get_logger
-from ..runtime.service import OFFSETS_TOPIC
+from ..runtime.partitioning import OFFSETS_TOPIC
 from .configs import TOPIC_CONFIGS, ConfigSpec
+from .context import TopicsContext
 from .registry import Topic, TopicError, check_topic_name, collision_key
-
-if TYPE_CHECKING:
-    from ..server.app import Server
-    from ..server.connection import Connection
 
 log = get_logger("groupcoord.admin")
 
@@ -127,24 +123,19 @@ def _topic_entry(spec: ConfigSpec, topic: Topic, config: Config) -> _Entry:
     return _Entry(spec.name, value, source, spec.kind, spec.doc, False, tuple(synonyms))
 
 
-def group_config_entries(server: Server, group_id: str) -> list[_Entry]:
+def group_config_entries(ctx: TopicsContext, group_id: str) -> list[_Entry]:
     """A group's configs: its dynamic override (source DYNAMIC_GROUP_CONFIG) else the
     broker's value (Kafka's group.* name as synonym)."""
-    group_config = server.coordinator.runners[0].shard.config
-    overrides = server.group_configs.overrides(group_id)
     entries = []
-    for name in sorted(GROUP_CONFIGS):
-        spec = GROUP_CONFIGS[name]
-        default = spec.default(group_config)
-        broker = ("group." + name, default, SOURCE_DEFAULT)
-        value = overrides.get(name)
-        if value is None:
-            entries.append(
-                _Entry(name, default, SOURCE_DEFAULT, spec.kind, spec.doc, False, (broker,))
-            )
+    for c in ctx.groups.group_configs(group_id):
+        broker = ("group." + c.name, c.broker_value, SOURCE_DEFAULT)
+        if c.overridden:
+            synonyms = ((c.name, c.value, SOURCE_GROUP), broker)
+            entries.append(_Entry(c.name, c.value, SOURCE_GROUP, c.kind, c.doc, False, synonyms))
         else:
-            synonyms = ((name, value, SOURCE_GROUP), broker)
-            entries.append(_Entry(name, value, SOURCE_GROUP, spec.kind, spec.doc, False, synonyms))
+            entries.append(
+                _Entry(c.name, c.broker_value, SOURCE_DEFAULT, c.kind, c.doc, False, (broker,))
+            )
     return entries
 
 
@@ -157,18 +148,22 @@ class _BrokerConfig:
     name: str
     kind: str
     setting: str | None  # the Config field it reflects (for its source and documentation)
-    value: Callable[[Server], str]
+    value: Callable[[TopicsContext], str]
     doc: str = ""
 
 
 def _setting(name: str, kind: str, setting: str) -> _BrokerConfig:
     return _BrokerConfig(
-        name, kind, setting, lambda s: _text(getattr(s.config, setting)), _CONFIG_HELP[setting]
+        name,
+        kind,
+        setting,
+        lambda ctx: _text(getattr(ctx.settings, setting)),
+        _CONFIG_HELP[setting],
     )
 
 
 def _fixed(name: str, kind: str, value: str, doc: str) -> _BrokerConfig:
-    return _BrokerConfig(name, kind, None, lambda _server: value, doc)
+    return _BrokerConfig(name, kind, None, lambda _ctx: value, doc)
 
 
 BROKER_CONFIGS: tuple[_BrokerConfig, ...] = (
@@ -177,7 +172,7 @@ BROKER_CONFIGS: tuple[_BrokerConfig, ...] = (
         "advertised.listeners",
         "STRING",
         "advertised_listener",
-        lambda s: f"PLAINTEXT://{s.host}:{s.port}",
+        lambda ctx: f"PLAINTEXT://{ctx.node.host}:{ctx.node.port}",
         _CONFIG_HELP["advertised_listener"],
     ),
     _setting("broker.id", "INT", "node_id"),
@@ -197,7 +192,7 @@ BROKER_CONFIGS: tuple[_BrokerConfig, ...] = (
         "listeners",
         "STRING",
         "listen",
-        lambda s: f"PLAINTEXT://{s.config.listen}",
+        lambda ctx: f"PLAINTEXT://{ctx.settings.listen}",
         _CONFIG_HELP["listen"],
     ),
     _setting("max.connections", "INT", "connections_max"),
@@ -211,11 +206,11 @@ BROKER_CONFIGS: tuple[_BrokerConfig, ...] = (
 )
 
 
-def broker_config_entries(server: Server) -> list[_Entry]:
+def broker_config_entries(ctx: TopicsContext) -> list[_Entry]:
     entries = []
     for bc in BROKER_CONFIGS:
-        value = bc.value(server)
-        source = _setting_source(server.config, bc.setting)
+        value = bc.value(ctx)
+        source = _setting_source(ctx.settings, bc.setting)
         entries.append(
             _Entry(bc.name, value, source, bc.kind, bc.doc, True, ((bc.name, value, source),))
         )
@@ -225,7 +220,7 @@ def broker_config_entries(server: Server) -> list[_Entry]:
 # CreateTopics -------------------------------------------------------------------------------
 
 
-async def handle_create_topics(conn: Connection, request: Request) -> Any:
+async def handle_create_topics(ctx: TopicsContext, request: Request) -> Any:
     """Creates each topic (or only checks it, validate_only) with one replica per partition on
     this node. Emits per topic the error, and from v5 the partition count, replication factor
     1 and every topic config with its value and source (an array, also for validate_only;
@@ -240,7 +235,6 @@ async def handle_create_topics(conn: Connection, request: Request) -> Any:
     (the disk write failed, or a bug: nothing of that topic is left, and the other topics in
     the request are still created). Each topic's logs are opened in steps, after the topic
     changes before it (TopicRegistry.create_in_steps), so other requests are served meanwhile."""
-    server = conn.server
     body = request.body
     m = response_types(ApiKey.CREATE_TOPICS, request.api_version)
     counts = Counter(t.name for t in body.topics)
@@ -260,7 +254,7 @@ async def handle_create_topics(conn: Connection, request: Request) -> Any:
             )
             continue
         try:
-            topic, partitions = await _create_topic(server, creatable, body.validate_only, accepted)
+            topic, partitions = await _create_topic(ctx, creatable, body.validate_only, accepted)
         except TopicError as e:
             results.append(_create_error(m, name, ErrorCode(e.code), e.message))
             continue
@@ -284,7 +278,7 @@ async def handle_create_topics(conn: Connection, request: Request) -> Any:
                     config_source=e.source,
                     is_sensitive=False,
                 )
-                for e in topic_config_entries(topic, server.config)
+                for e in topic_config_entries(topic, ctx.settings)
             )
             if request.api_version >= 5
             else ()
@@ -331,7 +325,7 @@ def _create_error(m: Any, name: str, code: ErrorCode, message: str) -> Any:
 
 
 async def _create_topic(
-    server: Server, creatable: Any, validate_only: bool, accepted: Mapping[str, str]
+    ctx: TopicsContext, creatable: Any, validate_only: bool, accepted: Mapping[str, str]
 ) -> tuple[Topic, int]:
     """Checks in Kafka's order (name, existence, collision with existing topics or the
     `accepted` ones of this request, assignment or counts, configs), then creates. Returns
@@ -339,9 +333,9 @@ async def _create_topic(
     name = creatable.name
     check_topic_name(name)
     # __consumer_offsets exists as the coordinator's shard logs, as Kafka's internal topic.
-    if server.topics.get(name) is not None or name == OFFSETS_TOPIC:
+    if ctx.topics.get(name) is not None or name == OFFSETS_TOPIC:
         raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-    server.topics.check_collision(name)
+    ctx.topics.check_collision(name)
     earlier = accepted.get(collision_key(name))
     if earlier is not None:
         raise TopicError(
@@ -369,7 +363,7 @@ async def _create_topic(
                 "Partitions should be a consecutive 0-based integer sequence.",
             )
         for assignment in creatable.assignments:
-            _check_replicas(server, assignment.broker_ids)
+            _check_replicas(ctx.node.node_id, assignment.broker_ids)
         partitions = len(indexes)
     else:
         if replication != -1 and replication <= 0:
@@ -383,21 +377,18 @@ async def _create_topic(
                 f"Replication factor {replication} larger than available brokers 1",
             )
         if partitions == -1:
-            partitions = server.config.default_partitions
+            partitions = ctx.settings.default_partitions
         elif partitions <= 0:
             raise TopicError(
                 ErrorCode.INVALID_PARTITIONS,
                 "Number of partitions was set to an invalid non-positive value.",
             )
     configs = {c.name: c.value for c in creatable.configs}
-    topic = await server.topics.create_in_steps(
-        name, partitions, configs, validate_only=validate_only
-    )
+    topic = await ctx.topics.create_in_steps(name, partitions, configs, validate_only=validate_only)
     return topic, partitions
 
 
-def _check_replicas(server: Server, broker_ids: tuple[int, ...]) -> None:
-    node = server.node_id
+def _check_replicas(node: int, broker_ids: tuple[int, ...]) -> None:
     if not broker_ids:
         raise TopicError(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -421,7 +412,7 @@ def _check_replicas(server: Server, broker_ids: tuple[int, ...]) -> None:
 # DeleteTopics -------------------------------------------------------------------------------
 
 
-async def handle_delete_topics(conn: Connection, request: Request) -> Any:
+async def handle_delete_topics(ctx: TopicsContext, request: Request) -> Any:
     """Deletes topics named in topic_names (v1-v5) or in topics by name or by id (v6), closing
     their logs and removing their data; then every coordinator shard tombstones the groups'
     offsets of those topics, as Kafka's onPartitionsDeleted. Emits per topic its name, id
@@ -430,7 +421,6 @@ async def handle_delete_topics(conn: Connection, request: Request) -> Any:
     INVALID_REQUEST (named twice, both or neither of name and id given),
     UNKNOWN_SERVER_ERROR (removing the data failed). Logs are closed and removed in steps
     (TopicRegistry.delete_in_steps)."""
-    server = conn.server
     body = request.body
     m = response_types(ApiKey.DELETE_TOPICS, request.api_version)
     if request.api_version >= 6:
@@ -485,7 +475,7 @@ async def handle_delete_topics(conn: Connection, request: Request) -> Any:
                     result(name, ZERO_UUID, ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
                 )
                 continue
-            topic = server.topics.get(name)
+            topic = ctx.topics.get(name)
             if topic is None:
                 results.append(
                     result(
@@ -502,7 +492,7 @@ async def handle_delete_topics(conn: Connection, request: Request) -> Any:
                     result(None, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic id.")
                 )
                 continue
-            topic = server.topics.get_by_id(topic_id)
+            topic = ctx.topics.get_by_id(topic_id)
             if topic is None:
                 results.append(
                     result(
@@ -514,7 +504,7 @@ async def handle_delete_topics(conn: Connection, request: Request) -> Any:
                 )
                 continue
         try:
-            await server.topics.delete_in_steps(topic)
+            await ctx.topics.delete_in_steps(topic)
         except TopicError as e:  # a request before this one deleted it meanwhile
             results.append(result(topic.name, topic.topic_id, ErrorCode(e.code), e.message))
             continue
@@ -533,21 +523,20 @@ async def handle_delete_topics(conn: Connection, request: Request) -> Any:
         deleted[topic.name] = topic.topic_id
         results.append(result(topic.name, topic.topic_id, ErrorCode.NONE, None))
     if deleted:
-        server.coordinator.topics_deleted(deleted)
+        ctx.groups.topics_deleted(deleted)
     return build(m.DeleteTopicsResponse, responses=tuple(results))
 
 
 # CreatePartitions ---------------------------------------------------------------------------
 
 
-async def handle_create_partitions(conn: Connection, request: Request) -> Any:
+async def handle_create_partitions(ctx: TopicsContext, request: Request) -> Any:
     """Raises each topic's partition count to `count` (validate_only: only checks). Emits per
     topic its error and message.
     Errors per topic: INVALID_REQUEST (named twice), UNKNOWN_TOPIC_OR_PARTITION,
     INVALID_PARTITIONS (not an increase, or too many), INVALID_REPLICA_ASSIGNMENT (assignment
     count differs from the partitions added, or names a broker other than this node),
     UNKNOWN_SERVER_ERROR (the disk write failed: the topic keeps its partition count)."""
-    server = conn.server
     body = request.body
     m = response_types(ApiKey.CREATE_PARTITIONS, request.api_version)
     counts = Counter(t.name for t in body.topics)
@@ -567,7 +556,7 @@ async def handle_create_partitions(conn: Connection, request: Request) -> Any:
         if counts[name] > 1:
             results.append(result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
             continue
-        topic = server.topics.get(name)
+        topic = ctx.topics.get(name)
         if topic is None:
             results.append(
                 result(
@@ -578,7 +567,7 @@ async def handle_create_partitions(conn: Connection, request: Request) -> Any:
             )
             continue
         try:
-            server.topics.check_add_partitions(topic, wanted.count)
+            ctx.topics.check_add_partitions(topic, wanted.count)
             if wanted.assignments is not None:
                 added = wanted.count - len(topic.partitions)
                 if len(wanted.assignments) != added:
@@ -589,10 +578,10 @@ async def handle_create_partitions(conn: Connection, request: Request) -> Any:
                         "specified.",
                     )
                 for assignment in wanted.assignments:
-                    _check_replicas(server, assignment.broker_ids)
+                    _check_replicas(ctx.node.node_id, assignment.broker_ids)
             if not body.validate_only:
                 before = len(topic.partitions)
-                await server.topics.add_partitions_in_steps(topic, wanted.count)
+                await ctx.topics.add_partitions_in_steps(topic, wanted.count)
                 log.info("added partitions", topic=name, before=before, after=wanted.count)
         except TopicError as e:
             results.append(result(name, ErrorCode(e.code), e.message))
@@ -615,7 +604,7 @@ async def handle_create_partitions(conn: Connection, request: Request) -> Any:
 # DescribeConfigs ----------------------------------------------------------------------------
 
 
-def handle_describe_configs(conn: Connection, request: Request) -> Any:
+def handle_describe_configs(ctx: TopicsContext, request: Request) -> Any:
     """Emits per resource its configs (all, or only configuration_keys when given; unknown
     keys are left out), with value, source, read-only flag, synonyms (include_synonyms),
     type (v3+) and documentation (v3+, include_documentation). TOPIC: every topic config,
@@ -624,7 +613,6 @@ def handle_describe_configs(conn: Connection, request: Request) -> Any:
     GROUP: the KIP-848 group configs, the group's override (source 8) else the broker's.
     Errors per resource: UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION, INVALID_REQUEST
     (another broker's id, an empty group name, or a resource type not served)."""
-    server = conn.server
     body = request.body
     version = request.api_version
     m = response_types(ApiKey.DESCRIBE_CONFIGS, version)
@@ -654,7 +642,7 @@ def handle_describe_configs(conn: Connection, request: Request) -> Any:
     results = []
     for resource in body.resources:
         rtype, rname = resource.resource_type, resource.resource_name
-        error, message, entries = _describe_resource(server, rtype, rname)
+        error, message, entries = _describe_resource(ctx, rtype, rname)
         keys = resource.configuration_keys
         if keys:  # null or empty: every config
             wanted = set(keys)
@@ -673,30 +661,30 @@ def handle_describe_configs(conn: Connection, request: Request) -> Any:
 
 
 def _describe_resource(
-    server: Server, rtype: int, rname: str
+    ctx: TopicsContext, rtype: int, rname: str
 ) -> tuple[ErrorCode, str | None, list[_Entry]]:
     if rtype == RESOURCE_TOPIC:
         try:
             check_topic_name(rname)
         except TopicError as e:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, e.message, []
-        topic = server.topics.get(rname)
+        topic = ctx.topics.get(rname)
         if topic is None:
             return (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{rname}' does not exist.", [])
-        return ErrorCode.NONE, None, topic_config_entries(topic, server.config)
+        return ErrorCode.NONE, None, topic_config_entries(topic, ctx.settings)
     if rtype == RESOURCE_BROKER:
-        if rname not in ("", str(server.node_id)):
+        if rname not in ("", str(ctx.node.node_id)):
             return (
                 ErrorCode.INVALID_REQUEST,
                 f"Unexpected broker id, expected "
-                f"{server.node_id} or empty string, but received {rname}",
+                f"{ctx.node.node_id} or empty string, but received {rname}",
                 [],
             )
-        return ErrorCode.NONE, None, broker_config_entries(server)
+        return ErrorCode.NONE, None, broker_config_entries(ctx)
     if rtype == RESOURCE_GROUP:
         if not rname:
             return ErrorCode.INVALID_REQUEST, "Group name can't be empty.", []
-        return ErrorCode.NONE, None, group_config_entries(server, rname)
+        return ErrorCode.NONE, None, group_config_entries(ctx, rname)
     kind = _RESOURCE_NAMES.get(rtype)
     if kind is not None:
         return ErrorCode.INVALID_REQUEST, f"{kind} configs are not supported by this server", []

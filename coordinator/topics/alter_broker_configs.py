@@ -7,21 +7,19 @@ ConfigAdminManager turns into INVALID_REQUEST, KAFKA-13609)."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from groupcoord.protocol.errors import ErrorCode
 
 from .admin import BROKER_CONFIGS
 from .config_ops import OP_APPEND, OP_SUBTRACT, AlterError, apply_ops
-
-if TYPE_CHECKING:
-    from ..server.app import Server
+from .context import TopicsContext
 
 _JAVA_INT = re.compile(r"[+-]?[0-9]+")
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
 
-def alter_broker_configs(server: Server, resource: Any, validate_only: bool) -> None:
+def alter_broker_configs(ctx: TopicsContext, resource: Any, validate_only: bool) -> None:
     """Raises AlterError unless nothing would change: INVALID_REQUEST for a name other than
     "" or this node's id, and for any SET, APPEND or SUBTRACT ("Cannot update these configs
     dynamically"); INVALID_CONFIG for APPEND/SUBTRACT on an unknown or non-list config.
@@ -33,10 +31,10 @@ def alter_broker_configs(server: Server, resource: Any, validate_only: bool) -> 
             raise AlterError(
                 ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}"
             )
-        if int(name) != server.node_id:
+        if int(name) != ctx.node.node_id:
             raise AlterError(
                 ErrorCode.INVALID_REQUEST,
-                f"Unexpected broker id, expected {server.node_id}, but received {name}",
+                f"Unexpected broker id, expected {ctx.node.node_id}, but received {name}",
             )
     known = {config.name: config for config in BROKER_CONFIGS}
     for entry in resource.configs:
@@ -46,7 +44,7 @@ def alter_broker_configs(server: Server, resource: Any, validate_only: bool) -> 
         {},  # no dynamic broker config is ever stored
         resource.configs,
         lambda config: known[config].kind == "LIST",
-        lambda config: known[config].value(server),
+        lambda config: known[config].value(ctx),
     )
     if dynamic:
         raise AlterError(

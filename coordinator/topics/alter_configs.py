@@ -8,7 +8,7 @@ config that cannot be updated dynamically. The legacy AlterConfigs (33) is not s
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
@@ -19,15 +19,12 @@ from .alter_broker_configs import alter_broker_configs
 from .alter_group_configs import alter_group_configs
 from .alter_topic_configs import alter_topic_configs
 from .config_ops import AlterError, request_errors
+from .context import TopicsContext
 from .registry import TopicError
-
-if TYPE_CHECKING:
-    from ..server.app import Server
-    from ..server.connection import Connection
 
 log = get_logger("groupcoord.admin")
 
-_ALTER: dict[int, Callable[[Server, Any, bool], None]] = {
+_ALTER: dict[int, Callable[[TopicsContext, Any, bool], None]] = {
     RESOURCE_TOPIC: alter_topic_configs,
     RESOURCE_BROKER: alter_broker_configs,
     RESOURCE_GROUP: alter_group_configs,
@@ -36,7 +33,7 @@ _ALTER: dict[int, Callable[[Server, Any, bool], None]] = {
 _PRECHECKED = {RESOURCE_TOPIC, RESOURCE_BROKER}
 
 
-def handle_incremental_alter_configs(conn: Connection, request: Request) -> Any:
+def handle_incremental_alter_configs(ctx: TopicsContext, request: Request) -> Any:
     """IncrementalAlterConfigs v0-v1: emits per resource its error code and message (null on
     success); validate_only checks everything and writes nothing.
     TOPIC: the overrides after the operations are validated as CreateTopics validates topic
@@ -55,14 +52,13 @@ def handle_incremental_alter_configs(conn: Connection, request: Request) -> Any:
     unknown or non-list broker config: INVALID_CONFIG.
     GROUP: as before (alter_group_configs.py): INVALID_CONFIG for a bad result,
     INVALID_REQUEST for an empty name. Other resource types: INVALID_REQUEST."""
-    server = conn.server
     body = request.body
     m = response_types(ApiKey.INCREMENTAL_ALTER_CONFIGS, request.api_version)
     rejected = request_errors(body.resources, _PRECHECKED)
     responses = []
     for index, resource in enumerate(body.resources):
         rtype, name = resource.resource_type, resource.resource_name
-        error, message = _alter(server, index, resource, body.validate_only, rejected)
+        error, message = _alter(ctx, index, resource, body.validate_only, rejected)
         responses.append(
             build(
                 m.AlterConfigsResourceResponse,
@@ -76,7 +72,7 @@ def handle_incremental_alter_configs(conn: Connection, request: Request) -> Any:
 
 
 def _alter(
-    server: Server,
+    ctx: TopicsContext,
     index: int,
     resource: Any,
     validate_only: bool,
@@ -92,7 +88,7 @@ def _alter(
     try:
         if index in rejected:
             raise rejected[index]
-        alter(server, resource, validate_only)
+        alter(ctx, resource, validate_only)
     except (AlterError, TopicError) as e:
         return ErrorCode(e.code), e.message
     except Exception as e:

@@ -5,28 +5,26 @@ checked as CreateTopics checks them, then saved and applied by the registry
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from groupcoord.protocol.errors import ErrorCode
 
 from ..observability.logging import get_logger
 from .config_ops import AlterError, apply_ops
 from .configs import TOPIC_CONFIGS
+from .context import TopicsContext
 from .registry import check_topic_name
-
-if TYPE_CHECKING:
-    from ..server.app import Server
 
 log = get_logger("groupcoord.admin")
 
 
-def alter_topic_configs(server: Server, resource: Any, validate_only: bool) -> None:
+def alter_topic_configs(ctx: TopicsContext, resource: Any, validate_only: bool) -> None:
     """Apply `resource`'s operations to its topic. Raises AlterError or TopicError:
     INVALID_CONFIG (APPEND/SUBTRACT on a config that is not a list, an unknown name or a bad
     value in the resulting set), INVALID_REQUEST (empty name), INVALID_TOPIC_EXCEPTION
     (illegal name), UNKNOWN_TOPIC_OR_PARTITION; OSError when topics.json cannot be written
     (the old configs stay in force)."""
-    registry = server.topics
+    registry = ctx.topics
     name = resource.resource_name
     topic = registry.get(name) if name else None
 
@@ -36,7 +34,7 @@ def alter_topic_configs(server: Server, resource: Any, validate_only: bool) -> N
 
     def default(config: str) -> str | None:
         spec = TOPIC_CONFIGS.get(config)
-        return None if spec is None else spec.default(server.config)
+        return None if spec is None else spec.default(ctx.settings)
 
     overrides = apply_ops(topic.configs if topic else {}, resource.configs, is_list, default)
     if not name:

@@ -19,10 +19,11 @@ from groupcoord.protocol.batches import BatchHeader, record_keys
 from groupcoord.protocol.errors import ErrorCode
 
 from .timestamps import RecordsUnreadable
+from .views import PartitionView, TopicView
 
 if TYPE_CHECKING:
     from ..config import Config
-    from .registry import Partition, Topic
+
 
 COMPACT = "compact"
 DELETE = "delete"
@@ -55,7 +56,7 @@ class CleanupPolicy:
     min_dirty_ratio: float  # min.cleanable.dirty.ratio
 
     @classmethod
-    def of(cls, topic: Topic, config: Config) -> CleanupPolicy:
+    def of(cls, topic: TopicView, config: Config) -> CleanupPolicy:
         items = policy_items(topic.config_value("cleanup.policy", config))
         return cls(
             COMPACT in items,
@@ -67,7 +68,7 @@ class CleanupPolicy:
         )
 
 
-def lag_conflict(topic: Topic, config: Config) -> str | None:
+def lag_conflict(topic: TopicView, config: Config) -> str | None:
     """Kafka's LogConfig.validateValues message when min.compaction.lag.ms exceeds
     max.compaction.lag.ms (an INVALID_CONFIG), else None."""
     low = int(topic.config_value("min.compaction.lag.ms", config))
@@ -81,7 +82,7 @@ def lag_conflict(topic: Topic, config: Config) -> str | None:
 
 
 def refuse_keyless(
-    partition: Partition, records: bytes, headers: list[BatchHeader], config: Config
+    partition: PartitionView, records: bytes, headers: list[BatchHeader], config: Config
 ) -> tuple[ErrorCode, str, list[tuple[int, str]]] | None:
     """For a produce to a compacted topic: (INVALID_RECORD, Kafka's message, record errors
     as (index in batch, message)) for the first batch holding records without a key, or

@@ -15,22 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.batches import LOG_OVERHEAD, batch_size_at
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import OffsetOutOfRange
 
+from .context import TopicsContext
 from .registry import Partition
-
-if TYPE_CHECKING:
-    from ..server.connection import Connection
 
 _BASE_OFFSET_SIZE = 8
 
 
-def handle_fetch(conn: Connection, request: Request) -> Any:
+def handle_fetch(ctx: TopicsContext, request: Request) -> Any:
     body = request.body
     version = request.api_version
     if version >= 7 and body.session_id != 0:
@@ -41,23 +39,21 @@ def handle_fetch(conn: Connection, request: Request) -> Any:
             session_id=0,
             responses=(),
         )
-    response, total_bytes, partitions, errors = _read(conn, request)
-    max_wait_ms = min(
-        int(body.max_wait.total_seconds() * 1000), conn.server.config.fetch_wait_max_ms
-    )
+    response, total_bytes, partitions, errors = _read(ctx, request)
+    max_wait_ms = min(int(body.max_wait.total_seconds() * 1000), ctx.settings.fetch_wait_max_ms)
     if total_bytes >= body.min_bytes or max_wait_ms <= 0 or not partitions or errors:
         return response
-    return _long_poll(conn, request, partitions, max_wait_ms)
+    return _long_poll(ctx, request, partitions, max_wait_ms)
 
 
 async def _long_poll(
-    conn: Connection, request: Request, partitions: list[Partition], max_wait_ms: int
+    ctx: TopicsContext, request: Request, partitions: list[Partition], max_wait_ms: int
 ) -> Any:
     deadline = time.monotonic() + max_wait_ms / 1000
     loop = asyncio.get_running_loop()
     while True:
         remaining = deadline - time.monotonic()
-        if remaining <= 0 or conn.closed or conn.server.stopping:
+        if remaining <= 0 or ctx.closed or ctx.node.stopping:
             break
         waiter: asyncio.Future[None] = loop.create_future()
         for partition in partitions:
@@ -69,17 +65,17 @@ async def _long_poll(
         finally:
             for partition in partitions:
                 partition.waiters.discard(waiter)
-        response, total_bytes, partitions, errors = _read(conn, request)
+        response, total_bytes, partitions, errors = _read(ctx, request)
         if total_bytes >= request.body.min_bytes or not partitions or errors:
             return response
-    return _read(conn, request)[0]
+    return _read(ctx, request)[0]
 
 
-def _read(conn: Connection, request: Request) -> tuple[Any, int, list[Partition], bool]:
+def _read(ctx: TopicsContext, request: Request) -> tuple[Any, int, list[Partition], bool]:
     """Build the response from what is durable now; also returns bytes read, the
     partitions read (all valid ones), which a long poll waits on, and whether any partition
     answers an error (the client must act on it, so nobody waits)."""
-    server = conn.server
+    registry = ctx.topics
     body = request.body
     version = request.api_version
     m = response_types(ApiKey.FETCH, version)
@@ -92,10 +88,10 @@ def _read(conn: Connection, request: Request) -> tuple[Any, int, list[Partition]
     topics = []
     for fetch_topic in body.topics:
         if by_id:
-            topic = server.topics.get_by_id(fetch_topic.topic_id)
+            topic = registry.get_by_id(fetch_topic.topic_id)
             unknown = ErrorCode.UNKNOWN_TOPIC_ID
         else:
-            topic = server.topics.get(fetch_topic.topic)
+            topic = registry.get(fetch_topic.topic)
             unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         partitions = []
         for fp in fetch_topic.partitions:

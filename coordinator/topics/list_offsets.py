@@ -12,15 +12,13 @@ Errors: UNKNOWN_TOPIC_OR_PARTITION.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 
+from .context import TopicsContext
 from .registry import Partition
-
-if TYPE_CHECKING:
-    from ..server.connection import Connection
 
 LATEST = -1
 EARLIEST = -2
@@ -52,13 +50,12 @@ def lookup(partition: Partition, timestamp: int) -> tuple[int, int]:
     return ts, offset
 
 
-def handle_list_offsets(conn: Connection, request: Request) -> Any:
-    server = conn.server
+def handle_list_offsets(ctx: TopicsContext, request: Request) -> Any:
     version = request.api_version
     m = response_types(ApiKey.LIST_OFFSETS, version)
     topics = []
     for list_topic in request.body.topics:
-        topic = server.topics.get(list_topic.name)
+        topic = ctx.topics.get(list_topic.name)
         partitions = []
         for lp in list_topic.partitions:
             index = lp.partition_index

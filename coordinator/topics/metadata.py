@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from groupcoord.protocol.api import (
     AUTHORIZED_OPERATIONS_OMITTED,
@@ -24,11 +24,8 @@ from groupcoord.protocol.api import (
 from groupcoord.protocol.errors import ErrorCode
 
 from ..observability.logging import get_logger
+from .context import TopicsContext
 from .registry import Topic, TopicError, check_topic_name
-
-if TYPE_CHECKING:
-    from ..server.app import Server
-    from ..server.connection import Connection
 
 log = get_logger("groupcoord.metadata")
 
@@ -107,7 +104,7 @@ def _partitions(
 # Metadata -----------------------------------------------------------------------------------
 
 
-def handle_metadata(conn: Connection, request: Request) -> Any:
+def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
     """Emits this node as the only broker and controller, the cluster id (v2+), and the
     requested topics (v0: empty list = all; v1+: null = all, empty = none; v10+: by topic id
     when the name is null), each partition led by this node at epoch 0. An unknown topic is
@@ -118,7 +115,7 @@ def handle_metadata(conn: Connection, request: Request) -> Any:
     collides with an existing topic's once '.' and '_' are unified), INVALID_REQUEST
     (neither name nor id),
     LEADER_NOT_AVAILABLE (auto-creation failed on disk; retriable)."""
-    server = conn.server
+    node = ctx.node
     version = request.api_version
     body = request.body
     m = response_types(ApiKey.METADATA, version)
@@ -140,7 +137,7 @@ def handle_metadata(conn: Connection, request: Request) -> Any:
             name=topic.name,
             topic_id=topic.topic_id,
             is_internal=False,
-            partitions=_partitions(m.MetadataResponsePartition, topic, server.node_id),
+            partitions=_partitions(m.MetadataResponsePartition, topic, node.node_id),
             topic_authorized_operations=topic_ops,
         )
 
@@ -159,7 +156,7 @@ def handle_metadata(conn: Connection, request: Request) -> Any:
     all_topics = requested is None or (version == 0 and not requested)
     topics: list[Any] = []
     if all_topics:
-        topics = [found(t) for t in sorted(server.topics.topics(), key=lambda t: t.name)]
+        topics = [found(t) for t in sorted(ctx.topics.topics(), key=lambda t: t.name)]
     else:
         allow_auto = getattr(body, "allow_auto_topic_creation", True)
         seen: set[object] = set()
@@ -174,47 +171,49 @@ def handle_metadata(conn: Connection, request: Request) -> Any:
                 if topic_id is None or topic_id == ZERO_UUID:
                     topics.append(missing(ErrorCode.INVALID_REQUEST, None))
                     continue
-                topic = server.topics.get_by_id(topic_id)
+                topic = ctx.topics.get_by_id(topic_id)
                 topics.append(
                     found(topic)
                     if topic is not None
                     else missing(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id)
                 )
                 continue
-            topic = server.topics.get(name)
+            topic = ctx.topics.get(name)
             if topic is not None:
                 topics.append(found(topic))
                 continue
-            error, topic = _unknown_topic(server, name, allow_auto)
+            error, topic = _unknown_topic(ctx, name, allow_auto)
             topics.append(found(topic) if topic is not None else missing(error, name))
 
     broker = build(
         m.MetadataResponseBroker,
-        node_id=server.node_id,
-        host=server.host,
-        port=server.port,
+        node_id=node.node_id,
+        host=node.host,
+        port=node.port,
         rack=None,
     )
     return build(
         m.MetadataResponse,
         brokers=(broker,),
-        cluster_id=server.cluster_id,
-        controller_id=server.node_id,
+        cluster_id=node.cluster_id,
+        controller_id=node.node_id,
         topics=tuple(topics),
         cluster_authorized_operations=cluster_ops,
     )
 
 
-def _unknown_topic(server: Server, name: str, allow_auto: bool) -> tuple[ErrorCode, Topic | None]:
+def _unknown_topic(
+    ctx: TopicsContext, name: str, allow_auto: bool
+) -> tuple[ErrorCode, Topic | None]:
     """Auto-create `name` if allowed; else the error Kafka gives for an unknown topic."""
     try:
         check_topic_name(name)
     except TopicError:
         return ErrorCode.INVALID_TOPIC_EXCEPTION, None
-    if not (allow_auto and server.config.auto_create_topics) or name in _NOT_AUTO_CREATED:
+    if not (allow_auto and ctx.settings.auto_create_topics) or name in _NOT_AUTO_CREATED:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
     try:
-        topic = server.topics.create(name, server.config.default_partitions, {})
+        topic = ctx.topics.create(name, ctx.settings.default_partitions, {})
     except TopicError as e:
         return ErrorCode(e.code), None
     except OSError as e:
@@ -227,12 +226,12 @@ def _unknown_topic(server: Server, name: str, allow_auto: bool) -> tuple[ErrorCo
 # DescribeCluster ----------------------------------------------------------------------------
 
 
-def handle_describe_cluster(conn: Connection, request: Request) -> Any:
+def handle_describe_cluster(ctx: TopicsContext, request: Request) -> Any:
     """Emits the cluster id, this node as controller and only broker, endpoint type BROKER.
     Errors: MISMATCHED_ENDPOINT_TYPE (v1, endpoint type CONTROLLER: this is a broker
     endpoint), UNSUPPORTED_ENDPOINT_TYPE (v1, any other unknown type); INVALID_REQUEST for
     both at v0 -- as Kafka's AuthHelper.computeDescribeClusterResponse does."""
-    server = conn.server
+    node = ctx.node
     version = request.api_version
     body = request.body
     m = response_types(ApiKey.DESCRIBE_CLUSTER, version)
@@ -264,9 +263,9 @@ def handle_describe_cluster(conn: Connection, request: Request) -> Any:
     )
     broker = build(
         m.DescribeClusterBroker,
-        broker_id=server.node_id,
-        host=server.host,
-        port=server.port,
+        broker_id=node.node_id,
+        host=node.host,
+        port=node.port,
         rack=None,
     )
     return build(
@@ -274,8 +273,8 @@ def handle_describe_cluster(conn: Connection, request: Request) -> Any:
         error_code=ErrorCode.NONE,
         error_message=None,
         endpoint_type=ENDPOINT_BROKER,
-        cluster_id=server.cluster_id,
-        controller_id=server.node_id,
+        cluster_id=node.cluster_id,
+        controller_id=node.node_id,
         brokers=(broker,),
         cluster_authorized_operations=cluster_ops,
     )
@@ -284,7 +283,7 @@ def handle_describe_cluster(conn: Connection, request: Request) -> Any:
 # DescribeTopicPartitions --------------------------------------------------------------------
 
 
-def handle_describe_topic_partitions(conn: Connection, request: Request) -> Any:
+def handle_describe_topic_partitions(ctx: TopicsContext, request: Request) -> Any:
     """Emits the requested topics (none requested = every topic) at or after the cursor, in
     name order, with at most response_partition_limit partitions (capped to 1..2000) in all;
     next_cursor names the first partition left out, or is null when nothing was. Paginates
@@ -295,7 +294,7 @@ def handle_describe_topic_partitions(conn: Connection, request: Request) -> Any:
     Errors per topic: UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (illegal name);
     INVALID_REQUEST for every requested topic when the cursor is invalid (its topic is not
     among those requested, or its partition index is negative)."""
-    server = conn.server
+    node = ctx.node
     body = request.body
     m = response_types(ApiKey.DESCRIBE_TOPIC_PARTITIONS, request.api_version)
     cursor = body.cursor
@@ -321,7 +320,7 @@ def handle_describe_topic_partitions(conn: Connection, request: Request) -> Any:
         )
 
     if fetch_all:
-        names = {t.name for t in server.topics.topics() if t.name >= cursor_name}
+        names = {t.name for t in ctx.topics.topics() if t.name >= cursor_name}
     else:
         names = {t.name for t in body.topics if t.name >= cursor_name}
         if cursor is not None and cursor.topic_name not in names:
@@ -340,7 +339,7 @@ def handle_describe_topic_partitions(conn: Connection, request: Request) -> Any:
             # Everything before this topic fitted exactly: the next page starts here.
             next_cursor = build(m.Cursor, topic_name=name, partition_index=0)
             break
-        topic = server.topics.get(name)
+        topic = ctx.topics.get(name)
         if topic is None:
             if not fetch_all:  # topics gone since the listing are skipped silently
                 try:
@@ -366,7 +365,7 @@ def handle_describe_topic_partitions(conn: Connection, request: Request) -> Any:
         partitions = _partitions(
             m.DescribeTopicPartitionsResponsePartition,
             topic,
-            server.node_id,
+            node.node_id,
             start,
             stop,
             eligible_leader_replicas=(),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.batches import InvalidBatch, split_batches
@@ -27,15 +27,11 @@ from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import StorageError
 
 from ..observability.logging import get_logger
-from ..server.connection import NO_RESPONSE
 from .cleanup_policy import refuse_keyless
+from .context import NO_RESPONSE, TopicsContext
 from .producers import SequenceError
-from .registry import Partition
+from .registry import Partition, wake_waiters
 from .timestamps import InvalidTimestamps, RecordsUnreadable, TimestampPolicy
-
-if TYPE_CHECKING:
-    from ..server.app import Server
-    from ..server.connection import Connection
 
 log = get_logger("groupcoord.produce")
 
@@ -67,14 +63,13 @@ class _PartitionResult:
         self.record_errors: list[tuple[int, str]] = []
 
 
-def handle_produce(conn: Connection, request: Request) -> Any:
-    server = conn.server
+def handle_produce(ctx: TopicsContext, request: Request) -> Any:
     body = request.body
     acks = body.acks
     results: list[tuple[str, list[_PartitionResult]]] = []
     for topic_data in body.topic_data:
         name = topic_data.name
-        topic = server.topics.get(name)
+        topic = ctx.topics.get(name)
         partition_results = []
         for data in topic_data.partition_data:
             result = _PartitionResult(data.index)
@@ -87,21 +82,21 @@ def handle_produce(conn: Connection, request: Request) -> Any:
             elif topic is None or not 0 <= data.index < len(topic.partitions):
                 result.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                _append(server, topic.partitions[data.index], data.records, result)
+                _append(ctx, topic.partitions[data.index], data.records, result)
         results.append((name, partition_results))
 
     appended = [r for _, rs in results for r in rs if r.partition is not None]
     if acks == 0:
         if appended:
-            server.spawn(_await_durable(server, appended))
+            ctx.spawn(_await_durable(ctx, appended))
         return NO_RESPONSE
     if not appended:
         return _response(request, results)
-    return _respond_when_durable(server, request, results, appended)
+    return _respond_when_durable(ctx, request, results, appended)
 
 
 def _append(
-    server: Server, partition: Partition, records: bytes | None, result: _PartitionResult
+    ctx: TopicsContext, partition: Partition, records: bytes | None, result: _PartitionResult
 ) -> None:
     if not records:
         result.error = ErrorCode.INVALID_RECORD
@@ -113,20 +108,20 @@ def _append(
         result.error = ErrorCode.CORRUPT_MESSAGE
         result.message = str(e)
         return
-    limit = int(partition.topic.config_value("max.message.bytes", server.config))
+    limit = int(partition.topic.config_value("max.message.bytes", ctx.settings))
     for header in headers:
         if header.size_bytes > limit:
             result.error = ErrorCode.MESSAGE_TOO_LARGE
             result.message = f"batch of {header.size_bytes} bytes exceeds max.message.bytes {limit}"
             return
     # Kafka's LogValidator checks a record's key (compacted topics) before its timestamp.
-    refused = refuse_keyless(partition, records, headers, server.config)
+    refused = refuse_keyless(partition, records, headers, ctx.settings)
     if refused is not None:
         result.error, result.message, result.record_errors = refused
         return
     # Kafka's LogValidator: timestamps are checked before the producer sequence, and the
     # append time is the broker's clock once per partition payload.
-    policy = TimestampPolicy.of(partition.topic, server.config)
+    policy = TimestampPolicy.of(partition.topic, ctx.settings)
     now_ms = time.time_ns() // 1_000_000
     try:
         max_timestamps = policy.check(records, headers, now_ms)
@@ -187,7 +182,7 @@ def _append(
                 return
             producers.record(header, base)
             last = base + header.last_offset_delta
-            server.metrics.produced_records.labels(partition.topic.name).inc(header.records_count)
+            ctx.metrics.produced_records.labels(partition.topic.name).inc(header.records_count)
         if first_base < 0:
             first_base = base
         result.last_offset = max(result.last_offset, last)
@@ -195,9 +190,9 @@ def _append(
     result.partition = partition
 
 
-async def _await_durable(server: Server, appended: list[_PartitionResult]) -> None:
+async def _await_durable(ctx: TopicsContext, appended: list[_PartitionResult]) -> None:
     """Wait for each partition's appends to be fsynced, then wake its long-poll fetchers."""
-    committer = server.committer
+    committer = ctx.committer
     outcomes: list[BaseException | None] = []
     # Awaited one after the other: one fsync round covers them all, and a gather would cost
     # a task per partition on the hot path.
@@ -218,18 +213,18 @@ async def _await_durable(server: Server, appended: list[_PartitionResult]) -> No
             result.error = ErrorCode.KAFKA_STORAGE_ERROR
             result.message = "fsync failed"
         else:
-            server.wake_fetchers(result.partition)  # type: ignore[arg-type]
+            wake_waiters(result.partition)  # type: ignore[arg-type]
 
 
 async def _respond_when_durable(
-    server: Server,
+    ctx: TopicsContext,
     request: Request,
     results: list[tuple[str, list[_PartitionResult]]],
     appended: list[_PartitionResult],
 ) -> Any:
     started = time.perf_counter()
-    await _await_durable(server, appended)
-    server.metrics.flush_latency.observe(time.perf_counter() - started)
+    await _await_durable(ctx, appended)
+    ctx.metrics.flush_latency.observe(time.perf_counter() - started)
     return _response(request, results)
 
 

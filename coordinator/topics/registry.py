@@ -46,7 +46,7 @@ from pathlib import Path
 from groupcoord.storage import LogConfig, PartitionLog
 
 from ..config import Config
-from ..runtime.service import OFFSETS_TOPIC
+from ..runtime.partitioning import OFFSETS_TOPIC
 from .cleanup_policy import CleanupPolicy, lag_conflict
 from .configs import TOPIC_CONFIGS, validate_topic_configs
 from .producers import ProducerStates

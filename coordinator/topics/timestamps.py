@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING
 
 from groupcoord.protocol.batches import BatchHeader, record_timestamp_list, set_max_timestamp
 
+from .views import TopicView
+
 if TYPE_CHECKING:
     from ..config import Config
-    from .registry import Topic
 
 LONG_MAX = 2**63 - 1
 NO_TIMESTAMP = -1
@@ -55,7 +56,7 @@ class TimestampPolicy:
     after_max_ms: int
 
     @classmethod
-    def of(cls, topic: Topic, config: Config) -> TimestampPolicy:
+    def of(cls, topic: TopicView, config: Config) -> TimestampPolicy:
         return cls(
             topic.config_value("message.timestamp.type", config) == LOG_APPEND_TIME,
             int(topic.config_value("message.timestamp.before.max.ms", config)),

@@ -257,8 +257,7 @@ def child(data_dir: str, loader: str) -> None:
     from groupcoord.coordinator.config import Config
     from groupcoord.coordinator.observability.logging import setup_logging
     from groupcoord.coordinator.runtime.runner import ShardRunner
-    from groupcoord.coordinator.runtime.service import CoordinatorService
-    from groupcoord.coordinator.server.app import group_config
+    from groupcoord.coordinator.runtime.service import CoordinatorService, group_config
     from groupcoord.storage import GroupCommitter, LogConfig
 
     if loader == "reference":  # the load before the fast loader: its loop, the GC running

@@ -1,12 +1,12 @@
 """A real Server started in the test's event loop (no client traffic: tests call handlers
-directly), the connection stand-in handlers get, and Produce requests through the codec."""
+directly), the handler context a client's connection gets, and Produce requests through
+the codec."""
 
 from __future__ import annotations
 
 import datetime
 import inspect
 import sys
-import types
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from kio.serial import entity_reader
 
 from groupcoord.coordinator.config import load_config
 from groupcoord.coordinator.server.app import Server
+from groupcoord.coordinator.server.context import GroupContext
 from groupcoord.coordinator.topics.produce import handle_produce
 from groupcoord.protocol.api import ApiKey, decode_request, encode_response, response_schema
 from tests.rawclient import encode_request, request_class
@@ -39,14 +40,9 @@ async def started_server(data_dir: Path, **overrides: Any) -> AsyncIterator[Serv
     await started.stop()
 
 
-class StubConn:
-    """What a handler reads from its Connection."""
-
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.peer = "127.0.0.1:5555"
-        self.client_host = "/127.0.0.1"
-        self.read_at = 0.0
+def client_context(server: Server) -> GroupContext:
+    """The handler context of a client's connection from 127.0.0.1."""
+    return server.context.for_client("/127.0.0.1")
 
 
 def produce_frame(
@@ -76,7 +72,7 @@ async def produce(server: Server, topic: str, records: bytes, version: int = 11)
     request and the response both through the codec."""
     frame = produce_frame(topic, {0: records}, version, 7)
     request = decode_request(frame[4:], server.supported_versions)
-    response = handle_produce(types.SimpleNamespace(server=server), request)
+    response = handle_produce(server.context, request)
     if inspect.isawaitable(response):
         response = await response
     data = encode_response(ApiKey.PRODUCE, version, 7, response)

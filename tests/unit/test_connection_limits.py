@@ -117,5 +117,5 @@ async def test_a_read_beyond_the_inflight_limit_is_handled_in_slices(server: Ser
     assert transport.correlation_ids() == list(range(1, count + 1))  # all, in order
     assert not transport.paused and not conn.pending
     # Every commit was applied, the last one last.
-    committed = server.shard_for("g").offsets.get("g", TOPIC, 0)
+    committed = server.coordinator.runner_for("g").shard.offsets.get("g", TOPIC, 0)
     assert committed is not None and committed.offset == count

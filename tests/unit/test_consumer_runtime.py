@@ -19,13 +19,13 @@ from groupcoord.coordinator.groups.consumer.messages import HeartbeatRequest
 from groupcoord.coordinator.groups.topics import StaticTopicImage
 from groupcoord.coordinator.runtime.clock import ManualClock
 from groupcoord.coordinator.runtime.runner import ShardRunner, ShardState, StorageFailure
-from groupcoord.coordinator.server.app import Server
+from groupcoord.coordinator.server.consumer_group_api import handle_consumer_group_describe
 from groupcoord.protocol.api import ApiKey, build, decode_request
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import GroupCommitter, LogConfig
 from tests.rawclient import encode_request, request_class
 from tests.support import gate_fsync
-from tests.unit.server_support import StubConn, started_server
+from tests.unit.handler_contexts import GroupTestbed, group_testbed
 from tests.unit.waits import Replies, thread_event, turns, turns_until
 
 
@@ -154,13 +154,13 @@ async def test_consumer_group_describe_waits_for_the_writes_before_it(
 
 
 @pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[Server]:
-    async for started in started_server(tmp_path):
-        yield started
+async def server(tmp_path: Path) -> AsyncIterator[GroupTestbed]:
+    async for testbed in group_testbed(tmp_path, shards=2):
+        yield testbed
 
 
-def _describe(server: Server, group_ids: list[str]) -> Any:
-    """ConsumerGroupDescribe v0 through the server's handler, as the codec decodes it."""
+def _describe(server: GroupTestbed, group_ids: list[str]) -> Any:
+    """ConsumerGroupDescribe v0 through its handler, as the codec decodes it."""
     m = sys.modules[request_class(ApiKey.CONSUMER_GROUP_DESCRIBE, 0).__module__]
     body = build(
         m.ConsumerGroupDescribeRequest,
@@ -168,13 +168,12 @@ def _describe(server: Server, group_ids: list[str]) -> Any:
         include_authorized_operations=False,
     )
     frame = encode_request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 7, body)[4:]
-    request = decode_request(frame, server.supported_versions)
-    handler = server.handlers[ApiKey.CONSUMER_GROUP_DESCRIBE]
-    return handler(StubConn(server), request)
+    request = decode_request(frame, server.context.supported_versions)
+    return handle_consumer_group_describe(server.context, request)
 
 
 async def test_consumer_group_describe_handler_shows_no_write_before_it_is_durable(
-    server: Server, monkeypatch: pytest.MonkeyPatch
+    server: GroupTestbed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """D.2 / B.11: ConsumerGroupDescribe reads at the last committed offset. A member whose
     join is still in its fsync is not shown by an answer sent meanwhile: the handler's

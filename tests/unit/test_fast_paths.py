@@ -1,4 +1,5 @@
-"""Requests read from the raw frame (coordinator/server/fast_paths.py), the steady
+"""Requests read from the raw frame (coordinator/server/fast_paths.py, with
+protocol/fast_frames.py's readers), the steady
 ConsumerGroupHeartbeat and OffsetCommit v8-v9: each answers exactly what the full path
 answers, and declines (None) every frame it does not take, so the codec takes those; for
 OffsetCommit also on random and mutated frames (differential fuzzing against the codec)."""
@@ -15,26 +16,30 @@ from typing import Any
 
 import pytest
 
-from groupcoord.coordinator.server import group_api
-from groupcoord.coordinator.server.app import Server
+from groupcoord.coordinator.runtime.pending import Pending
+from groupcoord.coordinator.server.consumer_group_api import handle_consumer_group_heartbeat
+from groupcoord.coordinator.server.context import GroupContext
+from groupcoord.coordinator.server.dispatch import build_dispatch
 from groupcoord.coordinator.server.fast_paths import (
     FAST_PATHS,
     offset_commit_v8_v9,
     steady_consumer_heartbeat,
 )
-from groupcoord.coordinator.server.pending import Pending
+from groupcoord.coordinator.server.offset_api import handle_offset_commit
 from groupcoord.protocol.api import RequestError, build, decode_request, encode_response
 from tests.rawclient import encode_request, request_class
-from tests.unit.server_support import StubConn, started_server
+from tests.unit.handler_contexts import GroupTestbed, group_testbed
 
 M = sys.modules[request_class(68, 1).__module__]
+HANDLERS = build_dispatch()[0]
 
 
 @pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[Server]:
-    """A started server (no listener traffic: the tests call the paths directly)."""
-    async for started in started_server(tmp_path):
-        yield started
+async def server(tmp_path: Path) -> AsyncIterator[GroupTestbed]:
+    """A client's handler context over a gateway of two shards (no server, no sockets: the
+    tests call the paths directly)."""
+    async for testbed in group_testbed(tmp_path, shards=2):
+        yield testbed
 
 
 def _frame(**fields: Any) -> bytes:
@@ -47,17 +52,17 @@ async def _answer(result: Any) -> Any:
     return await result if isinstance(result, Pending) else result
 
 
-async def _taken_and_same_as_codec(conn: StubConn, frame: bytes) -> bool:
+async def _taken_and_same_as_codec(ctx: GroupContext, frame: bytes) -> bool:
     """Hand `frame` to the fast path Connection._handle_frame would pick (by API key and
     version). Returns False when it declines; when it takes the frame, the codec must
     decode it too, with the same header, and the full path answer it with the same bytes."""
     path = FAST_PATHS.get(struct.unpack_from(">hh", frame)) if len(frame) >= 4 else None
-    fast = None if path is None else path(conn, frame)  # type: ignore[arg-type]
+    fast = None if path is None else path(ctx, frame)
     if fast is None:
         return False
     header, result = fast
     try:
-        decoded = decode_request(frame, conn.server.supported_versions)
+        decoded = decode_request(frame, ctx.supported_versions)
     except RequestError as e:
         raise AssertionError(f"fast path took a frame the codec refuses: {frame!r}") from e
     assert header == decoded.header, frame
@@ -67,16 +72,16 @@ async def _taken_and_same_as_codec(conn: StubConn, frame: bytes) -> bool:
         decoded.header.correlation_id,
     )
     got = encode_response(key, version, correlation_id, await _answer(result))
-    full = conn.server.handlers[key](conn, decoded)
+    full = HANDLERS[key](ctx, decoded)
     assert got == encode_response(key, version, correlation_id, await _answer(full)), frame
     return True
 
 
-async def _steady_member(server: Server, conn: StubConn) -> tuple[int, bytes]:
+async def _steady_member(ctx: GroupContext) -> tuple[int, bytes]:
     """Member m1 of group g (topic t, 3 partitions) joined and past its first steady
     heartbeat: its epoch and the steady heartbeat frame the fast path takes."""
-    server.topics.create("t", 3, {})
-    sup = server.supported_versions
+    ctx.topics.create("t", 3, {})
+    sup = ctx.supported_versions
     join = _frame(
         group_id="g",
         member_id="m1",
@@ -85,34 +90,33 @@ async def _steady_member(server: Server, conn: StubConn) -> tuple[int, bytes]:
         subscribed_topic_names=("t",),
         topic_partitions=(),
     )
-    assert steady_consumer_heartbeat(conn, join) is None  # a join is not steady
-    joined = await _answer(
-        group_api.handle_consumer_group_heartbeat(conn, decode_request(join, sup))  # type: ignore[arg-type]
-    )
+    assert steady_consumer_heartbeat(ctx, join) is None  # a join is not steady
+    joined = await _answer(handle_consumer_group_heartbeat(ctx, decode_request(join, sup)))
     epoch = joined.member_epoch
     assert joined.error_code == 0 and epoch > 0
 
     steady = _frame(group_id="g", member_id="m1", member_epoch=epoch)
     # The first heartbeat of a new group checks the topic image once: the full path.
-    assert steady_consumer_heartbeat(conn, steady) is None  # type: ignore[arg-type]
-    await _answer(
-        group_api.handle_consumer_group_heartbeat(conn, decode_request(steady, sup))  # type: ignore[arg-type]
-    )
+    assert steady_consumer_heartbeat(ctx, steady) is None
+    await _answer(handle_consumer_group_heartbeat(ctx, decode_request(steady, sup)))
     return epoch, steady
 
 
-async def test_fast_path_answers_as_the_full_path_and_declines_the_rest(server: Server) -> None:
-    conn = StubConn(server)
-    sup = server.supported_versions
-    epoch, steady = await _steady_member(server, conn)
-    fast = steady_consumer_heartbeat(conn, steady)  # type: ignore[arg-type]
+async def test_fast_path_answers_as_the_full_path_and_declines_the_rest(
+    server: GroupTestbed,
+) -> None:
+    ctx = server.context
+    sup = ctx.supported_versions
+    epoch, steady = await _steady_member(ctx)
+    fast = steady_consumer_heartbeat(ctx, steady)
     assert fast is not None
     header, result = fast
+    # Checked and answered in one shard event, with nothing written or in flight: the
+    # response itself, not a Pending of it.
+    assert not isinstance(result, Pending), result
     assert (header.api_key, header.api_version, header.correlation_id) == (68, 1, 7)
     assert header.client_id == "client"
-    full = await _answer(
-        group_api.handle_consumer_group_heartbeat(conn, decode_request(steady, sup))  # type: ignore[arg-type]
-    )
+    full = await _answer(handle_consumer_group_heartbeat(ctx, decode_request(steady, sup)))
     assert encode_response(68, 1, 7, await _answer(result)) == encode_response(68, 1, 7, full)
 
     declined = [
@@ -134,7 +138,7 @@ async def test_fast_path_answers_as_the_full_path_and_declines_the_rest(server: 
         steady + b"\x00",  # trailing byte
     ]
     for frame in declined:
-        assert steady_consumer_heartbeat(conn, frame) is None, frame  # type: ignore[arg-type]
+        assert steady_consumer_heartbeat(ctx, frame) is None, frame
 
 
 def _commit_frame(version: int, topics: dict[str, list[tuple[int, int]]], **fields: Any) -> bytes:
@@ -169,15 +173,15 @@ def _commit_frame(version: int, topics: dict[str, list[tuple[int, int]]], **fiel
     return encode_request(8, version, 9, body, client_id="committer")[4:]
 
 
-async def test_offset_commit_fast_path_answers_as_the_full_path(server: Server) -> None:
+async def test_offset_commit_fast_path_answers_as_the_full_path(server: GroupTestbed) -> None:
     """OffsetCommit v8-v9 read from the frame: the same response bytes as the codec's path
     for every shape it takes (one or many partitions and topics, unknown topics and
     partitions, metadata, instance ids, member commits to an unknown group), the same
     committed offsets, and None for the shapes it leaves to the codec."""
-    server.topics.create("t", 3, {})
-    server.topics.create("u", 1, {})
-    conn = StubConn(server)
-    sup = server.supported_versions
+    ctx = server.context
+    ctx.topics.create("t", 3, {})
+    ctx.topics.create("u", 1, {})
+    sup = ctx.supported_versions
     taken = [
         _commit_frame(9, {"t": [(0, 10)]}),
         _commit_frame(8, {"t": [(1, 11), (2, 12)], "u": [(0, 5)]}, metadata="meta"),
@@ -188,16 +192,16 @@ async def test_offset_commit_fast_path_answers_as_the_full_path(server: Server) 
         _commit_frame(9, {}),
     ]
     for frame in taken:
-        fast = offset_commit_v8_v9(conn, frame)  # type: ignore[arg-type]
+        fast = offset_commit_v8_v9(ctx, frame)
         assert fast is not None, frame
         header, result = fast
         version = header.api_version
         assert (header.api_key, header.correlation_id) == (8, 9)
         assert header.client_id == "committer"
         got = encode_response(8, version, 9, await _answer(result))
-        full = group_api.handle_offset_commit(conn, decode_request(frame, sup))  # type: ignore[arg-type]
+        full = handle_offset_commit(ctx, decode_request(frame, sup))
         assert got == encode_response(8, version, 9, await _answer(full)), frame
-    offsets = server.shard_for("cg").offsets
+    offsets = server.coordinator.runner_for("cg").shard.offsets
 
     def committed(topic: str, partition: int) -> int | None:
         entry = offsets.get("cg", topic, partition)
@@ -215,18 +219,18 @@ async def test_offset_commit_fast_path_answers_as_the_full_path(server: Server) 
         frame[:-1] + b"\x01",  # body tagged fields
     ]
     for frame in declined:
-        assert offset_commit_v8_v9(conn, frame) is None, frame  # type: ignore[arg-type]
+        assert offset_commit_v8_v9(ctx, frame) is None, frame
 
 
 async def test_offset_commit_fast_path_never_takes_a_frame_the_codec_reads_otherwise(
-    server: Server,
+    server: GroupTestbed,
 ) -> None:
     """Differential fuzzing: valid OffsetCommit v8-v9 frames of random shapes, and the same
     frames with a byte changed, cut short or grown. For each frame the fast path either
     declines it (None) or the codec decodes it too and answers with the same bytes: it
     never accepts a frame the codec refuses as malformed, nor reads a field differently."""
-    server.topics.create("t", 3, {})
-    conn = StubConn(server)
+    ctx = server.context
+    ctx.topics.create("t", 3, {})
     rng = random.Random(20261125)
     names = ["t", "u", "", "x" * 126, "y" * 127]
     frames: list[bytes] = []
@@ -252,20 +256,20 @@ async def test_offset_commit_fast_path_never_takes_a_frame_the_codec_reads_other
         frames += [bytes(flipped), frame[:cut], frame + bytes([rng.randrange(256)])]
     taken = {True: 0, False: 0}  # valid frames, mutants
     for frame in frames:
-        taken[frame in valid] += await _taken_and_same_as_codec(conn, frame)
+        taken[frame in valid] += await _taken_and_same_as_codec(ctx, frame)
     # Both kinds were compared: the valid frames of short fields, and mutants the fast path
     # could read (a changed offset or partition index, say).
     assert taken[True] > 100 and taken[False] > 20, taken
 
 
 async def test_steady_heartbeat_fast_path_on_mutated_frames_answers_as_the_codec(
-    server: Server,
+    server: GroupTestbed,
 ) -> None:
     """Differential fuzzing: a steady member's heartbeat with each byte changed in turn (to
     random values), cut short or grown. The fast path declines a frame, or the codec decodes
     it too (same header) and the full path answers with the same bytes."""
-    conn = StubConn(server)
-    _, steady = await _steady_member(server, conn)
+    ctx = server.context
+    _, steady = await _steady_member(ctx)
     rng = random.Random(20261125)
     frames = [steady[:cut] for cut in range(len(steady))] + [steady + b"\x00", steady + b"\x01"]
     for pos in range(len(steady)):
@@ -275,6 +279,6 @@ async def test_steady_heartbeat_fast_path_on_mutated_frames_answers_as_the_codec
             frames.append(bytes(mutant))
     taken = 0
     for frame in frames:
-        taken += await _taken_and_same_as_codec(conn, frame)
+        taken += await _taken_and_same_as_codec(ctx, frame)
     # Mutants of the correlation id and client id are still steady heartbeats: compared.
     assert taken > 20, taken

@@ -118,5 +118,5 @@ async def test_frames_beyond_the_budget_wait_for_later_iterations(server: Server
     for transport in transports:
         assert transport.correlation_ids() == list(range(1, count + 1))
         assert not transport.paused
-    committed = server.shard_for("g").offsets.get("g", TOPIC, 0)
+    committed = server.coordinator.runner_for("g").shard.offsets.get("g", TOPIC, 0)
     assert committed is not None and committed.offset == count

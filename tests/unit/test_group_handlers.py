@@ -1,5 +1,6 @@
-"""Group API handlers called directly on a real Server (no sockets), each request encoded
-and decoded by the real codec: answers that depend on a shard's state."""
+"""Group API handlers called directly (no sockets, no server) with a handler context over a
+gateway of two shards on a temp dir, each request encoded and decoded by the real codec:
+answers that depend on a shard's state."""
 
 from __future__ import annotations
 
@@ -11,20 +12,32 @@ from typing import Any
 import pytest
 
 from groupcoord.coordinator.runtime.runner import ShardState
-from groupcoord.coordinator.server.app import Server
+from groupcoord.coordinator.server.dispatch import build_dispatch
 from groupcoord.protocol.api import build, decode_request
 from groupcoord.protocol.errors import ErrorCode
 from tests.rawclient import encode_request, request_class
-from tests.unit.server_support import StubConn, started_server
+from tests.unit.handler_contexts import GroupTestbed, group_testbed
+
+HANDLERS, VERSIONS = build_dispatch()
 
 
 @pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[Server]:
-    async for started in started_server(tmp_path):
-        yield started
+async def server(tmp_path: Path) -> AsyncIterator[GroupTestbed]:
+    async for testbed in group_testbed(tmp_path, shards=2):
+        yield testbed
 
 
-def _offset_fetch(server: Server, version: int) -> Any:
+async def test_a_handler_context_needs_only_the_shards_it_is_given(
+    server: GroupTestbed, tmp_path: Path
+) -> None:
+    """The handlers below run on a context of two shards: two shard logs, not a server's
+    fifty, and no listener."""
+    logs = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("__consumer_offsets"))
+    assert logs == ["__consumer_offsets-0", "__consumer_offsets-1"]
+    assert [r.state for r in server.coordinator.runners] == [ShardState.ACTIVE] * 2
+
+
+def _offset_fetch(server: GroupTestbed, version: int) -> Any:
     m = sys.modules[request_class(9, version).__module__]
     body = build(
         m.OffsetFetchRequest,
@@ -36,8 +49,8 @@ def _offset_fetch(server: Server, version: int) -> Any:
         require_stable=False,
     )
     frame = encode_request(9, version, 3, body)[4:]
-    request = decode_request(frame, server.supported_versions)
-    return server.handlers[9](StubConn(server), request)  # type: ignore[arg-type]
+    request = decode_request(frame, VERSIONS)
+    return HANDLERS[9](server.context, request)
 
 
 @pytest.mark.parametrize(
@@ -48,7 +61,7 @@ def _offset_fetch(server: Server, version: int) -> Any:
     ],
 )
 async def test_offset_fetch_v1_puts_the_group_error_on_every_requested_partition(
-    server: Server, state: ShardState, error: ErrorCode
+    server: GroupTestbed, state: ShardState, error: ErrorCode
 ) -> None:
     """OffsetFetch v0-v1 have no top-level error: a group the shard cannot answer for yet
     must not read as "nothing committed" (the client would apply auto.offset.reset). As
@@ -70,16 +83,16 @@ async def test_offset_fetch_v1_puts_the_group_error_on_every_requested_partition
     assert v2.error_code == error
 
 
-def _list_groups(server: Server) -> Any:
+def _list_groups(server: GroupTestbed) -> Any:
     m = sys.modules[request_class(16, 5).__module__]
     body = build(m.ListGroupsRequest, states_filter=(), types_filter=())
     frame = encode_request(16, 5, 4, body)[4:]
-    request = decode_request(frame, server.supported_versions)
-    return server.handlers[16](StubConn(server), request)  # type: ignore[arg-type]
+    request = decode_request(frame, VERSIONS)
+    return HANDLERS[16](server.context, request)
 
 
 async def test_list_groups_skips_a_failed_shard_and_fails_whole_while_one_loads(
-    server: Server,
+    server: GroupTestbed,
 ) -> None:
     """Kafka's listGroups swallows NOT_COORDINATOR per partition (a failed shard's groups
     are just not listed) but fails the whole listing with any other error: while a shard

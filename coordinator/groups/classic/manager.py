@@ -55,7 +55,7 @@ from .messages import (
 from .rebalance import UNKNOWN_MEMBER_ID, RebalancePhases, heartbeat_key, sync_key
 
 if TYPE_CHECKING:
-    from ..shard import GroupShard
+    from ..shard_view import ShardView
 
 JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION = 4  # JoinGroupRequest.requiresKnownMemberId
 JOIN_SKIP_ASSIGNMENT_VERSION = 9  # JoinGroupRequest.supportsSkippingAssignment (KIP-814)
@@ -68,7 +68,7 @@ class ClassicGroupManager(RebalancePhases):
     """The classic groups of one shard: the requests (here) and the rebalance phases and
     their timers (rebalance.py)."""
 
-    def __init__(self, shard: GroupShard) -> None:
+    def __init__(self, shard: ShardView) -> None:
         self.shard = shard
         # The last GroupMetadata value written (or replayed) per group: what a reload
         # would rebuild. Maintained for persisted_view() and the property tests.

@@ -21,7 +21,7 @@ from .group import ClassicGroup, ClassicMember, GroupState
 from .messages import JoinGroupMember, JoinGroupResponse, SyncGroupResponse
 
 if TYPE_CHECKING:
-    from ..shard import GroupShard
+    from ..shard_view import ShardView
 
 UNKNOWN_MEMBER_ID = ""
 
@@ -41,7 +41,7 @@ def sync_key(group_id: str) -> str:
 class RebalancePhases:
     """Mixin: the manager's shard and persisted records are set by its __init__."""
 
-    shard: GroupShard
+    shard: ShardView
     _persisted: dict[str, GroupMetadataValue]
 
     @property

@@ -68,7 +68,7 @@ from .regex import validate_regex
 from .targets import preferred_assignor, target_of
 
 if TYPE_CHECKING:
-    from ..shard import GroupShard
+    from ..shard_view import ShardView
 
 
 def _blank(value: str | None) -> bool:
@@ -80,7 +80,7 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions):
     assignments (targets.py, offload.py), departures and member timers (departures.py),
     describe/list/delete (describe.py)."""
 
-    def __init__(self, shard: GroupShard) -> None:
+    def __init__(self, shard: ShardView) -> None:
         self.shard = shard
         by_name = {a.name: a for a in DEFAULT_ASSIGNORS}
         self.assignors: dict[str, PartitionAssignor] = {

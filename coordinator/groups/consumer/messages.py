@@ -1,5 +1,6 @@
 """ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69) as the shard sees them:
-version-independent, plain data (the server's group_api maps wire versions)."""
+version-independent, plain data (coordinator/server/consumer_group_api.py maps wire
+versions)."""
 
 from __future__ import annotations
 

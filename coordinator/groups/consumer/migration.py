@@ -72,7 +72,7 @@ from .member import ConsumerGroupMember, MemberState
 from .reconcile import replace_static_member
 
 if TYPE_CHECKING:
-    from .manager import ConsumerGroupManager
+    from ..shard_view import ConsumerManagerView
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION = 4
@@ -94,7 +94,7 @@ def downgrade_key(group_id: str) -> str:
 class ClassicMembers:
     """The classic protocol's requests against consumer groups, and the conversions."""
 
-    def __init__(self, manager: ConsumerGroupManager) -> None:
+    def __init__(self, manager: ConsumerManagerView) -> None:
         self.manager = manager
         self.shard = manager.shard
 

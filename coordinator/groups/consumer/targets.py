@@ -39,13 +39,13 @@ from .keys import assignment_key
 from .regex import resolve_regex
 
 if TYPE_CHECKING:
-    from ..shard import GroupShard
+    from ..shard_view import ShardView
 
 
 class TargetAssignment:
     """Mixin: the manager's shard, assignors and default assignor are set by its __init__."""
 
-    shard: GroupShard
+    shard: ShardView
     assignors: dict[str, PartitionAssignor]
     default_assignor: str
 

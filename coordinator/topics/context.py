@@ -1,0 +1,96 @@
+"""What a request handler gets in place of the connection: the narrow context every handler
+of the dispatch table (coordinator/server/dispatch.py) takes, with the request.
+
+Theory of operation. The server builds one context with its services (Server.context);
+each connection copies it with its client's address (`for_client`) and keeps `read_at` and
+`closed` up to date, so a request costs no context of its own. A handler reads `read_at`
+before its first await: a later read on the same connection moves it.
+
+It lives here, with the data plane's handlers, because the group coordinator's handlers
+(server/) use it too and import topics/ anyway, while topics/ must import neither server/
+nor groups/: the group coordinator is `groups`, typed by what the handler needs -- the
+gateway (runtime/gateway.py) for server/, the part of it the data plane uses
+(group_admin.GroupAdmin) for topics/. Tests build a context from parts: a registry on a
+temp dir, a gateway over a shard or two, or no coordinator at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from groupcoord.storage import GroupCommitter
+
+from ..config import Config
+from ..group_admin import GroupAdmin
+from ..observability.metrics import ServerMetrics
+from .registry import TopicRegistry
+
+
+class _NoResponse:
+    def __repr__(self) -> str:
+        return "NO_RESPONSE"
+
+
+# A handler's answer when the request gets none (Produce with acks=0).
+NO_RESPONSE: Any = _NoResponse()
+
+
+@dataclass(slots=True, eq=False)
+class Node:
+    """This node as clients see it: its id, advertised address (the port is the real one
+    once listening) and cluster id (known once started), and whether it is stopping."""
+
+    node_id: int
+    host: str
+    port: int
+    cluster_id: str = ""
+    stopping: bool = False
+
+
+GroupsT = TypeVar("GroupsT", covariant=True)
+
+
+@dataclass(slots=True, eq=False)
+class HandlerContext(Generic[GroupsT]):
+    """`groups`: the group coordinator's door. `topics`: the topic registry. `settings`: the
+    server's configuration. `node`: this node. `metrics`, `committer` (Produce waits on its
+    fsync rounds), `spawn` (a background task the server keeps), `allocate_producer_id`
+    and `supported_versions` (the dispatch table's ranges): the server's services.
+    The client: `client_host` as Kafka prints it ("/127.0.0.1"; its client id is the
+    request header's), `read_at` (time.perf_counter of the read that brought the request,
+    for the queue-time metric) and `closed` (the connection is gone)."""
+
+    groups: GroupsT
+    topics: TopicRegistry
+    settings: Config
+    node: Node
+    metrics: ServerMetrics
+    committer: GroupCommitter
+    spawn: Callable[[Coroutine[Any, Any, Any]], None]
+    allocate_producer_id: Callable[[], int]
+    supported_versions: Mapping[int, tuple[int, int]]
+    client_host: str = "/?"
+    read_at: float = 0.0
+    closed: bool = False
+
+    def for_client(self, client_host: str) -> HandlerContext[GroupsT]:
+        """A copy for one connection's client."""
+        return HandlerContext(
+            self.groups,
+            self.topics,
+            self.settings,
+            self.node,
+            self.metrics,
+            self.committer,
+            self.spawn,
+            self.allocate_producer_id,
+            self.supported_versions,
+            client_host,
+        )
+
+
+# What the data plane's handlers take: they ask the group coordinator only GroupAdmin's
+# questions.
+TopicsContext = HandlerContext[GroupAdmin]
