@@ -5,12 +5,16 @@ Batches are stored and served exactly as producers sent them; the server only re
 cover), and, as Kafka's LogValidator, the timestamp type and max timestamp (which it does
 cover: the CRC is recomputed; the records stay as sent, compressed or not). Records inside a
 batch are decoded only where a record-level answer is needed (timestamp checks and lookups),
-using aiokafka's C-accelerated codec.
+using aiokafka's C-accelerated codec, which this module also hands to the rest of the server
+(DefaultRecordBatch to read a batch's records, DefaultRecordBatchBuilder to build one,
+calc_crc32c): nothing outside protocol/ imports aiokafka.
 
 Layout (big-endian): baseOffset i64 @0, batchLength i32 @8, partitionLeaderEpoch i32 @12,
 magic i8 @16, crc u32 @17, attributes i16 @21, lastOffsetDelta i32 @23, baseTimestamp i64
 @27, maxTimestamp i64 @35, producerId i64 @43, producerEpoch i16 @51, baseSequence i32 @53,
-recordsCount i32 @57, records @61. The CRC covers bytes 21..end.
+recordsCount i32 @57, records @61. The CRC covers bytes 21..end. It is declared once, in
+_FIELDS below: the offsets (*_AT), HEADER_STRUCT and the partial readers of header_struct
+derive from it.
 """
 
 from __future__ import annotations
@@ -20,14 +24,66 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from aiokafka.record.default_records import DefaultRecordBatch
-from aiokafka.record.util import calc_crc32c
+# Re-exported (the "as" says so): the rest of the server reads, builds and checks batches
+# with these.
+from aiokafka.record.default_records import DefaultRecordBatch as DefaultRecordBatch
+from aiokafka.record.default_records import (
+    DefaultRecordBatchBuilder as DefaultRecordBatchBuilder,
+)
+from aiokafka.record.util import calc_crc32c as calc_crc32c
 
 from .frozen import fast_new
 
-HEADER_SIZE = 61
+# The v2 batch header (Kafka's DefaultRecordBatch), field by field: BatchHeader's field
+# names and struct codes, in order.
+_FIELDS = (
+    ("base_offset", "q"),
+    ("batch_length", "i"),
+    ("partition_leader_epoch", "i"),
+    ("magic", "b"),
+    ("crc", "I"),
+    ("attributes", "h"),
+    ("last_offset_delta", "i"),
+    ("base_timestamp", "q"),
+    ("max_timestamp", "q"),
+    ("producer_id", "q"),
+    ("producer_epoch", "h"),
+    ("base_sequence", "i"),
+    ("records_count", "i"),
+)
+_AT = {
+    name: struct.calcsize(">" + "".join(code for _, code in _FIELDS[:i]))
+    for i, (name, _) in enumerate(_FIELDS)
+}
+_CODE = dict(_FIELDS)
+
+
+def header_struct(*names: str) -> struct.Struct:
+    """A struct that reads (or packs) only the named header fields, in header order, and
+    skips the others: for loops that need a few fields of many headers, not BatchHeaders."""
+    fmt = ">"
+    pos = 0
+    for name in names:
+        skip = _AT[name] - pos
+        if skip < 0:
+            raise ValueError(f"header field {name} out of order")
+        fmt += (f"{skip}x" if skip else "") + _CODE[name]
+        pos = _AT[name] + struct.calcsize(">" + _CODE[name])
+    return struct.Struct(fmt)
+
+
+HEADER_STRUCT = header_struct(*_CODE)
+HEADER_SIZE = HEADER_STRUCT.size  # 61
+BATCH_LENGTH_AT = _AT["batch_length"]
+CRC_AT = _AT["crc"]
+ATTRIBUTES_AT = _AT["attributes"]
+BASE_TIMESTAMP_AT = _AT["base_timestamp"]
+MAX_TIMESTAMP_AT = _AT["max_timestamp"]
+RECORDS_COUNT_AT = _AT["records_count"]
+# The CRC covers the batch from its attributes on.
+CRC_FROM = ATTRIBUTES_AT
 # baseOffset + batchLength: the part of the header outside batchLength.
-LOG_OVERHEAD = 12
+LOG_OVERHEAD = _AT["partition_leader_epoch"]
 MAGIC_V2 = 2
 
 COMPRESSION_MASK = 0x07
@@ -42,12 +98,11 @@ _KEPT_ATTRIBUTES = COMPRESSION_MASK | TRANSACTIONAL_MASK | CONTROL_MASK | DELETE
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_BASE_OFFSET = struct.Struct(">q")
-_CRC = struct.Struct(">I")
-_ATTRIBUTES = struct.Struct(">h")
-_MAX_TIMESTAMP = struct.Struct(">q")
-_LENGTH = struct.Struct(">qi")
+_BASE_OFFSET = header_struct("base_offset")
+_CRC = struct.Struct(">" + _CODE["crc"])
+_ATTRIBUTES = struct.Struct(">" + _CODE["attributes"])
+_MAX_TIMESTAMP = struct.Struct(">" + _CODE["max_timestamp"])
+_LENGTH = header_struct("base_offset", "batch_length")
 
 
 class InvalidBatch(ValueError):
@@ -106,13 +161,15 @@ class BatchHeader:
 # Every appended batch (a produce request's, a coordinator shard's) gets a header: built
 # without the frozen __init__'s 13 object.__setattr__ calls.
 _new_header = fast_new(BatchHeader)
+if tuple(f.name for f in dataclasses.fields(BatchHeader)) != tuple(_CODE):
+    raise TypeError("BatchHeader's fields are not the header layout's")
 
 
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Parse the header at `pos`; raises InvalidBatch when it is cut short or not v2."""
     if len(buf) - pos < HEADER_SIZE:
         raise InvalidBatch("batch header truncated")
-    header = _new_header(*_HEADER.unpack_from(buf, pos))
+    header = _new_header(*HEADER_STRUCT.unpack_from(buf, pos))
     if header.magic != MAGIC_V2:
         raise InvalidBatch(f"unsupported record batch magic {header.magic}")
     if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
@@ -134,7 +191,7 @@ def crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -
     if end > len(buf):
         return False
     # A memoryview slice: the CRC is computed in place, without copying the batch.
-    return int(calc_crc32c(memoryview(buf)[pos + 21 : end])) == header.crc
+    return int(calc_crc32c(memoryview(buf)[pos + CRC_FROM : end])) == header.crc
 
 
 def split_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
@@ -176,10 +233,10 @@ def set_max_timestamp(
     attributes = header.attributes & _KEPT_ATTRIBUTES
     if log_append_time:
         attributes |= TIMESTAMP_TYPE_MASK
-    _ATTRIBUTES.pack_into(buf, pos + 21, attributes)
-    _MAX_TIMESTAMP.pack_into(buf, pos + 35, max_timestamp)
-    crc = int(calc_crc32c(memoryview(buf)[pos + 21 : pos + header.size_bytes]))
-    _CRC.pack_into(buf, pos + 17, crc)
+    _ATTRIBUTES.pack_into(buf, pos + ATTRIBUTES_AT, attributes)
+    _MAX_TIMESTAMP.pack_into(buf, pos + MAX_TIMESTAMP_AT, max_timestamp)
+    crc = int(calc_crc32c(memoryview(buf)[pos + CRC_FROM : pos + header.size_bytes]))
+    _CRC.pack_into(buf, pos + CRC_AT, crc)
     return dataclasses.replace(header, attributes=attributes, max_timestamp=max_timestamp, crc=crc)
 
 
@@ -187,6 +244,12 @@ def record_timestamp_list(batch: bytes | bytearray | memoryview) -> list[int]:
     """Each record's timestamp, in order, of one whole batch (as record_timestamps reads
     them); a list built in one pass, for checks over every record of a produced batch."""
     return [record.timestamp for record in DefaultRecordBatch(batch)]
+
+
+def record_keys(batch: bytes | bytearray | memoryview) -> list[bytes | None]:
+    """Each record's key (None when it has none), in order, of one whole batch,
+    decompressing if needed."""
+    return [record.key for record in DefaultRecordBatch(batch)]
 
 
 def record_timestamps(batch: bytes | bytearray | memoryview) -> Iterator[tuple[int, int]]:

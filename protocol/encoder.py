@@ -44,6 +44,8 @@ from kio.serial._introspect import (
 )
 from kio.serial._serialize import get_field_writer
 
+from .varint import SMALL_UVARINTS, uvarint_bytes
+
 __all__ = [
     "BODY_ENCODERS",
     "FRAME_ENCODERS",
@@ -75,27 +77,15 @@ _FIXED = {
 }
 _BLOBS = ("string", "bytes", "records")
 
-_UVT = tuple(bytes((i,)) for i in range(128))  # single-byte unsigned varints
 _ZERO_UUID = bytes(16)
 
 
-def _uvarint(value: int) -> bytes:
-    if value < 0x80:
-        return _UVT[value]
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _compact_array_length(items: Any) -> bytes:
-    return b"\x00" if items is None else _uvarint(len(items) + 1)
+    return b"\x00" if items is None else uvarint_bytes(len(items) + 1)
 
 
 def _size_prefixed(data: bytes) -> bytes:
-    return _uvarint(len(data)) + data
+    return uvarint_bytes(len(data)) + data
 
 
 def _kio_field_bytes(writer: Callable[[Any, Any], None], value: Any) -> bytes:
@@ -105,8 +95,8 @@ def _kio_field_bytes(writer: Callable[[Any, Any], None], value: Any) -> bytes:
 
 
 _HELPERS: dict[str, Any] = {
-    "_UVT": _UVT,
-    "_uv": _uvarint,
+    "_UVT": SMALL_UVARINTS,
+    "_uv": uvarint_bytes,
     "_calen": _compact_array_length,
     "_lp": _size_prefixed,
     "_kiob": _kio_field_bytes,
@@ -428,7 +418,7 @@ def _emit_entity(g: _Gen, cls: type[Any], base: str) -> None:
         else:
             g.line(f"if not ({v} == {ref}):")
         sub = g.const(_tag_value_encoder(field, flexible), "T")
-        g.line(f"    {tags}.append({g.const(_uvarint(tag_number), 'G')} + _lp({sub}({v})))")
+        g.line(f"    {tags}.append({g.const(uvarint_bytes(tag_number), 'G')} + _lp({sub}({v})))")
     if len(tagged) < 128:
         g.fixed("B", f"len({tags})")
     else:

@@ -6,6 +6,7 @@ import struct
 from dataclasses import dataclass
 
 from .frozen import fast_new
+from .varint import UVARINT_MAX_BYTES, VarintError, read_uvarint
 
 _FIXED = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
@@ -36,22 +37,6 @@ def peek_fixed(frame: bytes) -> tuple[int, int, int]:
     return key, version, correlation_id
 
 
-def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise MalformedHeader("varint truncated")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise MalformedHeader("varint too long")
-
-
 def parse_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, int]:
     """Parse header v1 (v2 for flexible versions); returns (header, body offset)."""
     key, version, correlation_id = peek_fixed(frame)
@@ -71,13 +56,17 @@ def parse_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, int]:
         pos += size
     if flexible:
         # Header tagged fields: none are defined that we use; skip them.
-        count, pos = _read_uvarint(frame, pos)
-        for _ in range(count):
-            _tag, pos = _read_uvarint(frame, pos)
-            length, pos = _read_uvarint(frame, pos)
-            pos += length
-            if pos > len(frame):
-                raise MalformedHeader("tagged field truncated")
+        end = len(frame)
+        try:
+            count, pos = read_uvarint(frame, pos, end, UVARINT_MAX_BYTES)
+            for _ in range(count):
+                _tag, pos = read_uvarint(frame, pos, end, UVARINT_MAX_BYTES)
+                length, pos = read_uvarint(frame, pos, end, UVARINT_MAX_BYTES)
+                pos += length
+                if pos > end:
+                    raise MalformedHeader("tagged field truncated")
+        except VarintError as e:
+            raise MalformedHeader(f"header tagged fields: {e}") from None
     return new_request_header(key, version, correlation_id, client_id), pos
 
 

@@ -2,7 +2,6 @@
 
 from .cleaner import (
     CleanableRange,
-    CompactionError,
     CompactionPlan,
     CompactionStats,
     cleanable_range,
@@ -12,6 +11,7 @@ from .cleaner import (
 )
 from .errors import (
     CommitterClosed,
+    CompactionError,
     LogClosed,
     LogFailed,
     OffsetOutOfRange,

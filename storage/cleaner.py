@@ -59,34 +59,17 @@ thread while the writer keeps appending: records appended meanwhile are newer th
 everything cleaned and only make the result more conservative. ``install_compaction``
 runs on the writer thread, between appends: it checks that the log's generation and
 closed segments are those the plan was made from (else the plan is discarded and it
-returns None), then swaps the files in with three fsyncs:
+returns None), then swaps the files in (compaction_swap.py: a marker file is the commit
+point, and PartitionLog.open completes or undoes a swap that a crash interrupted) and the
+new segments replace the old ones in memory (PartitionLog.replace_segments). An error
+during the swap fails the log (LogFailed) until it is reopened.
 
-1. write the marker file ``cleaner-swap`` (the end offset of the cleaned range and the
-   output base offsets), durably: the commit point. From here on recovery completes the
-   swap.
-2. rename each output file ``.cleaned`` -> ``.swap``; delete the replaced segments that no
-   output takes the name of; rename each ``.swap`` over its final name (index files
-   before the ``.log``); fsync the directory.
-3. delete the marker (made durable by the next flush, or by the next prepare).
-
-Then the new segments replace the old ones in memory (PartitionLog.replace_segments).
-An error from step 1 on fails the log (LogFailed) until it is reopened.
-
-Recovery (``complete_interrupted_compaction``, first thing in PartitionLog.open): with the
-marker, every output file still named ``.swap`` or ``.cleaned`` (all were fsynced before
-the marker was written) is renamed over its final name, every other ``.log`` inside the
-cleaned range is deleted, then the marker. Without it, ``.cleaned`` files are leftovers of
-an unfinished prepare and are deleted, and a ``<base>.log.swap`` (a Kafka-style swap
-without marker) replaces ``<base>.log`` and every segment whose base offset falls inside
-its offset range. A crash during our own swap therefore leaves the old segments or the
-new ones, never a mix (the fallback may leave old segments after a swap's last batch in
-place: redundant records, since it cannot know the range a swap replaced).
+The bytes of a rewritten batch are written by protocol/batch_rewrite.py.
 """
 
 from __future__ import annotations
 
 import os
-import struct
 import threading
 import weakref
 from collections.abc import Generator, Sequence
@@ -95,17 +78,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from aiokafka import codec
-from aiokafka.record.util import calc_crc32c, decode_varint, encode_varint
-
+from groupcoord.protocol.batch_rewrite import empty_batch, rebuild_batch, record_spans
 from groupcoord.protocol.batches import (
-    CONTROL_MASK,
     DELETE_HORIZON_MASK,
     HEADER_SIZE,
-    LOG_OVERHEAD,
     NO_PRODUCER_ID,
-    TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_MASK,
     BatchHeader,
     InvalidBatch,
     crc_ok,
@@ -113,52 +90,26 @@ from groupcoord.protocol.batches import (
 )
 
 from .checkpoint import fsync_directory
-from .errors import StorageError
-from .segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    RELATIVE_OFFSET_MAX,
-    TIME_INDEX_SUFFIX,
-    Segment,
-    delete_segment_files,
-    segment_file_name,
+from .compaction_swap import (
+    CLEANED_SUFFIX,
+    SWAP_MARKER_FILE,
+    SWAP_ORDER,
+    cleaned_path,
+    swap_files,
+    unlink_quietly,
 )
+from .errors import CompactionError
+from .segment import LOG_SUFFIX, RELATIVE_OFFSET_MAX, Segment
 
 if TYPE_CHECKING:
     from .log import PartitionLog
 
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-SWAP_MARKER_FILE = "cleaner-swap"
 TOMBSTONE_RETENTION_MS_DEFAULT = 86_400_000
 
-# A segment's files in swap order: index files first, so that once the .log is in place
-# its index files are too (recovery keys on the .log).
-_SWAP_ORDER = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX)
 _READ_CHUNK_BYTES = 1024 * 1024
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_U32 = struct.Struct(">I")
-_I64 = struct.Struct(">q")
-_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # protocol/batches.py's layout
-# Byte positions in the batch header (see protocol/batches.py).
-_BATCH_LENGTH_AT = 8
-_CRC_AT = 17
-_CRC_FROM = 21
-_ATTRIBUTES_AT = 21
-_BASE_TIMESTAMP_AT = 27
-_RECORDS_COUNT_AT = 57
 # Java's Long.MAX_VALUE: Kafka's "no limit" for LONG configs, and the largest timestamp.
 LONG_MAX = 2**63 - 1
-# What an emptied batch keeps of its attributes (Kafka's writeEmptyHeader: no compression,
-# no delete horizon).
-_EMPTY_BATCH_ATTRIBUTES = TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK
-
-
-class CompactionError(StorageError):
-    """Compaction cannot proceed: a corrupt batch in a closed segment, an unreadable swap
-    marker, or another compaction of the same log already under way."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,8 +172,8 @@ class CompactionPlan:
         try:
             for segment in self.new:
                 segment.close()
-                for suffix in _SWAP_ORDER:
-                    _unlink_quietly(_cleaned_path(segment.directory, segment.base_offset, suffix))
+                for suffix in SWAP_ORDER:
+                    unlink_quietly(cleaned_path(segment.directory, segment.base_offset, suffix))
         finally:
             _release(self.log)
 
@@ -334,7 +285,7 @@ def install_compaction(log: PartitionLog, plan: CompactionPlan) -> CompactionSta
         return None
     bases = [segment.base_offset for segment in plan.new]
     try:
-        _swap_files(log.directory, plan.old, bases, plan.end_offset)
+        swap_files(log.directory, plan.old, bases, plan.end_offset)
         log.replace_segments(plan.old, plan.new)
     except BaseException as exc:
         # The marker may be durable: only recovery at open may decide what stays.
@@ -509,7 +460,7 @@ def _offset_map(
                     last_batches[header.producer_id] = header.last_offset
                 if header.is_control:
                     continue
-                _, records = _decode_records(header, batch)
+                _, records = record_spans(header, batch)
                 if header.is_transactional:
                     if limit is None:  # only older records matter, see _filter_batch
                         pinned.update(key for _, _, _, key, _ in records if key is not None)
@@ -566,7 +517,7 @@ def _clean(
                 if current is not None:
                     _seal(current, group_mtime[-1])
                 current = Segment.create_at(
-                    _cleaned_path(directory, source.base_offset, LOG_SUFFIX),
+                    cleaned_path(directory, source.base_offset, LOG_SUFFIX),
                     directory,
                     source.base_offset,
                     config.index_interval_bytes,
@@ -606,7 +557,7 @@ def _filter_batch(
     tombstones dropped)."""
     if header.is_control or header.is_transactional:
         return batch, header.records_count, 0, 0
-    data, records = _decode_records(header, batch)
+    data, records = record_spans(header, batch)
     base = header.base_offset
     if rules.delete_horizon:
         stamped = bool(header.attributes & DELETE_HORIZON_MASK)
@@ -638,75 +589,19 @@ def _filter_batch(
         return batch, len(survivors), 0, 0
     if not survivors:
         if producers_last:
-            return _empty_batch(header), 0, dropped, tombstones
+            return empty_batch(header), 0, dropped, tombstones
         return None, 0, dropped, tombstones
-    if stamp:
-        # Kafka computes the horizon in Java long arithmetic, where a huge retention
-        # wraps; clamped here, it means "keep for ever" as intended.
-        horizon = min(rules.now_ms + rules.retention_ms, LONG_MAX)
-        body = _restamp(data, survivors, header.base_timestamp - horizon)
-    else:
-        body = b"".join(data[start:end] for start, end, _, _, _ in survivors)
-    if header.compression:
-        body = _compress(header.compression, body)
-    out = bytearray(HEADER_SIZE + len(body))
-    out[:HEADER_SIZE] = batch[:HEADER_SIZE]
-    out[HEADER_SIZE:] = body
-    _I32.pack_into(out, _BATCH_LENGTH_AT, len(out) - LOG_OVERHEAD)
-    _I32.pack_into(out, _RECORDS_COUNT_AT, len(survivors))
-    if stamp:
-        _I16.pack_into(out, _ATTRIBUTES_AT, header.attributes | DELETE_HORIZON_MASK)
-        _I64.pack_into(out, _BASE_TIMESTAMP_AT, horizon)
-    _U32.pack_into(out, _CRC_AT, calc_crc32c(memoryview(out)[_CRC_FROM:]))
-    return bytes(out), len(survivors), dropped, tombstones
-
-
-def _restamp(data: bytes | memoryview, survivors: Sequence[_Record], shift: int) -> bytes:
-    """The `survivors` records with each timestamp delta moved by `shift` (the old base
-    timestamp minus the new one), so that every record keeps its timestamp; the rest of
-    each record is copied byte for byte."""
-    out = bytearray()
-    for start, end, _, _, _ in survivors:
-        _, body = decode_varint(data, start)  # past the record's length
-        delta, rest = decode_varint(data, body + 1)  # past its attributes byte
-        record = bytearray(data[body : body + 1])
-        encode_varint(delta + shift, record.append)
-        record += data[rest:end]
-        encode_varint(len(record), out.append)
-        out += record
-    return bytes(out)
-
-
-def _empty_batch(header: BatchHeader) -> bytes:
-    """The header alone of a producer's latest batch whose records all went (Kafka's
-    DefaultRecordBatch.writeEmptyHeader): offsets, producer id, epoch and base sequence
-    as they were, no records, no compression, both timestamps its max timestamp."""
-    out = bytearray(HEADER_SIZE)
-    _BATCH_HEADER.pack_into(
-        out,
-        0,
-        header.base_offset,
-        HEADER_SIZE - LOG_OVERHEAD,
-        header.partition_leader_epoch,
-        header.magic,
-        0,
-        header.attributes & _EMPTY_BATCH_ATTRIBUTES,
-        header.last_offset_delta,
-        header.max_timestamp,
-        header.max_timestamp,
-        header.producer_id,
-        header.producer_epoch,
-        header.base_sequence,
-        0,
-    )
-    _U32.pack_into(out, _CRC_AT, calc_crc32c(memoryview(out)[_CRC_FROM:]))
-    return bytes(out)
+    # Kafka computes the horizon in Java long arithmetic, where a huge retention wraps;
+    # clamped here, it means "keep for ever" as intended.
+    horizon = min(rules.now_ms + rules.retention_ms, LONG_MAX) if stamp else None
+    out = rebuild_batch(header, batch, data, survivors, horizon)
+    return out, len(survivors), dropped, tombstones
 
 
 def _seal(segment: Segment, mtime_ms: int) -> None:
     """Make an output segment durable, with its index files; keep the newest source's
     modification time, as Kafka does, so time-based decisions do not restart."""
-    path = _cleaned_path(segment.directory, segment.base_offset, LOG_SUFFIX)
+    path = cleaned_path(segment.directory, segment.base_offset, LOG_SUFFIX)
     if mtime_ms >= 0:
         os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
     segment.last_modified_ms = mtime_ms
@@ -718,14 +613,11 @@ def _seal(segment: Segment, mtime_ms: int) -> None:
 def _delete_cleaned(groups: Sequence[Segment]) -> None:
     for segment in groups:
         segment.close()
-        for suffix in _SWAP_ORDER:
-            _unlink_quietly(_cleaned_path(segment.directory, segment.base_offset, suffix))
+        for suffix in SWAP_ORDER:
+            unlink_quietly(cleaned_path(segment.directory, segment.base_offset, suffix))
 
 
 # -- reading batches and records -------------------------------------------------------
-
-# (start, end) of the record in the records section, offset delta, key, is a tombstone
-_Record = tuple[int, int, int, bytes | None, bool]
 
 
 def _iter_batches(
@@ -760,240 +652,3 @@ def _iter_batches(
             pos += length
     finally:
         os.close(fd)
-
-
-def _decode_records(header: BatchHeader, batch: bytes) -> tuple[bytes | memoryview, list[_Record]]:
-    """The records section (decompressed) and where each record lies in it."""
-    data: bytes | memoryview = memoryview(batch)[HEADER_SIZE:]
-    if header.compression:
-        try:
-            data = _decompress(header.compression, memoryview(batch)[HEADER_SIZE:])
-        except InvalidBatch:
-            raise
-        except Exception as exc:
-            raise InvalidBatch(f"cannot decompress batch: {exc!r}") from exc
-    records: list[_Record] = []
-    pos = 0
-    size = len(data)
-    try:
-        for _ in range(header.records_count):
-            length, body = decode_varint(data, pos)
-            end = body + length
-            if length <= 0 or end > size:
-                raise InvalidBatch("record length out of bounds")
-            # attributes (int8), timestamp delta, offset delta, key, value length
-            _, p = decode_varint(data, body + 1)
-            delta, p = decode_varint(data, p)
-            key_length, p = decode_varint(data, p)
-            key = None
-            if key_length >= 0:
-                key = bytes(data[p : p + key_length])
-                p += key_length
-            value_length, p = decode_varint(data, p)
-            if p > end or value_length > end - p:
-                raise InvalidBatch("record fields run past the record")
-            records.append((pos, end, delta, key, value_length < 0))
-            pos = end
-    except InvalidBatch:
-        raise
-    except (IndexError, ValueError) as exc:
-        raise InvalidBatch(f"malformed record: {exc}") from exc
-    if pos != size:
-        raise InvalidBatch("bytes after the last record")
-    return data, records
-
-
-def _decompress(compression: int, data: memoryview) -> bytes:
-    if compression == 1:
-        return bytes(codec.gzip_decode(data))
-    if compression == 2:
-        return bytes(codec.snappy_decode(data.tobytes()))
-    if compression == 3:
-        return bytes(codec.lz4_decode(data.tobytes()))
-    if compression == 4:
-        return bytes(codec.zstd_decode(data.tobytes()))
-    raise InvalidBatch(f"unknown compression codec {compression}")
-
-
-def _compress(compression: int, data: bytes) -> bytes:
-    if compression == 1:
-        return bytes(codec.gzip_encode(data))
-    if compression == 2:
-        return bytes(codec.snappy_encode(data))
-    if compression == 3:
-        return bytes(codec.lz4_encode(data))
-    if compression == 4:
-        return bytes(codec.zstd_encode(data))
-    raise InvalidBatch(f"unknown compression codec {compression}")
-
-
-# -- the swap and its recovery ---------------------------------------------------------
-
-
-def _swap_files(
-    directory: Path, old: Sequence[Segment], bases: Sequence[int], end_offset: int
-) -> None:
-    _write_marker(directory, end_offset, bases)
-    for base in bases:
-        for suffix in _SWAP_ORDER:
-            os.rename(_cleaned_path(directory, base, suffix), _swap_path(directory, base, suffix))
-    taken = set(bases)
-    for segment in old:
-        if segment.base_offset not in taken:
-            delete_segment_files(directory, segment.base_offset)
-    for base in bases:
-        for suffix in _SWAP_ORDER:
-            os.replace(
-                _swap_path(directory, base, suffix), directory / segment_file_name(base, suffix)
-            )
-    fsync_directory(directory)
-    os.unlink(directory / SWAP_MARKER_FILE)
-
-
-def complete_interrupted_compaction(directory: Path) -> bool:
-    """Finish or undo a compaction swap that a crash interrupted (see the module
-    docstring); called by PartitionLog.open before it lists segments. Returns whether
-    any file was renamed or deleted (the changes are fsynced)."""
-    marker = directory / SWAP_MARKER_FILE
-    pending: dict[int, dict[str, dict[str, Path]]] = {}  # base -> suffix -> kind -> path
-    logs: list[int] = []
-    for entry in os.scandir(directory):
-        parsed = _parse_pending_name(entry.name)
-        if parsed is not None:
-            base, suffix, kind = parsed
-            pending.setdefault(base, {}).setdefault(suffix, {})[kind] = Path(entry.path)
-        elif entry.name.endswith(LOG_SUFFIX) and _is_segment_stem(entry.name[:-4]):
-            logs.append(int(entry.name[:-4]))
-    has_marker = marker.exists()
-    if not pending and not has_marker:
-        return False
-    if has_marker:
-        end_offset, bases = _read_marker(marker)
-        taken = set(bases)
-        first = min(bases)
-        for base in sorted(logs):
-            if first <= base < end_offset and base not in taken:
-                delete_segment_files(directory, base)
-        for base in bases:
-            files = pending.pop(base, {})
-            for suffix in _SWAP_ORDER:
-                # .swap first: it was renamed from .cleaned, never the other way round.
-                kinds = files.get(suffix, {})
-                source = kinds.get(SWAP_SUFFIX) or kinds.get(CLEANED_SUFFIX)
-                if source is not None:
-                    os.replace(source, directory / segment_file_name(base, suffix))
-        for files in pending.values():  # not part of this swap
-            for kinds in files.values():
-                for path in kinds.values():
-                    _unlink_quietly(path)
-        fsync_directory(directory)
-        os.unlink(marker)
-        fsync_directory(directory)
-        return True
-    swaps: list[tuple[int, dict[str, Path]]] = []
-    for base, files in pending.items():
-        for kinds in files.values():
-            cleaned = kinds.get(CLEANED_SUFFIX)
-            if cleaned is not None:
-                _unlink_quietly(cleaned)
-        swapped = {
-            suffix: kinds[SWAP_SUFFIX] for suffix, kinds in files.items() if SWAP_SUFFIX in kinds
-        }
-        if LOG_SUFFIX in swapped:
-            swaps.append((base, swapped))
-        else:
-            for path in swapped.values():  # index files without their segment
-                _unlink_quietly(path)
-    for base, swapped in sorted(swaps):
-        next_offset = _scan_next_offset(swapped[LOG_SUFFIX], base)
-        for other in logs:
-            if base < other < next_offset:
-                delete_segment_files(directory, other)
-        for suffix in _SWAP_ORDER:
-            target = directory / segment_file_name(base, suffix)
-            if suffix in swapped:
-                os.replace(swapped[suffix], target)
-            else:
-                # The old segment's index files would describe another file.
-                _unlink_quietly(target)
-    fsync_directory(directory)
-    return True
-
-
-def _parse_pending_name(name: str) -> tuple[int, str, str] | None:
-    """(base offset, segment file suffix, .cleaned or .swap) of a cleaner's file name."""
-    for kind in (CLEANED_SUFFIX, SWAP_SUFFIX):
-        if name.endswith(kind):
-            stem, suffix = name[:20], name[20 : -len(kind)]
-            if suffix in _SWAP_ORDER and _is_segment_stem(stem):
-                return int(stem), suffix, kind
-    return None
-
-
-def _is_segment_stem(stem: str) -> bool:
-    return len(stem) == 20 and stem.isascii() and stem.isdigit()
-
-
-def _scan_next_offset(path: Path, base: int) -> int:
-    """Offset after the last whole batch of a segment file (headers only)."""
-    next_offset = base
-    fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
-    try:
-        size = os.fstat(fd).st_size
-        pos = 0
-        while pos < size:
-            try:
-                header = parse_header(os.pread(fd, HEADER_SIZE, pos))
-            except InvalidBatch:
-                break
-            if pos + header.size_bytes > size:
-                break
-            next_offset = max(next_offset, header.last_offset + 1)
-            pos += header.size_bytes
-    finally:
-        os.close(fd)
-    return next_offset
-
-
-def _write_marker(directory: Path, end_offset: int, bases: Sequence[int]) -> None:
-    """Durably create the marker: temp file, fsync, rename, directory fsync."""
-    path = directory / SWAP_MARKER_FILE
-    tmp = path.with_name(path.name + ".tmp")
-    text = f"{end_offset}\n{' '.join(str(base) for base in bases)}\n"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC, 0o644)
-    try:
-        os.write(fd, text.encode("ascii"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_directory(directory)
-
-
-def _read_marker(path: Path) -> tuple[int, list[int]]:
-    """(end offset, output base offsets); the marker is written atomically, so anything
-    else is corruption that recovery must not guess around."""
-    try:
-        lines = path.read_text(encoding="ascii").split("\n")
-        end_offset = int(lines[0])
-        bases = [int(word) for word in lines[1].split()]
-    except (ValueError, IndexError, UnicodeDecodeError) as exc:
-        raise CompactionError(f"unreadable compaction marker {path}") from exc
-    if not bases:
-        raise CompactionError(f"compaction marker {path} names no segment")
-    return end_offset, bases
-
-
-def _cleaned_path(directory: Path, base: int, suffix: str) -> Path:
-    return directory / (segment_file_name(base, suffix) + CLEANED_SUFFIX)
-
-
-def _swap_path(directory: Path, base: int, suffix: str) -> Path:
-    return directory / (segment_file_name(base, suffix) + SWAP_SUFFIX)
-
-
-def _unlink_quietly(path: Path) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

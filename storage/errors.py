@@ -42,3 +42,8 @@ class TooManyWaiters(StorageError):
 
 class CommitterClosed(StorageError):
     """The group committer is closed and accepts no new waiters."""
+
+
+class CompactionError(StorageError):
+    """Compaction cannot proceed: a corrupt batch in a closed segment, an unreadable swap
+    marker, or another compaction of the same log already under way."""

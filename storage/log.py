@@ -29,25 +29,25 @@ closed by that flush when it ends, so a descriptor is never closed (and its numb
 under it. ``truncate_to`` and ``close`` wait for an in-flight flush (``_flush_lock``,
 which append never takes).
 
-Recovery. A segment below the *recovery point* was fsynced whole, together with its index
-files, before the recovery point passed it (the flush after a roll persists the active
-segment's base offset in ``recovery-point-offset``). Such segments are trusted when their
-index files are consistent: start-up reads only their index files and the headers after
-the last index entry. Every other segment (always the last one) is scanned batch by batch
-(header, CRC, increasing offsets). Above the recovery point a bad batch is a crash's torn
-tail: the segment is cut there and every later segment dropped. Below it (index files
-damaged, so the segment was scanned) a bad batch is damage on disk: the segment is salvaged
-(Segment.recover) and cut within itself only, keeping the later segments (an offset gap;
-reported as damage, ``recovered_salvaged_bytes``). ``log-start-offset`` persists the log
-start offset when retention moves it, before the segments go. Retention may delete the
-active segment too (Kafka's deleteSegments): a new empty one is rolled first, at the log
-end, so a log always has a segment and its offsets continue after a restart.
-Before any of this, an interrupted compaction swap is completed or undone (cleaner.py).
+Recovery (log_recovery.py, at open). A segment below the *recovery point* was fsynced
+whole, together with its index files, before the recovery point passed it (the flush after
+a roll persists the active segment's base offset in ``recovery-point-offset``). Such
+segments are trusted when their index files are consistent: start-up reads only their index
+files and the headers after the last index entry. Every other segment (always the last one)
+is scanned batch by batch (header, CRC, increasing offsets). Above the recovery point a bad
+batch is a crash's torn tail: the segment is cut there and every later segment dropped.
+Below it (index files damaged, so the segment was scanned) a bad batch is damage on disk:
+the segment is salvaged (Segment.recover) and cut within itself only, keeping the later
+segments (an offset gap; reported as damage, ``recovered_salvaged_bytes``).
+``log-start-offset`` persists the log start offset when retention moves it, before the
+segments go. Retention may delete the active segment too (Kafka's deleteSegments): a new
+empty one is rolled first, at the log end, so a log always has a segment and its offsets
+continue after a restart. Before any of this, an interrupted compaction swap is completed
+or undone (compaction_swap.py).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from bisect import bisect_right
@@ -58,22 +58,10 @@ from typing import NamedTuple
 
 from groupcoord.protocol.batches import BatchHeader, record_timestamps
 
-from .checkpoint import fsync_directory, read_offset_file, write_offset_file
-from .cleaner import complete_interrupted_compaction
+from .checkpoint import fsync_directory, write_offset_file
 from .errors import LogClosed, LogFailed, OffsetOutOfRange
-from .segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    RELATIVE_OFFSET_MAX,
-    TIME_INDEX_SUFFIX,
-    Segment,
-    delete_segment_files,
-    parse_segment_file_name,
-    segment_file_name,
-)
-
-LOG_START_OFFSET_FILE = "log-start-offset"
-RECOVERY_POINT_FILE = "recovery-point-offset"
+from .log_recovery import LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE, recover_log_directory
+from .segment import RELATIVE_OFFSET_MAX, Segment
 
 _DAY_MS = 24 * 60 * 60 * 1000
 # Positions are u32 in the index; Kafka bounds segment.bytes by a Java int as well.
@@ -204,132 +192,21 @@ class PartitionLog:
         return log
 
     def _recover(self, salvage: bool) -> None:
-        directory = self._directory
-        interval = self._config.index_interval_bytes
-        now_ms = self._clock_ms()
-        # Finish (or undo) a compaction that a crash interrupted, before listing segments.
-        complete_interrupted_compaction(directory)
-        bases: list[int] = []
-        index_files: list[tuple[str, str]] = []
-        for entry in os.scandir(directory):
-            name = entry.name
-            if name.endswith(".tmp"):
-                # An offset file write interrupted before its rename.
-                os.unlink(entry.path)
-                continue
-            base = parse_segment_file_name(name)
-            if base is not None:
-                bases.append(base)
-            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
-                index_files.append((name.partition(".")[0], entry.path))
-        bases.sort()
-        log_stems = {segment_file_name(base, "") for base in bases}
-        for stem, path in index_files:
-            if stem not in log_stems:
-                os.unlink(path)
-
-        start_in_file = read_offset_file(directory / LOG_START_OFFSET_FILE)
-        recovery_point = read_offset_file(directory / RECOVERY_POINT_FILE) or 0
-        # Directory entries removed here must stay removed, see the fsync below.
-        entries_changed = False
-        # Segments wholly below the persisted log start: retention was interrupted after
-        # moving the start and before deleting them.
-        if start_in_file is not None:
-            while len(bases) > 1 and bases[1] <= start_in_file:
-                delete_segment_files(directory, bases.pop(0))
-                entries_changed = True
-
-        segments: list[Segment] = []
-        scanned: list[Segment] = []
-        truncated = 0
-        salvaged = 0
-        try:
-            for i, base in enumerate(bases):
-                if segments and segments[-1].next_offset > base:
-                    # Overlaps its predecessor: a leftover of an unfinished truncation.
-                    truncated += self._drop_segment_files(bases[i:])
-                    entries_changed = True
-                    break
-                segment = Segment.open_existing(directory, base, interval)
-                segments.append(segment)
-                is_last = i == len(bases) - 1
-                flushed_whole = not is_last and base < recovery_point
-                if flushed_whole and segment.load_index_files():
-                    continue
-                # A segment below the recovery point was fsynced whole before the point
-                # moved past it: an invalid batch there is damage on disk, never a torn
-                # write, and the segments after it hold acknowledged data. So it is
-                # salvaged and the cut stays within it (an offset gap), reported as damage;
-                # only a cut above the recovery point is a crash's tail, dropping the rest.
-                cut = segment.recover(salvage or flushed_whole)
-                salvaged += segment.salvaged_bytes
-                scanned.append(segment)
-                if cut and flushed_whole:
-                    salvaged += cut
-                elif cut:
-                    truncated += cut
-                    if not is_last:
-                        truncated += self._drop_segment_files(bases[i + 1 :])
-                        entries_changed = True
-                    break
-            log_start = max(start_in_file or 0, segments[0].base_offset if segments else 0)
-            if segments and log_start > segments[-1].next_offset:
-                # The tail below a moved log start was torn away: nothing readable is
-                # left, so start empty at the log start.
-                for segment in segments:
-                    truncated += segment.size_bytes
-                    segment.close()
-                    segment.delete_files()
-                segments, scanned = [], []
-                entries_changed = True
-            if not segments:
-                segments.append(Segment.create(directory, log_start, interval, now_ms))
-                # The new file's name becomes durable with the first flush.
-                self._dir_dirty = True
-        except BaseException:
-            for segment in segments:
-                segment.close()
-            raise
-
+        found = recover_log_directory(
+            self._directory, self._config.index_interval_bytes, self._clock_ms(), salvage
+        )
+        segments = found.segments
+        active = segments[-1]
         self._segments = segments
         self._bases = [segment.base_offset for segment in segments]
-        active = segments[-1]
-        # Age for segment_ms across restarts: the first batch's timestamp, as Kafka does
-        # (the creation time is not persisted), never in the future.
-        first = next(active.iter_headers(0), None)
-        first_ts = first[1].max_timestamp if first is not None else -1
-        active.created_ms = min(now_ms, first_ts) if first_ts >= 0 else now_ms
-        if start_in_file is not None and start_in_file != log_start:
-            write_offset_file(directory / LOG_START_OFFSET_FILE, log_start)
-        self._log_start_offset = log_start
-
-        # What was scanned may never have been fsynced: make it durable (and seal the
-        # rebuilt index files) before reporting durable_offset == next_offset.
-        for segment in scanned:
-            segment.fsync()
-            if segment is not active:
-                segment.write_index_files()
-                segment.sync_index_files()
-        if entries_changed or scanned:
-            fsync_directory(directory)
-        if recovery_point != active.base_offset:
-            write_offset_file(directory / RECOVERY_POINT_FILE, active.base_offset)
+        self._log_start_offset = found.log_start_offset
         self._recovery_point = active.base_offset
         self._next_offset = active.next_offset
         self._durable_offset = active.next_offset
         self._size_bytes = sum(segment.size_bytes for segment in segments)
-        self.recovered_truncated_bytes = truncated
-        self.recovered_salvaged_bytes = salvaged
-
-    def _drop_segment_files(self, bases: list[int]) -> int:
-        dropped = 0
-        for base in bases:
-            try:
-                dropped += (self._directory / segment_file_name(base, LOG_SUFFIX)).stat().st_size
-            except FileNotFoundError:
-                pass
-            delete_segment_files(self._directory, base)
-        return dropped
+        self._dir_dirty = found.dir_dirty
+        self.recovered_truncated_bytes = found.truncated_bytes
+        self.recovered_salvaged_bytes = found.salvaged_bytes
 
     # -- properties ---------------------------------------------------------------------
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import operator
-import struct
 import time
 from collections.abc import Callable
 from enum import Enum
@@ -30,14 +29,16 @@ from itertools import compress, count, islice, repeat
 from pathlib import Path
 from typing import Any, TypeVar
 
-from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-from aiokafka.record.util import calc_crc32c
-
 from groupcoord.protocol.batches import (
     CONTROL_MASK,
+    CRC_FROM,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
+    DefaultRecordBatch,
+    DefaultRecordBatchBuilder,
+    calc_crc32c,
+    header_struct,
     parse_header,
 )
 from groupcoord.protocol.records import (
@@ -442,10 +443,16 @@ _VALUE = operator.itemgetter(1)
 _LEGACY_COMMIT_KEY = b"\x00\x00"  # record type 0 (LegacyOffsetCommit)
 _COMMIT_KEY = b"\x00\x01"  # record type 1 (OffsetCommit): the smallest such key
 _FIRST_OTHER_KEY = b"\x00\x02"  # the smallest key of a record type above 1
-# baseOffset i64 @0, batchLength i32 @8, magic i8 @16, crc u32 @17, attributes i16 @21,
-# lastOffsetDelta i32 @23, recordsCount i32 @57 (protocol/batches.py).
-_BATCH_HEAD = struct.Struct(">qi4xbIhi30xi")
-_CRC_START = 21  # the CRC covers the batch from its attributes on
+# The header fields the loader reads, the others skipped (protocol/batches.py's layout).
+_BATCH_HEAD = header_struct(
+    "base_offset",
+    "batch_length",
+    "magic",
+    "crc",
+    "attributes",
+    "last_offset_delta",
+    "records_count",
+)
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 _gc_pauses = 0
@@ -528,7 +535,7 @@ class _LogReplayer:
             end = pos + length + LOG_OVERHEAD
             if end > total:
                 break
-            if calc_crc32c(view[pos + _CRC_START : end]) != crc:
+            if calc_crc32c(view[pos + CRC_FROM : end]) != crc:
                 # Damaged on disk (segments below the recovery point are not scanned when
                 # the log opens): skip the batch, keep loading, say so (see load). Every
                 # record is a whole value for its key, so the keys it held keep their

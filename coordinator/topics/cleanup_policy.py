@@ -15,9 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from aiokafka.record.default_records import DefaultRecordBatch
-
-from groupcoord.protocol.batches import BatchHeader
+from groupcoord.protocol.batches import BatchHeader, record_keys
 from groupcoord.protocol.errors import ErrorCode
 
 from .timestamps import RecordsUnreadable
@@ -117,8 +115,8 @@ def _keyless_records(
     pos = 0
     for header in headers:
         try:
-            batch = DefaultRecordBatch(view[pos : pos + header.size_bytes])
-            errors = [(i, message) for i, record in enumerate(batch) if record.key is None]
+            keys = record_keys(view[pos : pos + header.size_bytes])
+            errors = [(i, message) for i, key in enumerate(keys) if key is None]
         except Exception as e:  # aiokafka, gzip, cramjam: each raises its own kind
             raise RecordsUnreadable(f"records cannot be read: {e}") from None
         if errors:

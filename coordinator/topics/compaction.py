@@ -20,7 +20,7 @@ worker thread while produce and fetch go on; the swap (install_compaction) runs 
 event loop, which is the writer thread of every data log, between appends, as the
 coordinator's compaction does (runtime/service.py). A plan that the log outran meanwhile
 (retention, a deleted topic) is discarded; a crash during the swap leaves the old segments
-or the new ones (cleaner.py).
+or the new ones (storage/compaction_swap.py).
 
 Where each log's last pass ended (Kafka's cleaner-offset-checkpoint) is kept in memory
 only: after a restart every log counts as wholly dirty, so its first pass cleans it, as

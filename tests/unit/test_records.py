@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from groupcoord.protocol import record_schema as rs
 from groupcoord.protocol import records as r
 from groupcoord.protocol.frozen import fast_new
 from groupcoord.protocol.records import (
@@ -94,16 +95,16 @@ def test_key_vectors_for_every_type() -> None:
     for key, hex_ in vectors:
         assert encode_key(key) == h(hex_), key
         assert decode_key(h(hex_)) == key
-        assert r._generic_encode_key(key) == h(hex_)
-        assert r._generic_decode_key(h(hex_)) == key
+        assert rs.generic_encode_key(key) == h(hex_)
+        assert rs.generic_decode_key(h(hex_)) == key
 
 
 def test_record_types_match_the_schemas() -> None:
-    for name in r._SCHEMAS:
-        schema = r._load_schema(name)
+    for name in rs.SCHEMAS:
+        schema = rs.load_schema(name)
         assert (
             RecordType(schema["apiKey"]).name
-            == r._snake(name[:-5] if name.endswith("Value") else name[:-3]).upper()
+            == rs.snake_case(name[:-5] if name.endswith("Value") else name[:-3]).upper()
         )
     value_types = {cast(Any, cls).RECORD_TYPE for cls in r._VALUE_ENCODERS}
     assert value_types == set(RecordType) - {RecordType.LEGACY_OFFSET_COMMIT}
@@ -119,7 +120,7 @@ def test_schema_copies_are_unmodified() -> None:
     for line in (copies / "SHA256SUMS").read_text().splitlines():
         digest, file = line.split()
         sums[file] = digest
-    assert set(sums) == {f"{name}.json" for name in r._SCHEMAS}
+    assert set(sums) == {f"{name}.json" for name in rs.SCHEMAS}
     for file, digest in sums.items():
         assert hashlib.sha256((copies / file).read_bytes()).hexdigest() == digest, file
     shared = Path(__file__).resolve().parents[3] / "shared/kafka-schemas/coordinator-records"
@@ -303,7 +304,7 @@ def test_offset_commit_value_skips_unknown_tagged_fields(
         offset=100, leader_epoch=5, commit_timestamp=1000, topic_id=topic_id
     )
     assert decode_value(1, raw) == expected
-    assert r._generic_decode_value(1, raw) == expected
+    assert rs.generic_decode_value(1, raw) == expected
 
 
 # ------------------------------------------------------------------------------------------
@@ -396,7 +397,7 @@ def test_group_metadata_value_older_versions_decode_with_defaults() -> None:
     )
     for raw, expected, version in ((GMV_V0, v0, 0), (GMV_V1, v1, 1), (GMV_V2, v2, 2)):
         assert decode_value(2, h(raw)) == expected
-        assert r._generic_decode_value(2, h(raw)) == expected
+        assert rs.generic_decode_value(2, h(raw)) == expected
         # Writing the full value at an old version drops the ignorable newer fields.
         assert encode_value(GroupMetadataValue(**GMV_FIELDS), version) == h(raw)
 
@@ -411,7 +412,7 @@ def test_group_metadata_value_v4_skips_unknown_tagged_fields() -> None:
         """
     )
     assert decode_value(2, raw) == GroupMetadataValue(**GMV_FIELDS)
-    assert r._generic_decode_value(2, raw) == GroupMetadataValue(**GMV_FIELDS)
+    assert rs.generic_decode_value(2, raw) == GroupMetadataValue(**GMV_FIELDS)
 
 
 # ------------------------------------------------------------------------------------------
@@ -608,7 +609,7 @@ def test_encoding_limits() -> None:
 
 
 def test_schema_drift_is_caught_at_compile_time() -> None:
-    schema = r._load_schema("ConsumerGroupMetadataValue")
+    schema = rs.load_schema("ConsumerGroupMetadataValue")
 
     @dataclasses.dataclass(frozen=True, slots=True)
     class Extended:  # a field the schema lacks is fine if it has a default
@@ -616,14 +617,14 @@ def test_schema_drift_is_caught_at_compile_time() -> None:
         metadata_hash: int = 0
         extra: str = ""
 
-    r._Compiler(schema, {"ConsumerGroupMetadataValue": Extended}, 0).message()
+    rs.SchemaCompiler(schema, {"ConsumerGroupMetadataValue": Extended}, 0).message()
 
     @dataclasses.dataclass(frozen=True, slots=True)
     class Missing:
         epoch: int
 
     with pytest.raises(TypeError, match="no field metadata_hash"):
-        r._Compiler(schema, {"ConsumerGroupMetadataValue": Missing}, 0).message()
+        rs.SchemaCompiler(schema, {"ConsumerGroupMetadataValue": Missing}, 0).message()
 
     @dataclasses.dataclass(frozen=True, slots=True)
     class NoDefault:  # a tagged field must have a default
@@ -631,7 +632,7 @@ def test_schema_drift_is_caught_at_compile_time() -> None:
         metadata_hash: int
 
     with pytest.raises(TypeError, match="needs a default"):
-        r._Compiler(schema, {"ConsumerGroupMetadataValue": NoDefault}, 0).message()
+        rs.SchemaCompiler(schema, {"ConsumerGroupMetadataValue": NoDefault}, 0).message()
 
 
 # ------------------------------------------------------------------------------------------
@@ -774,9 +775,9 @@ def assert_rejects_truncation(record_type: int, raw: bytes) -> None:
 @given(keys)
 def test_key_round_trip(key: r.Key) -> None:
     raw = encode_key(key)
-    assert raw == r._generic_encode_key(key)
+    assert raw == rs.generic_encode_key(key)
     assert decode_key(raw) == key
-    assert r._generic_decode_key(raw) == key
+    assert rs.generic_decode_key(raw) == key
     for cut in range(len(raw)):
         with pytest.raises(MalformedRecord):
             r._decode_key_uncached(raw[:cut])
@@ -785,18 +786,18 @@ def test_key_round_trip(key: r.Key) -> None:
 @given(offset_commit_values, st.integers(0, 4))
 def test_offset_commit_value_round_trip(value: OffsetCommitValue, version: int) -> None:
     raw = encode_value(value, version)
-    assert raw == r._generic_encode_value(value, version)
+    assert raw == rs.generic_encode_value(value, version)
     assert decode_value(1, raw) == as_written(value, version)
-    assert r._generic_decode_value(1, raw) == as_written(value, version)
+    assert rs.generic_decode_value(1, raw) == as_written(value, version)
     assert_rejects_truncation(1, raw)
 
 
 @given(group_metadata_values, st.integers(0, 4))
 def test_group_metadata_value_round_trip(value: GroupMetadataValue, version: int) -> None:
     raw = encode_value(value, version)
-    assert raw == r._generic_encode_value(value, version)
+    assert raw == rs.generic_encode_value(value, version)
     assert decode_value(2, raw) == group_as_written(value, version)
-    assert r._generic_decode_value(2, raw) == group_as_written(value, version)
+    assert rs.generic_decode_value(2, raw) == group_as_written(value, version)
     assert_rejects_truncation(2, raw)
 
 
@@ -852,7 +853,7 @@ def offset_commit_decode_rates(n: int, distinct_keys: int) -> dict[str, float]:
 
     gc.collect()
     fast = run(decode_key, decode_value)
-    generic = run(r._generic_decode_key, r._generic_decode_value)
+    generic = run(rs.generic_decode_key, rs.generic_decode_value)
     return {"fast": fast, "generic": generic, "ratio": fast / generic}
 
 

@@ -1,0 +1,166 @@
+"""What PartitionLog.open finds in a log directory: its segments after recovery (see the
+"Recovery." paragraph of log.py's docstring for the rules), the log start offset and what
+recovery dropped or salvaged.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from .checkpoint import fsync_directory, read_offset_file, write_offset_file
+from .compaction_swap import complete_interrupted_compaction
+from .segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    Segment,
+    delete_segment_files,
+    parse_segment_file_name,
+    segment_file_name,
+)
+
+LOG_START_OFFSET_FILE = "log-start-offset"
+RECOVERY_POINT_FILE = "recovery-point-offset"
+
+
+class RecoveredLog(NamedTuple):
+    """A log directory after recovery: its segments, durable as they are, the last one
+    active; the recovery point is the active segment's base offset (persisted)."""
+
+    segments: list[Segment]
+    log_start_offset: int
+    # Bytes dropped: torn or corrupt tail, and segments after it.
+    truncated_bytes: int
+    # Bytes of damaged batches removed (with `salvage`, or in a segment below the recovery
+    # point), the data after them kept.
+    salvaged_bytes: int
+    # A new segment file was created whose name only the next flush makes durable.
+    dir_dirty: bool
+
+
+def recover_log_directory(
+    directory: Path, index_interval_bytes: int, now_ms: int, salvage: bool
+) -> RecoveredLog:
+    """Recover the log in `directory` (it exists): complete or undo an interrupted
+    compaction swap, drop leftovers, check the segments that need it, cut a torn tail,
+    and make what was scanned durable. Raises OSError; the segments are closed then."""
+    interval = index_interval_bytes
+    # Finish (or undo) a compaction that a crash interrupted, before listing segments.
+    complete_interrupted_compaction(directory)
+    bases: list[int] = []
+    index_files: list[tuple[str, str]] = []
+    for entry in os.scandir(directory):
+        name = entry.name
+        if name.endswith(".tmp"):
+            # An offset file write interrupted before its rename.
+            os.unlink(entry.path)
+            continue
+        base = parse_segment_file_name(name)
+        if base is not None:
+            bases.append(base)
+        elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+            index_files.append((name.partition(".")[0], entry.path))
+    bases.sort()
+    log_stems = {segment_file_name(base, "") for base in bases}
+    for stem, path in index_files:
+        if stem not in log_stems:
+            os.unlink(path)
+
+    start_in_file = read_offset_file(directory / LOG_START_OFFSET_FILE)
+    recovery_point = read_offset_file(directory / RECOVERY_POINT_FILE) or 0
+    # Directory entries removed here must stay removed, see the fsync below.
+    entries_changed = False
+    # Segments wholly below the persisted log start: retention was interrupted after
+    # moving the start and before deleting them.
+    if start_in_file is not None:
+        while len(bases) > 1 and bases[1] <= start_in_file:
+            delete_segment_files(directory, bases.pop(0))
+            entries_changed = True
+
+    segments: list[Segment] = []
+    scanned: list[Segment] = []
+    truncated = 0
+    salvaged = 0
+    dir_dirty = False
+    try:
+        for i, base in enumerate(bases):
+            if segments and segments[-1].next_offset > base:
+                # Overlaps its predecessor: a leftover of an unfinished truncation.
+                truncated += _drop_segment_files(directory, bases[i:])
+                entries_changed = True
+                break
+            segment = Segment.open_existing(directory, base, interval)
+            segments.append(segment)
+            is_last = i == len(bases) - 1
+            flushed_whole = not is_last and base < recovery_point
+            if flushed_whole and segment.load_index_files():
+                continue
+            # A segment below the recovery point was fsynced whole before the point
+            # moved past it: an invalid batch there is damage on disk, never a torn
+            # write, and the segments after it hold acknowledged data. So it is
+            # salvaged and the cut stays within it (an offset gap), reported as damage;
+            # only a cut above the recovery point is a crash's tail, dropping the rest.
+            cut = segment.recover(salvage or flushed_whole)
+            salvaged += segment.salvaged_bytes
+            scanned.append(segment)
+            if cut and flushed_whole:
+                salvaged += cut
+            elif cut:
+                truncated += cut
+                if not is_last:
+                    truncated += _drop_segment_files(directory, bases[i + 1 :])
+                    entries_changed = True
+                break
+        log_start = max(start_in_file or 0, segments[0].base_offset if segments else 0)
+        if segments and log_start > segments[-1].next_offset:
+            # The tail below a moved log start was torn away: nothing readable is
+            # left, so start empty at the log start.
+            for segment in segments:
+                truncated += segment.size_bytes
+                segment.close()
+                segment.delete_files()
+            segments, scanned = [], []
+            entries_changed = True
+        if not segments:
+            segments.append(Segment.create(directory, log_start, interval, now_ms))
+            # The new file's name becomes durable with the first flush.
+            dir_dirty = True
+
+        active = segments[-1]
+        # Age for segment_ms across restarts: the first batch's timestamp, as Kafka does
+        # (the creation time is not persisted), never in the future.
+        first = next(active.iter_headers(0), None)
+        first_ts = first[1].max_timestamp if first is not None else -1
+        active.created_ms = min(now_ms, first_ts) if first_ts >= 0 else now_ms
+        if start_in_file is not None and start_in_file != log_start:
+            write_offset_file(directory / LOG_START_OFFSET_FILE, log_start)
+
+        # What was scanned may never have been fsynced: make it durable (and seal the
+        # rebuilt index files) before reporting durable_offset == next_offset.
+        for segment in scanned:
+            segment.fsync()
+            if segment is not active:
+                segment.write_index_files()
+                segment.sync_index_files()
+        if entries_changed or scanned:
+            fsync_directory(directory)
+        if recovery_point != active.base_offset:
+            write_offset_file(directory / RECOVERY_POINT_FILE, active.base_offset)
+    except BaseException:
+        for segment in segments:
+            segment.close()
+        raise
+    return RecoveredLog(segments, log_start, truncated, salvaged, dir_dirty)
+
+
+def _drop_segment_files(directory: Path, bases: list[int]) -> int:
+    dropped = 0
+    for base in bases:
+        try:
+            dropped += (directory / segment_file_name(base, LOG_SUFFIX)).stat().st_size
+        except FileNotFoundError:
+            pass
+        delete_segment_files(directory, base)
+    return dropped
