@@ -1,0 +1,166 @@
+"""THE list of what the conformance comparison does not take literally. Nothing else is
+normalised: every other field of every response must be equal, Kafka's and ours.
+
+Each rule names the fields it touches and why they must differ between two correct servers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Rule:
+    fields: str
+    apis: str
+    how: str
+    why: str
+
+
+NORMALISED: tuple[Rule, ...] = (
+    Rule(
+        fields="throttle_time",
+        apis="every response",
+        how="set to 0",
+        why="quota throttling is a broker policy; neither server is throttling here",
+    ),
+    Rule(
+        fields="member_id, leader (anywhere in a response)",
+        apis="JoinGroup, LeaveGroup, DescribeGroups, ConsumerGroupHeartbeat v0, ...",
+        how="a value the server generated (first seen in a response, never sent before by the "
+        "sequence) becomes <id#n>, numbered by first appearance; ids the sequence chose "
+        "itself are compared literally",
+        why="member ids are random per server (client id + UUID); equality and who-is-who "
+        "are still compared through the numbering",
+    ),
+    Rule(
+        fields="members (JoinGroup, DescribeGroups and ConsumerGroupDescribe member lists)",
+        apis="JoinGroup, DescribeGroups, ConsumerGroupDescribe",
+        how="sorted by (normalised) member id",
+        why="Kafka keeps a group's members in a hash map: their order is arbitrary, and "
+        "clients sort them themselves",
+    ),
+    Rule(
+        fields="topics (and their partitions) of an OffsetFetch asking for all offsets",
+        apis="OffsetFetch with topics=null (v2+)",
+        how="topics sorted by name, partitions by index",
+        why="Kafka lists a group's offsets in hash-map order, not in any order a client "
+        "could rely on",
+    ),
+    Rule(
+        fields="cluster_id",
+        apis="Metadata, DescribeCluster",
+        how="set to <cluster>",
+        why="a random id per cluster",
+    ),
+    Rule(
+        fields="node_id, host, port of the coordinator / brokers, controller_id",
+        apis="FindCoordinator, Metadata, DescribeCluster",
+        how="set to <node>, <host>, <port>",
+        why="the two servers listen on different ports (Kafka's node id is its own choice)",
+    ),
+    Rule(
+        fields="groups listed",
+        apis="ListGroups",
+        how="only the groups the sequence itself created, sorted by group id",
+        why="one server per test module serves every sequence of the module (and Kafka's "
+        "probes); the order of a listing is unspecified",
+    ),
+)
+
+GENERATED_ID_FIELDS = frozenset({"member_id", "leader"})
+NODE_FIELDS = {"node_id": "<node>", "host": "<host>", "port": "<port>", "controller_id": "<node>"}
+NODE_APIS = frozenset({3, 10, 60})  # Metadata, FindCoordinator, DescribeCluster
+LIST_GROUPS = 16
+OFFSET_FETCH = 9
+MEMBER_LIST_APIS = frozenset({11, 15, 69})  # JoinGroup, DescribeGroups, ConsumerGroupDescribe
+
+
+class IdNumbering:
+    """Server-generated ids -> <id#n>, in order of first appearance within one transcript."""
+
+    def __init__(self) -> None:
+        self.sent: set[str] = set()
+        self.numbers: dict[str, str] = {}
+
+    def saw_request(self, request: Any) -> None:
+        for value in _strings(request):
+            self.sent.add(value)
+
+    def name(self, value: str) -> str:
+        if value in self.numbers:
+            return self.numbers[value]
+        if value == "" or value in self.sent:
+            return value
+        self.numbers[value] = f"<id#{len(self.numbers) + 1}>"
+        return self.numbers[value]
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _by_index(partition: dict[str, Any]) -> Any:
+    return partition["partition_index"]
+
+
+def _asks_all_offsets(request: Any) -> bool:
+    if request.get("topics", ()) is None:
+        return True
+    return any(g.get("topics", ()) is None for g in request.get("groups", ()))
+
+
+def normalise_response(
+    api_key: int,
+    request: Any,
+    response: Any,
+    ids: IdNumbering,
+    own_groups: frozenset[str],
+) -> Any:
+    """One plain response (wire.plain) to a plain request, with the rules above applied."""
+    asked_all = api_key == OFFSET_FETCH and _asks_all_offsets(request)
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for key, v in value.items():
+            if key == "throttle_time":
+                v = 0
+            elif key == "cluster_id" and api_key in NODE_APIS:
+                v = "<cluster>"
+            elif key in NODE_FIELDS and api_key in NODE_APIS:
+                v = NODE_FIELDS[key]
+            elif key in GENERATED_ID_FIELDS and isinstance(v, str):
+                v = ids.name(v)
+            else:
+                v = walk(v)
+                if key == "members" and api_key in MEMBER_LIST_APIS and isinstance(v, list):
+                    v = sorted(v, key=lambda m: str(m.get("member_id")))
+            out[key] = v
+        return out
+
+    result = walk(response)
+    if api_key == OFFSET_FETCH and asked_all and isinstance(result, dict):
+        for holder in [result, *result.get("groups", [])]:
+            if "topics" in holder:
+                holder["topics"] = sorted(
+                    (
+                        {**t, "partitions": sorted(t["partitions"], key=_by_index)}
+                        for t in holder["topics"]
+                    ),
+                    key=lambda t: t["name"],
+                )
+    if api_key == LIST_GROUPS and isinstance(result, dict):
+        mine = [g for g in result.get("groups", []) if g.get("group_id") in own_groups]
+        result["groups"] = sorted(mine, key=lambda g: g["group_id"])
+    return result
