@@ -12,7 +12,28 @@ _COMMIT_TOPIC_ORDER = (
     "differs (clients match topics by name)."
 )
 
+_FIND_COORDINATOR_V1_3_MESSAGE = (
+    "FindCoordinator v1-v3 for a group, no error: Kafka sends error_message 'NONE'; "
+    "groupcoord sends null."
+)
+_FIND_COORDINATOR_V4_6_MESSAGE = (
+    "FindCoordinator v4-v6 for groups, no error: Kafka sends each coordinator's "
+    "error_message as '' (empty string); groupcoord sends null."
+)
+
 KNOWN_DIVERGENCES: dict[str, str] = {
+    "admin/describe-groups-include-authorized-operations": (
+        "DescribeGroups v5 with include_authorized_operations=true, no authorizer: Kafka "
+        "answers authorized_operations=3400 (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, "
+        "ALTER_CONFIGS); groupcoord answers 328 (READ, DELETE, DESCRIBE): the two group "
+        "config operations are missing."
+    ),
+    "admin/find-coordinator-v1-group": _FIND_COORDINATOR_V1_3_MESSAGE,
+    "admin/find-coordinator-v2-group": _FIND_COORDINATOR_V1_3_MESSAGE,
+    "admin/find-coordinator-v3-group": _FIND_COORDINATOR_V1_3_MESSAGE,
+    "admin/find-coordinator-v4-group": _FIND_COORDINATOR_V4_6_MESSAGE,
+    "admin/find-coordinator-v5-group": _FIND_COORDINATOR_V4_6_MESSAGE,
+    "admin/find-coordinator-v6-group": _FIND_COORDINATOR_V4_6_MESSAGE,
     "offsets/commit-v2-known-then-unknown-topic": _COMMIT_TOPIC_ORDER,
     "offsets/commit-v9-known-then-unknown-topic": _COMMIT_TOPIC_ORDER,
 }

@@ -26,6 +26,13 @@ NORMALISED: tuple[Rule, ...] = (
         why="quota throttling is a broker policy; neither server is throttling here",
     ),
     Rule(
+        fields="error_message (anywhere in a response)",
+        apis="every response that has one",
+        how="a non-empty text becomes <message>; null and '' are compared literally",
+        why="free text for people, reworded between Kafka releases; whether a message is "
+        "there at all is still compared",
+    ),
+    Rule(
         fields="member_id, leader (anywhere in a response)",
         apis="JoinGroup, LeaveGroup, DescribeGroups, ConsumerGroupHeartbeat v0, ...",
         how="a value the server generated (first seen in a response, never sent before by the "
@@ -47,6 +54,13 @@ NORMALISED: tuple[Rule, ...] = (
         how="topics sorted by name, partitions by index",
         why="Kafka lists a group's offsets in hash-map order, not in any order a client "
         "could rely on",
+    ),
+    Rule(
+        fields="groups of a request naming several groups",
+        apis="DescribeGroups, ConsumerGroupDescribe, DeleteGroups (results), OffsetFetch v8+",
+        how="sorted by group id",
+        why="Kafka splits such a request by coordinator shard and answers in the order the "
+        "shards complete",
     ),
     Rule(
         fields="cluster_id",
@@ -74,6 +88,13 @@ NODE_FIELDS = {"node_id": "<node>", "host": "<host>", "port": "<port>", "control
 NODE_APIS = frozenset({3, 10, 60})  # Metadata, FindCoordinator, DescribeCluster
 LIST_GROUPS = 16
 OFFSET_FETCH = 9
+# api key -> (list field, group id field) of multi-group responses
+MULTI_GROUP = {
+    15: ("groups", "group_id"),
+    69: ("groups", "group_id"),
+    42: ("results", "group_id"),
+    9: ("groups", "group_id"),
+}
 MEMBER_LIST_APIS = frozenset({11, 15, 69})  # JoinGroup, DescribeGroups, ConsumerGroupDescribe
 
 
@@ -136,6 +157,8 @@ def normalise_response(
         for key, v in value.items():
             if key == "throttle_time":
                 v = 0
+            elif key == "error_message" and isinstance(v, str) and v != "":
+                v = "<message>"
             elif key == "cluster_id" and api_key in NODE_APIS:
                 v = "<cluster>"
             elif key in NODE_FIELDS and api_key in NODE_APIS:
@@ -160,6 +183,10 @@ def normalise_response(
                     ),
                     key=lambda t: t["name"],
                 )
+    if api_key in MULTI_GROUP and isinstance(result, dict):
+        field, key = MULTI_GROUP[api_key]
+        if isinstance(result.get(field), list):
+            result[field] = sorted(result[field], key=lambda g: str(g.get(key)))
     if api_key == LIST_GROUPS and isinstance(result, dict):
         mine = [g for g in result.get("groups", []) if g.get("group_id") in own_groups]
         result["groups"] = sorted(mine, key=lambda g: g["group_id"])
