@@ -21,7 +21,26 @@ _FIND_COORDINATOR_V4_6_MESSAGE = (
     "error_message as '' (empty string); groupcoord sends null."
 )
 
+_REGEX_EMPTY = (
+    "ConsumerGroupDescribe of a member that subscribed by topic names only (regex null in "
+    "its heartbeats): Kafka describes subscribed_topic_regex as '' (empty string); "
+    "groupcoord as null."
+)
+
 KNOWN_DIVERGENCES: dict[str, str] = {
+    "consumer/describe-consumer-classic-and-unknown-groups": (
+        "ConsumerGroupDescribe v0/v1 of a classic group and of an unknown group "
+        "(GROUP_ID_NOT_FOUND, both agree on that): Kafka fills group_epoch=0 and "
+        "assignment_epoch=0; groupcoord -1 and -1. " + _REGEX_EMPTY
+    ),
+    "consumer/v1-static-member-leave-and-return": _REGEX_EMPTY,
+    "consumer/regex-subscription": (
+        "Issue 17 item 7b. ConsumerGroupHeartbeat v1 joining with SubscribedTopicNames=[cf-t] "
+        "and SubscribedTopicRegex='cf-u.*': Kafka's first answer (epoch 2) assigns cf-t "
+        "[0,1,2] only and the regex's cf-u [0] arrives later (a heartbeat 2 s on: epoch 3, "
+        "cf-t [0,1,2] + cf-u [0]); groupcoord's first answer (epoch 2) already assigns cf-t "
+        "[0,1,2] + cf-u [0], and 2 s on answers epoch 2 with no assignment change."
+    ),
     "admin/describe-groups-include-authorized-operations": (
         "DescribeGroups v5 with include_authorized_operations=true, no authorizer: Kafka "
         "answers authorized_operations=3400 (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, "

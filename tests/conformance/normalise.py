@@ -63,6 +63,13 @@ NORMALISED: tuple[Rule, ...] = (
         "shards complete",
     ),
     Rule(
+        fields="topic_id (anywhere in a response), and the order of assigned topics",
+        apis="ConsumerGroupHeartbeat, ConsumerGroupDescribe, Metadata, ...",
+        how="a topic id becomes <id of NAME> (looked up with Metadata on the same server); "
+        "lists of assigned topic partitions are sorted by it",
+        why="topic ids are random per cluster; Kafka builds assignments in hash-map order",
+    ),
+    Rule(
         fields="cluster_id",
         apis="Metadata, DescribeCluster",
         how="set to <cluster>",
@@ -88,6 +95,7 @@ NODE_FIELDS = {"node_id": "<node>", "host": "<host>", "port": "<port>", "control
 NODE_APIS = frozenset({3, 10, 60})  # Metadata, FindCoordinator, DescribeCluster
 LIST_GROUPS = 16
 OFFSET_FETCH = 9
+TOPIC_PARTITION_LISTS = frozenset({"topic_partitions", "assigned_partitions", "topics"})
 # api key -> (list field, group id field) of multi-group responses
 MULTI_GROUP = {
     15: ("groups", "group_id"),
@@ -128,6 +136,10 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
+def _all_have(value: Any, key: str) -> bool:
+    return isinstance(value, list) and all(isinstance(t, dict) and key in t for t in value)
+
+
 def _by_index(partition: dict[str, Any]) -> Any:
     return partition["partition_index"]
 
@@ -144,6 +156,7 @@ def normalise_response(
     response: Any,
     ids: IdNumbering,
     own_groups: frozenset[str],
+    topic_names: dict[str, str] | None = None,
 ) -> Any:
     """One plain response (wire.plain) to a plain request, with the rules above applied."""
     asked_all = api_key == OFFSET_FETCH and _asks_all_offsets(request)
@@ -157,6 +170,8 @@ def normalise_response(
         for key, v in value.items():
             if key == "throttle_time":
                 v = 0
+            elif key == "topic_id" and isinstance(v, str) and v in (topic_names or {}):
+                v = f"<id of {(topic_names or {})[v]}>"
             elif key == "error_message" and isinstance(v, str) and v != "":
                 v = "<message>"
             elif key == "cluster_id" and api_key in NODE_APIS:
@@ -167,6 +182,8 @@ def normalise_response(
                 v = ids.name(v)
             else:
                 v = walk(v)
+                if key in TOPIC_PARTITION_LISTS and _all_have(v, "topic_id"):
+                    v = sorted(v, key=lambda t: str(t.get("topic_id")))
                 if key == "members" and api_key in MEMBER_LIST_APIS and isinstance(v, list):
                     v = sorted(v, key=lambda m: str(m.get("member_id")))
             out[key] = v

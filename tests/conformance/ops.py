@@ -238,3 +238,66 @@ def _result(future: Future[Any]) -> Any:
     from tests.conformance.runner import REQUEST_TIMEOUT_S
 
     return future.result(REQUEST_TIMEOUT_S + 5)
+
+
+def consumer_heartbeat(
+    s: Session,
+    conn: str,
+    group: str,
+    member_id: str,
+    epoch: int,
+    *,
+    version: int = 1,
+    topics: list[str] | None = None,
+    regex: str | None = None,
+    instance_id: str | None = None,
+    rebalance_ms: int = 30_000,
+    assignor: str | None = None,
+    owned: dict[str, list[int]] | None = None,
+    topic_ids: dict[str, str] | None = None,
+    label: str = "consumer heartbeat",
+) -> Any:
+    """ConsumerGroupHeartbeat; `owned` names the partitions the member reports owning (by
+    topic name, turned into ids with `topic_ids`); joining (epoch 0) reports none."""
+    # A (re-)joining member reports owning nothing: an empty list, as the Java client sends
+    # (null is refused).
+    owned_field: list[dict[str, Any]] | None = [] if epoch == 0 else None
+    if owned is not None:
+        assert topic_ids is not None
+        owned_field = [
+            {"topic_id": topic_ids[t], "partitions": ps} for t, ps in sorted(owned.items())
+        ]
+    return s.call(
+        conn,
+        CONSUMER_GROUP_HEARTBEAT,
+        version,
+        label,
+        group_id=group,
+        member_id=member_id,
+        member_epoch=epoch,
+        instance_id=instance_id,
+        rack_id=None,
+        rebalance_timeout=rebalance_ms,
+        subscribed_topic_names=topics,
+        subscribed_topic_regex=regex,
+        server_assignor=assignor,
+        topic_partitions=owned_field,
+    )
+
+
+def topic_ids(s: Session) -> dict[str, str]:
+    """Topic name -> id on this session's server (Metadata, not recorded as a step)."""
+    from tests.conformance.runner import topic_names
+
+    return {name: topic_id for topic_id, name in topic_names(s.bootstrap).items()}
+
+
+def owned_from(response: Any, ids: dict[str, str]) -> dict[str, list[int]]:
+    """The partitions a ConsumerGroupHeartbeat response assigns, by topic name."""
+    names = {v: k for k, v in ids.items()}
+    if response.assignment is None:
+        return {}
+    return {
+        names[str(tp.topic_id)]: sorted(tp.partitions)
+        for tp in response.assignment.topic_partitions
+    }

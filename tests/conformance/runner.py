@@ -157,13 +157,22 @@ def _play(fn: Sequence, session: Session) -> BaseException | None:
         session.close()
 
 
+def topic_names(bootstrap: str) -> dict[str, str]:
+    """Topic id -> name on one server (Metadata v12 for every topic), for normalising ids."""
+    with RawClient(bootstrap, timeout_s=REQUEST_TIMEOUT_S) as client:
+        body = make(request_class(3, 12), topics=None, allow_auto_topic_creation=False)
+        meta = client.request(3, 12, body)
+    return {str(t.topic_id): t.name for t in meta.topics}
+
+
 def transcript(session: Session) -> list[dict[str, Any]]:
     ids = IdNumbering()
     own = frozenset(session.groups)
+    names = topic_names(session.bootstrap)
     out = []
     for step in session.steps:
         ids.saw_request(step.request)
-        response = normalise_response(step.api_key, step.request, step.response, ids, own)
+        response = normalise_response(step.api_key, step.request, step.response, ids, own, names)
         out.append(
             {
                 "step": f"{step.index} {step.conn} api {step.api_key} v{step.version} {step.label}",
