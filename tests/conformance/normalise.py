@@ -76,10 +76,17 @@ NORMALISED: tuple[Rule, ...] = (
         why="a random id per cluster",
     ),
     Rule(
-        fields="node_id, host, port of the coordinator / brokers, controller_id",
+        fields="host, port of the coordinator / brokers",
         apis="FindCoordinator, Metadata, DescribeCluster",
-        how="set to <node>, <host>, <port>",
-        why="the two servers listen on different ports (Kafka's node id is its own choice)",
+        how="set to <host>, <port>",
+        why="the two servers listen on different ports (node ids are compared: the reference "
+        "broker runs as node 0, groupcoord's default)",
+    ),
+    Rule(
+        fields="producer_id",
+        apis="InitProducerId",
+        how="a non-negative id becomes <pid>",
+        why="ids come from a counter shared with every other sequence on the same server",
     ),
     Rule(
         fields="groups listed",
@@ -91,7 +98,8 @@ NORMALISED: tuple[Rule, ...] = (
 )
 
 GENERATED_ID_FIELDS = frozenset({"member_id", "leader"})
-NODE_FIELDS = {"node_id": "<node>", "host": "<host>", "port": "<port>", "controller_id": "<node>"}
+NODE_FIELDS = {"host": "<host>", "port": "<port>"}
+INIT_PRODUCER_ID = 22
 NODE_APIS = frozenset({3, 10, 60})  # Metadata, FindCoordinator, DescribeCluster
 LIST_GROUPS = 16
 OFFSET_FETCH = 9
@@ -178,6 +186,8 @@ def normalise_response(
                 v = "<cluster>"
             elif key in NODE_FIELDS and api_key in NODE_APIS:
                 v = NODE_FIELDS[key]
+            elif key == "producer_id" and api_key == INIT_PRODUCER_ID and v >= 0:
+                v = "<pid>"
             elif key in GENERATED_ID_FIELDS and isinstance(v, str):
                 v = ids.name(v)
             else:

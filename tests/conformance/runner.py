@@ -67,6 +67,10 @@ class Session:
         self.groups.add(group_id)
         return group_id
 
+    def name(self, name: str) -> str:
+        """A topic (or other) name private to this sequence, the same on both servers."""
+        return f"{self.slug}-{name}"
+
     def send(
         self, conn: str, api_key: int, version: int, label: str = "", **fields: Any
     ) -> Future[Any]:

@@ -55,7 +55,7 @@ JVM_OPTS = (
 )
 START_TIMEOUT_S = 60.0
 STOP_GRACE_S = 15.0
-NODE_ID = 1
+NODE_ID = 0  # groupcoord serves as node 0 by default: the same ids on both sides
 
 _LOG4J2 = """\
 status = warn
@@ -72,8 +72,12 @@ logger.raft.level = warn
 
 
 def random_cluster_id() -> str:
-    """A Kafka Uuid as `kafka-storage random-uuid` prints it: 16 random bytes, base64url."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka Uuid as `kafka-storage random-uuid` prints it: 16 random bytes, base64url,
+    never starting with '-' (Kafka's Uuid.randomUuid rule: such an id reads as an option)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def server_properties(
@@ -155,8 +159,7 @@ class KafkaBroker:
             self._java(
                 "kafka.tools.StorageTool",
                 "format",
-                "--cluster-id",
-                self.cluster_id,
+                f"--cluster-id={self.cluster_id}",
                 "--config",
                 str(props_path),
                 "--ignore-formatted",

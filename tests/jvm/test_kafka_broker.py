@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from tests.jvm.kafka_broker import kafka_broker
+from tests.jvm.kafka_broker import kafka_broker, random_cluster_id
 
 pytestmark = [pytest.mark.jvm]
 
@@ -49,3 +49,10 @@ def test_reference_kafka_starts_serves_and_stops(tmp_path: Path) -> None:
             consumer.close()
     # SIGTERM (a controlled shutdown) ended it; nothing is left running.
     assert broker.proc is not None and broker.proc.poll() is not None
+
+
+def test_cluster_ids_never_read_as_options() -> None:
+    """A base64url id starting with '-' made `kafka-storage format` fail one start in 64."""
+    ids = [random_cluster_id() for _ in range(2000)]
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
+    assert len(set(ids)) == len(ids)
