@@ -27,7 +27,58 @@ _REGEX_EMPTY = (
     "groupcoord as null."
 )
 
+_LEADER_EPOCH_IN_BATCHES = (
+    "Fetched record batches: Kafka stamps each appended batch's partitionLeaderEpoch with "
+    "the leader epoch (0 here); groupcoord keeps the producer's value (-1). Same offsets, "
+    "CRCs (the epoch is outside the CRC) and records."
+)
+_FETCH_OUT_OF_RANGE = (
+    "Fetch at offset 10 of a partition whose high watermark is 9 (OFFSET_OUT_OF_RANGE on "
+    "both): Kafka answers high_watermark=-1, last_stable_offset=-1, log_start_offset=-1; "
+    "groupcoord answers 9, 9 and 0."
+)
+_LIST_OFFSETS_EPOCH = (
+    "ListOffsets v4+ with no matching record (a timestamp after the last record, offset -1; "
+    "or max timestamp (-3) on an empty partition): Kafka answers leader_epoch=-1; "
+    "groupcoord leader_epoch=0."
+)
+_IDEMPOTENT_PRODUCE = (
+    "Idempotent Produce v11: a duplicate of the batch at sequence 3 (both answer NONE with "
+    "its original base offset): Kafka's log_append_time is 1700000000040 (the batch's max "
+    "timestamp), groupcoord's -1; a batch at sequence 9 after 5 (OUT_OF_ORDER_SEQUENCE_NUMBER "
+    "on both): Kafka answers log_start_offset=0 and error_message=null, groupcoord "
+    "log_start_offset=-1 and an error message. " + _LEADER_EPOCH_IN_BATCHES
+)
+_CREATE_TOPIC_CONFIGS = (
+    "CreateTopics v5+ returns the new topic's configs: Kafka 4.4 lists 23 more than "
+    "groupcoord (compression.type, compression.gzip/lz4/zstd.level, "
+    "errors.deadletterqueue.group.enable, file.delete.delay.ms, flush.messages, flush.ms, "
+    "follower/leader.replication.throttled.replicas, index.interval.bytes, "
+    "local.retention.bytes/ms, max.decompressed.message.bytes, preallocate, "
+    "remote.copy.lag.bytes/ms, remote.log.copy.disable, remote.log.delete.on.disable, "
+    "remote.storage.enable, segment.index.bytes, segment.jitter.ms, "
+    "unclean.leader.election.enable); the ones both list agree in value, source and order "
+    "(issue 17 item 7a)."
+)
+
 KNOWN_DIVERGENCES: dict[str, str] = {
+    **{f"data/produce-v{v}-then-fetch": _LEADER_EPOCH_IN_BATCHES for v in (3, 5, 7, 8, 9, 10, 11)},
+    **{
+        f"data/fetch-v{v}": _LEADER_EPOCH_IN_BATCHES + " " + _FETCH_OUT_OF_RANGE
+        for v in (4, 7, 11, 12, 13, 15, 16, 17)
+    },
+    "data/fetch-unknown-topic-and-partition": (
+        "Fetch v12 of an unknown partition / unknown topic (same error codes): Kafka sends "
+        "records as an empty record set and aborted_transactions as []; groupcoord sends "
+        "both as null."
+    ),
+    **{f"data/list-offsets-v{v}": _LIST_OFFSETS_EPOCH for v in (4, 5, 6, 7, 8, 9)},
+    "data/create-topics-v5": _CREATE_TOPIC_CONFIGS,
+    "data/create-topics-v7": _CREATE_TOPIC_CONFIGS,
+    **{
+        f"data/init-producer-id-v{v}-then-idempotent-produce": _IDEMPOTENT_PRODUCE
+        for v in (0, 2, 3, 4, 5)
+    },
     "consumer/describe-consumer-classic-and-unknown-groups": (
         "ConsumerGroupDescribe v0/v1 of a classic group and of an unknown group "
         "(GROUP_ID_NOT_FOUND, both agree on that): Kafka fills group_epoch=0 and "

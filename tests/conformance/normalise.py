@@ -70,6 +70,19 @@ NORMALISED: tuple[Rule, ...] = (
         why="topic ids are random per cluster; Kafka builds assignments in hash-map order",
     ),
     Rule(
+        fields="partitions of a ListOffsets answer",
+        apis="ListOffsets",
+        how="sorted by partition index",
+        why="Kafka answers a topic's partitions in hash-map order",
+    ),
+    Rule(
+        fields="records[].producer_id and records[].crc of fetched record batches",
+        apis="Fetch",
+        how="a producer id >= 0 becomes <pid>; the CRC becomes 'valid' when it checks (else "
+        "its value)",
+        why="producer ids come from each server's own counter, and the CRC covers them",
+    ),
+    Rule(
         fields="cluster_id",
         apis="Metadata, DescribeCluster",
         how="set to <cluster>",
@@ -100,6 +113,8 @@ NORMALISED: tuple[Rule, ...] = (
 GENERATED_ID_FIELDS = frozenset({"member_id", "leader"})
 NODE_FIELDS = {"host": "<host>", "port": "<port>"}
 INIT_PRODUCER_ID = 22
+LIST_OFFSETS = 2
+FETCH = 1
 NODE_APIS = frozenset({3, 10, 60})  # Metadata, FindCoordinator, DescribeCluster
 LIST_GROUPS = 16
 OFFSET_FETCH = 9
@@ -145,6 +160,7 @@ def _strings(value: Any) -> list[str]:
 
 
 def _all_have(value: Any, key: str) -> bool:
+    """A list of dicts that all hold `key`."""
     return isinstance(value, list) and all(isinstance(t, dict) and key in t for t in value)
 
 
@@ -186,14 +202,24 @@ def normalise_response(
                 v = "<cluster>"
             elif key in NODE_FIELDS and api_key in NODE_APIS:
                 v = NODE_FIELDS[key]
-            elif key == "producer_id" and api_key == INIT_PRODUCER_ID and v >= 0:
+            elif key == "producer_id" and api_key in (INIT_PRODUCER_ID, FETCH) and v >= 0:
                 v = "<pid>"
+            elif key == "crc" and api_key == FETCH and isinstance(v, int):
+                v = "valid" if value.get("crc_valid") else v
+            elif key == "crc_valid":
+                continue
             elif key in GENERATED_ID_FIELDS and isinstance(v, str):
                 v = ids.name(v)
             else:
                 v = walk(v)
                 if key in TOPIC_PARTITION_LISTS and _all_have(v, "topic_id"):
                     v = sorted(v, key=lambda t: str(t.get("topic_id")))
+                if (
+                    key == "partitions"
+                    and api_key == LIST_OFFSETS
+                    and _all_have(v, "partition_index")
+                ):
+                    v = sorted(v, key=_by_index)
                 if key == "members" and api_key in MEMBER_LIST_APIS and isinstance(v, list):
                     v = sorted(v, key=lambda m: str(m.get("member_id")))
             out[key] = v

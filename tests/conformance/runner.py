@@ -112,6 +112,32 @@ class Session:
             client.close()
         self._conns[conn] = (None, executor)
 
+    def wait_topic(self, topic: str, partitions: int, timeout_s: float = 15.0) -> None:
+        """Wait (unrecorded) until every partition of a new topic answers ListOffsets without
+        error: Kafka creates a topic's logs a moment after CreateTopics answers, as a client
+        finds out by retrying."""
+        body = make(
+            request_class(2, 1),
+            replica_id=-1,
+            topics=[
+                {
+                    "name": topic,
+                    "partitions": [
+                        {"partition_index": p, "timestamp": -1} for p in range(partitions)
+                    ],
+                }
+            ],
+        )
+        deadline = time.monotonic() + timeout_s
+        with RawClient(self.bootstrap, timeout_s=REQUEST_TIMEOUT_S) as client:
+            while True:
+                resp = client.request(2, 1, body)
+                if all(p.error_code == 0 for t in resp.topics for p in t.partitions):
+                    return
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{topic} not ready on {self.peer}: {resp}")
+                time.sleep(0.05)
+
     @staticmethod
     def sleep(seconds: float) -> None:
         time.sleep(seconds)

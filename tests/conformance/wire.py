@@ -11,11 +11,14 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import struct
 import types
 import typing
 import uuid
 from functools import cache
 from typing import Any
+
+from aiokafka.record.util import calc_crc32c
 
 from groupcoord.protocol.api import build
 
@@ -60,9 +63,14 @@ def make(cls: type[Any], **fields: Any) -> Any:
 
 
 def plain(value: Any) -> Any:
-    """A decoded entity as dicts/lists/scalars: error codes by name, durations in ms."""
+    """A decoded entity as dicts/lists/scalars: error codes by name, durations in ms, record
+    sets as their batches (header fields by name, records as hex)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        out = {}
+        for f in dataclasses.fields(value):
+            v = getattr(value, f.name)
+            out[f.name] = batches(v) if f.name == "records" and isinstance(v, bytes) else plain(v)
+        return out
     if isinstance(value, tuple | list):
         return [plain(v) for v in value]
     if isinstance(value, enum.Enum):
@@ -74,3 +82,45 @@ def plain(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.hex()
     return value
+
+
+# Record batch v2 header after base offset and length: leader epoch, magic, crc, attributes,
+# last offset delta, first and max timestamps, producer id, epoch, base sequence, count.
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+_BATCH_FIELDS = (
+    "base_offset",
+    "batch_length",
+    "partition_leader_epoch",
+    "magic",
+    "crc",
+    "attributes",
+    "last_offset_delta",
+    "base_timestamp",
+    "max_timestamp",
+    "producer_id",
+    "producer_epoch",
+    "base_sequence",
+    "records_count",
+)
+
+
+def batches(data: bytes) -> list[dict[str, Any]]:
+    """A record set as a list of batches, so a comparison names the header field that
+    differs; a trailing partial batch (as a fetch may return) stays hex."""
+    out: list[dict[str, Any]] = []
+    pos = 0
+    while pos < len(data):
+        if len(data) - pos < 12:
+            out.append({"partial": data[pos:].hex()})
+            break
+        length = struct.unpack_from(">i", data, pos + 8)[0]
+        end = pos + 12 + length
+        if end > len(data) or length < _BATCH_HEADER.size - 12:
+            out.append({"partial": data[pos:].hex()})
+            break
+        header = dict(zip(_BATCH_FIELDS, _BATCH_HEADER.unpack_from(data, pos), strict=True))
+        header["crc_valid"] = calc_crc32c(data[pos + 21 : end]) == header["crc"]
+        header["records"] = data[pos + _BATCH_HEADER.size : end].hex()
+        out.append(header)
+        pos = end
+    return out

@@ -2,9 +2,9 @@
 
 A single node in KRaft mode, broker and controller in one JVM (process.roles=broker,controller),
 on free loopback ports, its storage formatted in a fresh directory with a random cluster id.
-Replication factors are 1, both group protocols are on (classic and consumer), and the group
-settings are Kafka's defaults (the 3 s initial rebalance delay included), so what it answers is
-what a stock Kafka answers.
+Replication factors are 1, and everything else is Kafka's default: both group protocols on
+(group.coordinator.rebalance.protocols=classic,consumer), the 3 s initial rebalance delay,
+min.insync.replicas 1; so what it answers is what a stock Kafka answers.
 
 Used three ways:
 - `KafkaBroker(work_dir).start()` / `.stop()`, or the `kafka_broker(work_dir)` context manager;
@@ -94,18 +94,16 @@ def server_properties(
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
         "log.dirs": str(log_dir),
-        "num.partitions": "1",
+        # Single node: the internal topics' replication factors and min ISRs must be 1.
+        # Everything else stays Kafka's default (min.insync.replicas and
+        # default.replication.factor already are 1, group.initial.rebalance.delay.ms 3000,
+        # both group protocols on): a config written here would be reported with source
+        # STATIC_BROKER_CONFIG instead of DEFAULT_CONFIG, unlike a stock broker.
         "offsets.topic.replication.factor": "1",
         "transaction.state.log.replication.factor": "1",
         "transaction.state.log.min.isr": "1",
         "share.coordinator.state.topic.replication.factor": "1",
         "share.coordinator.state.topic.min.isr": "1",
-        "min.insync.replicas": "1",
-        "default.replication.factor": "1",
-        "group.coordinator.rebalance.protocols": "classic,consumer",
-        # Kafka's default, written out because tests rely on it.
-        "group.initial.rebalance.delay.ms": "3000",
-        "auto.create.topics.enable": "true",
     }
     props.update({k: str(v) for k, v in dict(overrides).items()})
     return props
