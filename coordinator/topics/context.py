@@ -17,7 +17,7 @@ temp dir, a gateway over a shard or two, or no coordinator at all.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from groupcoord.storage import GroupCommitter
@@ -76,19 +76,9 @@ class HandlerContext(Generic[GroupsT]):
     closed: bool = False
 
     def for_client(self, client_host: str) -> HandlerContext[GroupsT]:
-        """A copy for one connection's client."""
-        return HandlerContext(
-            self.groups,
-            self.topics,
-            self.settings,
-            self.node,
-            self.metrics,
-            self.committer,
-            self.spawn,
-            self.allocate_producer_id,
-            self.supported_versions,
-            client_host,
-        )
+        """A copy for one connection's client (the server's services shared, the client's
+        fields fresh)."""
+        return replace(self, client_host=client_host, read_at=0.0, closed=False)
 
 
 # What the data plane's handlers take: they ask the group coordinator only GroupAdmin's

@@ -247,17 +247,17 @@ async def start_rebalance(server: Server, gate: FsyncGate, member_id: str) -> Ra
     raise AssertionError("the rebalance's writes were not applied and held")
 
 
-async def test_the_three_reads_wait_for_the_rebalance_and_then_agree(
-    server: Server, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Reads sent while a rebalance's records are held in their fsync are not answered
-    before the records are durable (DescribeGroups and ListGroups used to read the shards
-    at once); then the three agree on both groups: the classic one Empty, the consumer one
-    with both members, each described as its own kind only."""
+async def read_during_rebalance(
+    server: Server, monkeypatch: pytest.MonkeyPatch, fail: bool
+) -> tuple[str, Reads, Any, Any]:
+    """Both groups formed, then a rebalance whose fsync is held (`fail`: then fails) while
+    the three reads are sent on connections of their own: none may be answered while it is
+    held. Returns the bootstrap address, the reads' answers once the gate opened, and the
+    answers to the rebalance's own heartbeat and leave."""
     server.topics.create("t", 2, {})
     bootstrap = f"127.0.0.1:{server.node.port}"
     member_id = await asyncio.to_thread(form_groups, bootstrap)
-    gate = FsyncGate(monkeypatch, fail=False)
+    gate = FsyncGate(monkeypatch, fail=fail)
     writer = await start_rebalance(server, gate, member_id)
     try:
         readers = Readers(bootstrap)
@@ -273,6 +273,17 @@ async def test_the_three_reads_wait_for_the_rebalance_and_then_agree(
     finally:
         gate.open()
         writer.close()
+    return bootstrap, got, joined, left
+
+
+async def test_the_three_reads_wait_for_the_rebalance_and_then_agree(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reads sent while a rebalance's records are held in their fsync are not answered
+    before the records are durable (DescribeGroups and ListGroups used to read the shards
+    at once); then the three agree on both groups: the classic one Empty, the consumer one
+    with both members, each described as its own kind only."""
+    bootstrap, got, joined, left = await read_during_rebalance(server, monkeypatch, fail=False)
     assert joined.error_code == left.error_code == ErrorCode.NONE
     consumer_state = got.consumer[CONSUMER][1]
     assert got.listed == {CLASSIC: ("classic", "Empty"), CONSUMER: ("consumer", consumer_state)}
@@ -294,25 +305,7 @@ async def test_no_read_shows_a_rebalance_whose_write_failed(
     consumer group with c2 before the failure was known). The groups' shards answer
     NOT_COORDINATOR and reload from their logs; ListGroups skips them (Kafka swallows
     NOT_COORDINATOR). Once reloaded, the three agree again on what the logs hold."""
-    server.topics.create("t", 2, {})
-    bootstrap = f"127.0.0.1:{server.node.port}"
-    member_id = await asyncio.to_thread(form_groups, bootstrap)
-    gate = FsyncGate(monkeypatch, fail=True)
-    writer = await start_rebalance(server, gate, member_id)
-    try:
-        readers = Readers(bootstrap)
-        try:
-            early = await asyncio.to_thread(readers.answered_within, HELD_S)
-            gate.open()
-            got = await asyncio.to_thread(readers.answers)
-        finally:
-            readers.close()
-        assert early == [], "answered before the writes before them were durable"
-        joined = await asyncio.to_thread(receive, writer, HEARTBEAT, 1)
-        left = await asyncio.to_thread(receive, writer, LEAVE_GROUP, 5)
-    finally:
-        gate.open()
-        writer.close()
+    bootstrap, got, joined, left = await read_during_rebalance(server, monkeypatch, fail=True)
     assert joined.error_code == left.error_code == ErrorCode.NOT_COORDINATOR
     assert got.listed == {}
     assert {g: answer[0] for g, answer in got.classic.items()} == {
