@@ -111,7 +111,7 @@ class Server:
         self.ready = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._listener: Listener | None = None
-        self._http: HttpEndpoint | None = None
+        self._http: Listener | None = None
         self._stopped = asyncio.Event()
         self._retention_task: asyncio.Task[None] | None = None
         self._compaction_task: asyncio.Task[None] | None = None
@@ -156,8 +156,13 @@ class Server:
         if self.config.metrics_listen:
             from ..config import split_host_port
 
-            self._http = HttpEndpoint(self.metrics, self.health, self.refresh_gauges)
-            await self._http.start(*split_host_port(self.config.metrics_listen))
+            http = HttpEndpoint(self.metrics, self.health, self.refresh_gauges)
+            self._http = await Listener.start(
+                *split_host_port(self.config.metrics_listen),
+                http.protocol,
+                name="http",
+                backlog=128,
+            )
         self._retention_task = asyncio.ensure_future(self._retention_loop())
         self._topic_compaction_task = asyncio.ensure_future(
             self.topic_compactor.run(self.config.log_cleaner_interval_ms)
@@ -213,7 +218,7 @@ class Server:
         for connection in list(self.connections):
             connection.close()
         if self._http is not None:
-            await self._http.close()
+            self._http.close()
         self.topics.close()
         mark_clean_shutdown(self.config.data_path)  # every log is flushed and closed
         self._data_lock.release()  # last: everything above may still write the directory
@@ -307,14 +312,14 @@ def _apply_fd_limits(config: Config) -> None:
         soft_at_start=limits.soft_before,
         segment_files_open_max=limits.segment_files_open_max,
     )
-    wanted = config.connections_max + limits.segment_files_open_max + RESERVED_FDS
-    if 0 <= limits.soft < wanted:
+    if 0 <= limits.soft < config.connections_max + RESERVED_FDS:
+        # Past the limit new connections wait in the backlog (listener.py), and the files
+        # a flush opens for a moment may fail: the logs then fail until a restart.
         log.warning(
-            "connections_max and segment_files_open_max together exceed the file "
-            "descriptor limit: at the limit new connections wait in the backlog",
+            "connections_max is above the file descriptor limit: connections can take "
+            "every descriptor",
             fd_limit=limits.soft,
             connections_max=config.connections_max,
-            segment_files_open_max=limits.segment_files_open_max,
         )
 
 

@@ -38,10 +38,14 @@ class Listener:
         sockets: list[socket.socket],
         protocol_factory: Callable[[], asyncio.Protocol],
         *,
+        name: str = "kafka",
         retry_delay_s: float = 1.0,
         on_accept_failure: Callable[[str], None] | None = None,
     ) -> None:
+        """`name` goes into the log lines; `on_accept_failure(errno name)` counts
+        failed accepts (a metric)."""
         self.sockets = sockets
+        self.name = name
         self._factory = protocol_factory
         self._retry_delay_s = retry_delay_s
         self._on_accept_failure = on_accept_failure
@@ -151,6 +155,7 @@ class Listener:
                 "cannot accept connections: out of file descriptors"
                 if out_of_descriptors
                 else "cannot accept connections",
+                listener=self.name,
                 error=f"{code}: {e.strerror}",
                 fd_limit_soft=soft,
                 fd_limit_hard=hard,
@@ -169,6 +174,7 @@ class Listener:
         assert self._starved_since is not None
         log.warning(
             "accepting connections again",
+            listener=self.name,
             starved_ms=int((time.monotonic() - self._starved_since) * 1000),
             failed_retries=self._failed_retries,
         )
