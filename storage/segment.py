@@ -371,11 +371,12 @@ class Segment:
         self._reset_state()
         self.salvaged_bytes = 0
         file_size = self._file.size()
+        # The handle stays the same when a salvage below replaces the file (it reopens).
+        pread = self._file.pread
         pos = 0
         buf = b""
         buf_start = 0
         while pos < file_size:
-            pread = self._file.pread  # the salvage below may replace the file
             rel = pos - buf_start
             if rel + HEADER_SIZE > len(buf):
                 buf = pread(min(_RECOVERY_CHUNK_BYTES, file_size - pos), pos)
