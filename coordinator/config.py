@@ -51,6 +51,14 @@ class Config:
     )
     node_id: int = field(default=0, metadata={"help": "broker id advertised in metadata"})
     log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
+    log_repeat_window_ms: int = field(
+        default=10_000,
+        metadata={
+            "help": "identical log lines (same level, event and fields) within this time "
+            "after one is logged are counted instead of logged; the count follows with the "
+            "next one logged (0: log every line)"
+        },
+    )
     frame_bytes_max: int = field(
         default=100 * MiB,
         metadata={"help": "largest request frame accepted (socket.request.max.bytes)"},
@@ -75,6 +83,14 @@ class Config:
         metadata={"help": "unsent response bytes per connection before reading pauses"},
     )
     connections_max: int = field(default=10_000, metadata={"help": "open connections accepted"})
+    segment_files_open_max: int = field(
+        default=0,
+        metadata={
+            "help": "segment files kept open across all logs, least recently used closed "
+            "first and reopened on demand (0: half the file-descriptor limit, which is "
+            "raised to the hard limit at start)"
+        },
+    )
     auto_create_topics: bool = field(
         default=True, metadata={"help": "create unknown topics on Metadata requests that allow it"}
     )
@@ -298,6 +314,10 @@ def validate(config: Config) -> None:
     for name in positive:
         if getattr(config, name) <= 0:
             raise ConfigError(f"{name} must be positive")
+    if config.log_repeat_window_ms < 0:
+        raise ConfigError("log_repeat_window_ms must be 0 (off) or more")
+    if config.segment_files_open_max < 0:
+        raise ConfigError("segment_files_open_max must be 0 (automatic) or more")
     if config.syncfs_min_logs < 0:
         raise ConfigError("syncfs_min_logs must be 0 or more")
     try:
