@@ -188,8 +188,9 @@ class PartitionLog:
         # compaction), never by appends or rolls: a compaction plan prepared at one
         # generation may only be installed at the same one.
         self._generation = 0
-        # time.monotonic() of the last write of the durable offset file.
-        self._durable_written_s = 0.0
+        # time.monotonic() of the last write of the durable offset file (a flush soon
+        # after opening writes it).
+        self._durable_written_s = -_DURABLE_OFFSET_WRITE_INTERVAL_S
 
     # -- opening and recovery -----------------------------------------------------------
 
@@ -234,7 +235,6 @@ class PartitionLog:
         self.recovered_truncated_bytes = found.truncated_bytes
         self.recovered_salvaged_bytes = found.salvaged_bytes
         self.recovered_damaged_offsets = found.damaged_offsets
-        self._durable_written_s = time.monotonic()
 
     # -- properties ---------------------------------------------------------------------
 
