@@ -49,12 +49,16 @@ from operator import le, lt
 from pathlib import Path
 
 from groupcoord.protocol.batches import (
+    CRC_FROM,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    MAGIC_V2,
     BatchHeader,
     InvalidBatch,
     batch_size_at,
+    calc_crc32c,
     crc_ok,
+    header_struct,
     parse_header,
     set_base_offset,
 )
@@ -70,6 +74,11 @@ TIME_INDEX_ENTRY_BYTES = 12
 # Relative offsets and file positions are stored as u32 in the index files.
 RELATIVE_OFFSET_MAX = 0xFFFF_FFFF
 NO_TIMESTAMP = -1
+# The header fields a read's check needs (Segment._verify), the others skipped.
+_VERIFY_FIELDS = header_struct(
+    "base_offset", "batch_length", "magic", "crc", "last_offset_delta", "records_count"
+)
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 # Segment.recover's `salvage_below` meaning "every invalid batch is damage, none a torn
 # write" (a file closed cleanly, or fsynced whole).
 SALVAGE_ALL = 2**63
@@ -588,31 +597,30 @@ class Segment:
         pos = ends[i] - position if i >= 0 and ends[i] > position else 0
         total = len(data)
         next_min = self.base_offset
-        reason = ""
-        while pos < total:
-            try:
-                header = parse_header(data, pos)
-            except InvalidBatch as exc:
-                reason = str(exc)
-                break
-            if pos + header.size_bytes > total:
-                reason = f"batch length {header.batch_length} runs past the batches read"
-                break
-            if header.base_offset < next_min or header.last_offset >= self.next_offset:
-                reason = (
-                    f"batch offsets {header.base_offset}-{header.last_offset} are outside"
-                    f" [{next_min}, {self.next_offset})"
-                )
-                break
-            if not crc_ok(data, pos, header):
-                reason = "CRC-32C mismatch"
-                break
-            next_min = header.last_offset + 1
-            pos += header.size_bytes
+        segment_end = self.next_offset
+        unpack = _VERIFY_FIELDS.unpack_from
+        with memoryview(data) as view:
+            while pos + HEADER_SIZE <= total:
+                base, length, magic, crc, delta, count = unpack(data, pos)
+                end = pos + length + LOG_OVERHEAD
+                if (
+                    magic != MAGIC_V2
+                    or length < _MIN_BATCH_LENGTH
+                    or delta < 0
+                    or count < 0
+                    or end > total
+                    or base < next_min
+                    or base + delta >= segment_end
+                    or calc_crc32c(view[pos + CRC_FROM : end]) != crc
+                ):
+                    break
+                next_min = base + delta + 1
+                pos = end
         if pos:
             self._mark_verified(position, position + pos)
         if pos == total:
             return data
+        reason = _why_invalid(data, pos, next_min, segment_end)
         self._damaged.setdefault(position + pos, [reason, False])
         if pos == 0:
             raise self._damage(position)
@@ -749,6 +757,22 @@ class Segment:
             f"Segment(base_offset={self.base_offset}, next_offset={self.next_offset}, "
             f"size_bytes={self.size_bytes})"
         )
+
+
+def _why_invalid(data: bytes, pos: int, next_min: int, segment_end: int) -> str:
+    """What is wrong with the batch at `pos` of `data` that Segment._verify refused."""
+    try:
+        header = parse_header(data, pos)
+    except InvalidBatch as exc:
+        return str(exc)
+    if pos + header.size_bytes > len(data):
+        return f"batch length {header.batch_length} runs past the batches read"
+    if header.base_offset < next_min or header.last_offset >= segment_end:
+        return (
+            f"batch offsets {header.base_offset}-{header.last_offset} are outside"
+            f" [{next_min}, {segment_end})"
+        )
+    return "CRC-32C mismatch"
 
 
 def delete_segment_files(directory: Path, base_offset: int) -> None:
