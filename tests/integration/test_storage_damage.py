@@ -19,7 +19,6 @@ from kafka.errors import CorruptRecordError
 from groupcoord.coordinator.runtime.partitioning import shard_for
 from tests.integration.group_support import wait_until
 from tests.integration.test_clients import create_topic
-from tests.integration.test_durability import read_all
 from tests.support import ServerProcess, serving
 
 TOPIC = "t"
