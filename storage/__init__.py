@@ -12,6 +12,7 @@ from .cleaner import (
 from .errors import (
     CommitterClosed,
     CompactionError,
+    CorruptBatch,
     LogClosed,
     LogFailed,
     OffsetOutOfRange,
@@ -28,6 +29,7 @@ __all__ = [
     "CompactionError",
     "CompactionPlan",
     "CompactionStats",
+    "CorruptBatch",
     "GroupCommitter",
     "LogClosed",
     "LogConfig",

@@ -48,6 +48,19 @@ def atomic_write(path: Path, data: bytes) -> None:
     fsync_directory(path.parent)
 
 
+def overwrite_offset_file(path: Path, value: int, sync: bool) -> None:
+    """Write `value` over `path` in place, fixed width (one small write that a crash of
+    the process cannot split), without the temp file and fsyncs of `write_offset_file`
+    unless `sync`: for a value rewritten often that may lag on disk (a lower bound)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        os.pwrite(fd, f"{value:020d}\n".encode("ascii"), 0)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_directory(directory: Path) -> None:
     """Make creations, renames and deletions of directory entries durable."""
     fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))

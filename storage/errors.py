@@ -1,7 +1,8 @@
 """Exceptions raised by the storage layer.
 
 The server maps them onto Kafka error codes: OffsetOutOfRange -> OFFSET_OUT_OF_RANGE,
-LogFailed / OSError -> KAFKA_STORAGE_ERROR (NOT_COORDINATOR for coordinator logs).
+CorruptBatch -> CORRUPT_MESSAGE, LogFailed / OSError -> KAFKA_STORAGE_ERROR (NOT_COORDINATOR
+for coordinator logs).
 """
 
 from __future__ import annotations
@@ -21,6 +22,22 @@ class OffsetOutOfRange(StorageError):
         self.offset = offset
         self.log_start_offset = log_start_offset
         self.next_offset = next_offset
+
+
+class CorruptBatch(StorageError):
+    """A stored batch failed its checks when read (CRC-32C, length, offsets): it is never
+    served. Raised by a read that starts at it; a read that reaches it later returns the
+    batches before it.
+
+    `position`: its byte position in `path`; `first_report`: True the first time this
+    batch is raised, so the owner logs and counts each damaged batch once."""
+
+    def __init__(self, path: str, position: int, reason: str, first_report: bool) -> None:
+        super().__init__(f"corrupt batch at byte {position} of {path}: {reason}")
+        self.path = path
+        self.position = position
+        self.reason = reason
+        self.first_report = first_report
 
 
 class LogClosed(StorageError):

@@ -39,6 +39,18 @@ batch is a crash's torn tail: the segment is cut there and every later segment d
 Below it (index files damaged, so the segment was scanned) a bad batch is damage on disk:
 the segment is salvaged (Segment.recover) and cut within itself only, keeping the later
 segments (an offset gap; reported as damage, ``recovered_salvaged_bytes``).
+
+Torn tail or damage. Only bytes past the last completed fsync can be a torn write. Each
+flush that completes writes the durable offset over ``durable-offset`` (one small write
+in place, no fsync, at most once a second and at every roll: a lower bound, lagging), and
+recovery treats a bad batch whose offsets lie below it as damage too: removed alone, the
+valid batches after it kept, as after a clean stop (``salvage``). A cut lowers the file
+durably before new appends reuse the offsets. After a crash of the process alone (the
+server passes ``salvage``, see coordinator/server/recovery_report.py) the kernel still
+held every page written, so nothing but a final write cut short can be torn.
+
+Reads check bytes no read checked before (segment.py): a batch failing its checks is never
+served; ``salvage_damaged`` removes it for a reader that must go on (a shard's replay).
 ``log-start-offset`` persists the log start offset when retention moves it, before the
 segments go. Retention may delete the active segment too (Kafka's deleteSegments): a new
 empty one is rolled first, at the log end, so a log always has a segment and its offsets
@@ -56,16 +68,24 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
 
-from groupcoord.protocol.batches import BatchHeader, record_timestamps
+from groupcoord.protocol.batches import BatchHeader, InvalidBatch, record_timestamps
 
-from .checkpoint import fsync_directory, write_offset_file
-from .errors import LogClosed, LogFailed, OffsetOutOfRange
-from .log_recovery import LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE, recover_log_directory
-from .segment import RELATIVE_OFFSET_MAX, Segment
+from .checkpoint import fsync_directory, overwrite_offset_file, write_offset_file
+from .errors import CorruptBatch, LogClosed, LogFailed, OffsetOutOfRange
+from .log_recovery import (
+    DURABLE_OFFSET_FILE,
+    LOG_START_OFFSET_FILE,
+    RECOVERY_POINT_FILE,
+    recover_log_directory,
+)
+from .segment import RELATIVE_OFFSET_MAX, SALVAGE_ALL, Segment
 
 _DAY_MS = 24 * 60 * 60 * 1000
 # Positions are u32 in the index; Kafka bounds segment.bytes by a Java int as well.
 _SEGMENT_BYTES_LIMIT = 2**31 - 1
+# How often (at most) a flush writes the durable offset file: it may lag, being a lower
+# bound, and a write per flush would add a syscall to every group-commit round.
+_DURABLE_OFFSET_WRITE_INTERVAL_S = 1.0
 
 
 def wall_clock_ms() -> int:
@@ -110,6 +130,7 @@ class PartitionLog:
         "__weakref__",
         "recovered_truncated_bytes",
         "recovered_salvaged_bytes",
+        "recovered_damaged_offsets",
         "_directory",
         "_config",
         "_clock_ms",
@@ -129,6 +150,7 @@ class PartitionLog:
         "_failure",
         "_closed",
         "_generation",
+        "_durable_written_s",
     )
 
     def __init__(self, directory: Path, config: LogConfig, clock_ms: Callable[[], int]) -> None:
@@ -141,6 +163,8 @@ class PartitionLog:
         # Bytes of damaged batches removed on open (with `salvage`, or in a segment below
         # the recovery point), the data after them kept.
         self.recovered_salvaged_bytes = 0
+        # The offset ranges (first, last; last -1: to the old end) those bytes held.
+        self.recovered_damaged_offsets: list[tuple[int, int]] = []
         self._segments: list[Segment] = []
         # Base offsets of _segments, for bisect.
         self._bases: list[int] = []
@@ -164,6 +188,9 @@ class PartitionLog:
         # compaction), never by appends or rolls: a compaction plan prepared at one
         # generation may only be installed at the same one.
         self._generation = 0
+        # time.monotonic() of the last write of the durable offset file (a flush soon
+        # after opening writes it).
+        self._durable_written_s = -_DURABLE_OFFSET_WRITE_INTERVAL_S
 
     # -- opening and recovery -----------------------------------------------------------
 
@@ -207,6 +234,7 @@ class PartitionLog:
         self._dir_dirty = found.dir_dirty
         self.recovered_truncated_bytes = found.truncated_bytes
         self.recovered_salvaged_bytes = found.salvaged_bytes
+        self.recovered_damaged_offsets = found.damaged_offsets
 
     # -- properties ---------------------------------------------------------------------
 
@@ -379,6 +407,10 @@ class PartitionLog:
                 write_offset_file(self._directory / RECOVERY_POINT_FILE, plan.active.base_offset)
                 self._recovery_point = plan.active.base_offset
             self._durable_offset = plan.target
+            now_s = time.monotonic()
+            if rolled or now_s - self._durable_written_s >= _DURABLE_OFFSET_WRITE_INTERVAL_S:
+                self._durable_written_s = now_s
+                self._write_durable_offset(plan.target, sync=False)
         except BaseException as exc:
             with self._lock:
                 self._failure = exc
@@ -394,14 +426,25 @@ class PartitionLog:
                 self._flush_lock.release()
         return plan.target
 
+    def _write_durable_offset(self, offset: int, sync: bool) -> None:
+        """Record that everything below `offset` is durable (see "Torn tail or damage")."""
+        try:
+            overwrite_offset_file(self._directory / DURABLE_OFFSET_FILE, offset, sync)
+        except OSError:
+            if sync:
+                raise
+            # Only a hint: the old value stays a lower bound, recovery just more careful.
+
     # -- reading ------------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Whole batches starting with the one containing `offset`, at most `max_bytes`
         in total except that the first batch is always returned whole (KIP-74).
 
-        Continues across segments while under `max_bytes`. Returns b"" at the log end;
-        raises OffsetOutOfRange below the log start or beyond the log end.
+        Continues across segments while under `max_bytes`, and stops before a batch
+        failing its checks. Returns b"" at the log end; raises OffsetOutOfRange below the
+        log start or beyond the log end, CorruptBatch when the batch holding `offset` (or
+        the way to it) is damaged.
         """
         self._check_open()
         if offset == self._next_offset:
@@ -412,7 +455,12 @@ class PartitionLog:
         remaining = max_bytes
         while i < len(segments):
             segment = segments[i]
-            data = segment.read(position, remaining, at_least_one=not chunks)
+            try:
+                data = segment.read(position, remaining, at_least_one=not chunks)
+            except CorruptBatch:
+                if not chunks:
+                    raise
+                break  # served up to the damage; the next read starts at it
             if data:
                 chunks.append(data)
                 remaining -= len(data)
@@ -445,8 +493,11 @@ class PartitionLog:
     def _iter_headers(self, i: int, position: int) -> Iterator[BatchHeader]:
         segments = self._segments
         while i < len(segments):
-            for _, header in segments[i].iter_headers(position):
-                yield header
+            try:
+                for _, header in segments[i].iter_headers(position):
+                    yield header
+            except InvalidBatch:
+                pass  # the rest of a damaged segment: reads of it raise CorruptBatch
             i += 1
             position = 0
 
@@ -512,6 +563,43 @@ class PartitionLog:
         # The header's max timestamp matched no record (a producer's inconsistent batch).
         return fallback
 
+    def salvage_damaged(self, path: str) -> tuple[int, list[tuple[int, int]]]:
+        """Remove the damaged batches of the segment file `path` (CorruptBatch.path of a
+        read), keeping the valid ones after them, as recovery does (Segment.recover).
+        Returns (bytes removed, offset ranges (first, last; -1: to the old end) they
+        held). Writer thread. Raises LogClosed / LogFailed, OSError, ValueError."""
+        with self._flush_lock:
+            self._check_writable()
+            paths = [str(segment.path()) for segment in self._segments]
+            if path not in paths:
+                raise ValueError(f"{path} is no segment of {self._directory}")
+            i = paths.index(path)
+            segment = self._segments[i]
+            active = i == len(self._segments) - 1
+            before = segment.size_bytes
+            try:
+                cut = segment.recover(SALVAGE_ALL)
+                dropped = list(segment.salvaged_offsets)
+                if cut:
+                    last = -1 if active else self._bases[i + 1] - 1
+                    dropped.append((segment.next_offset, last))
+                segment.fsync()
+                if not active:
+                    segment.write_index_files()
+                    segment.sync_index_files()
+                if cut and active:
+                    with self._lock:
+                        self._next_offset = segment.next_offset
+                        self._durable_offset = min(self._durable_offset, self._next_offset)
+                    self._write_durable_offset(self._next_offset, sync=True)
+            except BaseException as exc:
+                self._failure = exc
+                raise
+            finally:
+                self._size_bytes += segment.size_bytes - before
+                self._generation += 1
+        return before - segment.size_bytes, dropped
+
     # -- truncation and retention -------------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:
@@ -554,6 +642,7 @@ class PartitionLog:
         if later:
             fsync_directory(self._directory)
         self._lower_recovery_point(segment.base_offset)
+        self._write_durable_offset(self._next_offset, sync=True)
 
     def _reset_at(self, start: int) -> None:
         """Delete every segment and restart empty at `start` (also the new log start)."""
@@ -575,6 +664,7 @@ class PartitionLog:
             self._durable_offset = start
             self._size_bytes = 0
         self._lower_recovery_point(start)
+        self._write_durable_offset(start, sync=True)
 
     def _lower_recovery_point(self, offset: int) -> None:
         if self._recovery_point > offset:

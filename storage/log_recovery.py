@@ -9,11 +9,17 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from .checkpoint import fsync_directory, read_offset_file, write_offset_file
+from .checkpoint import (
+    fsync_directory,
+    overwrite_offset_file,
+    read_offset_file,
+    write_offset_file,
+)
 from .compaction_swap import complete_interrupted_compaction
 from .segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SALVAGE_ALL,
     TIME_INDEX_SUFFIX,
     Segment,
     delete_segment_files,
@@ -23,6 +29,9 @@ from .segment import (
 
 LOG_START_OFFSET_FILE = "log-start-offset"
 RECOVERY_POINT_FILE = "recovery-point-offset"
+# A lower bound of the durable offset: every offset below it was covered by a completed
+# fsync (PartitionLog.end_flush writes it, lagging; see log.py's "Recovery.").
+DURABLE_OFFSET_FILE = "durable-offset"
 
 
 class RecoveredLog(NamedTuple):
@@ -33,9 +42,11 @@ class RecoveredLog(NamedTuple):
     log_start_offset: int
     # Bytes dropped: torn or corrupt tail, and segments after it.
     truncated_bytes: int
-    # Bytes of damaged batches removed (with `salvage`, or in a segment below the recovery
-    # point), the data after them kept.
+    # Bytes of damaged batches removed (with `salvage`, below the durable offset, or in a
+    # segment below the recovery point), the data after them kept.
     salvaged_bytes: int
+    # Offset ranges (first, last) the damaged bytes held; last -1: up to the old log end.
+    damaged_offsets: list[tuple[int, int]]
     # A new segment file was created whose name only the next flush makes durable.
     dir_dirty: bool
 
@@ -70,6 +81,7 @@ def recover_log_directory(
 
     start_in_file = read_offset_file(directory / LOG_START_OFFSET_FILE)
     recovery_point = read_offset_file(directory / RECOVERY_POINT_FILE) or 0
+    durable = read_offset_file(directory / DURABLE_OFFSET_FILE) or 0
     # Directory entries removed here must stay removed, see the fsync below.
     entries_changed = False
     # Segments wholly below the persisted log start: retention was interrupted after
@@ -83,6 +95,7 @@ def recover_log_directory(
     scanned: list[Segment] = []
     truncated = 0
     salvaged = 0
+    damaged: list[tuple[int, int]] = []
     dir_dirty = False
     try:
         for i, base in enumerate(bases):
@@ -98,15 +111,18 @@ def recover_log_directory(
             if flushed_whole and segment.load_index_files():
                 continue
             # A segment below the recovery point was fsynced whole before the point
-            # moved past it: an invalid batch there is damage on disk, never a torn
-            # write, and the segments after it hold acknowledged data. So it is
-            # salvaged and the cut stays within it (an offset gap), reported as damage;
-            # only a cut above the recovery point is a crash's tail, dropping the rest.
-            cut = segment.recover(salvage or flushed_whole)
+            # moved past it, and offsets below the durable one were fsynced: an invalid
+            # batch there is damage on disk, never a torn write, and what follows holds
+            # acknowledged data. So it is salvaged and a cut stays within its segment
+            # (an offset gap), reported as damage; only a cut at or past the durable
+            # offset above the recovery point is a crash's tail, dropping the rest.
+            cut = segment.recover(SALVAGE_ALL if salvage or flushed_whole else durable)
             salvaged += segment.salvaged_bytes
+            damaged.extend(segment.salvaged_offsets)
             scanned.append(segment)
-            if cut and flushed_whole:
+            if cut and (flushed_whole or segment.next_offset < durable):
                 salvaged += cut
+                damaged.append((segment.next_offset, -1 if is_last else bases[i + 1] - 1))
             elif cut:
                 truncated += cut
                 if not is_last:
@@ -148,11 +164,18 @@ def recover_log_directory(
             fsync_directory(directory)
         if recovery_point != active.base_offset:
             write_offset_file(directory / RECOVERY_POINT_FILE, active.base_offset)
+        if durable != active.next_offset:
+            # Everything is durable now. Lowered (a cut) durably, before new appends
+            # reuse the offsets: a stale higher value would take their torn tail for
+            # damage.
+            overwrite_offset_file(
+                directory / DURABLE_OFFSET_FILE, active.next_offset, active.next_offset < durable
+            )
     except BaseException:
         for segment in segments:
             segment.close()
         raise
-    return RecoveredLog(segments, log_start, truncated, salvaged, dir_dirty)
+    return RecoveredLog(segments, log_start, truncated, salvaged, damaged, dir_dirty)
 
 
 def _drop_segment_files(directory: Path, bases: list[int]) -> int:

@@ -74,6 +74,13 @@ class ServerMetrics:
             "groupcoord_log_size_bytes", "Bytes stored per topic", ["topic"], registry=r
         )
         self.log_partitions = Gauge("groupcoord_partitions", "Partitions served", registry=r)
+        self.storage_corrupt_batches = Counter(
+            "groupcoord_storage_corrupt_batches",
+            "Stored batches found damaged (failing their CRC-32C, length or offset checks),"
+            " by log (topic-partition or coordinator shard log)",
+            ["log"],
+            registry=r,
+        )
         self.produced_records = Counter(
             "groupcoord_produced_records", "Records appended by Produce", ["topic"], registry=r
         )

@@ -31,13 +31,11 @@ from typing import Any, TypeVar
 
 from groupcoord.protocol.batches import (
     CONTROL_MASK,
-    CRC_FROM,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
     DefaultRecordBatch,
     DefaultRecordBatchBuilder,
-    calc_crc32c,
     header_struct,
     parse_header,
 )
@@ -51,7 +49,13 @@ from groupcoord.protocol.records import (
     encode_value,
     offset_commit_key_fields,
 )
-from groupcoord.storage import GroupCommitter, LogConfig, PartitionLog, StorageError
+from groupcoord.storage import (
+    CorruptBatch,
+    GroupCommitter,
+    LogConfig,
+    PartitionLog,
+    StorageError,
+)
 
 from ..groups.config import GroupConfig, GroupConfigSource
 from ..groups.result import Reply, Result, TimerCallback
@@ -59,6 +63,7 @@ from ..groups.shard import GroupShard
 from ..groups.topics import TopicImage
 from ..observability.logging import get_logger
 from ..observability.metrics import ServerMetrics
+from ..observability.storage_damage import report_damage_removed
 from . import clock as clocks
 from .timers import LoopTimer
 
@@ -155,7 +160,7 @@ class ShardRunner:
         self._tasks: set[asyncio.Task[None]] = set()
         self.load_time_s = 0.0
         self.loaded_records = 0
-        self.damaged_batches = 0  # skipped by the last load: they failed their CRC
+        self.damaged_batches = 0  # removed by the last load: they failed their checks
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -204,21 +209,35 @@ class ShardRunner:
         replayer = _LogReplayer(self.shard, self.shard_id, now_ms)
         offset = log_.log_start_offset
         end = log_.next_offset
+        self.damaged_batches = 0
         while offset < end:
-            chunk = log_.read(offset, LOAD_CHUNK_BYTES)
+            try:
+                chunk = log_.read(offset, LOAD_CHUNK_BYTES)
+            except CorruptBatch as exc:
+                # Damage in a segment trusted at open (reads check every batch they
+                # return): removed as recovery removes damage, the valid batches after
+                # it kept, so every later record still replays. Each key it held keeps
+                # its last readable value.
+                removed, dropped = log_.salvage_damaged(exc.path)
+                if not removed:
+                    raise
+                report_damage_removed(
+                    self.metrics,
+                    self.directory.name,
+                    exc.path,
+                    dropped,
+                    removed,
+                    shard=self.shard_id,
+                    reason=exc.reason,
+                )
+                self.damaged_batches += len(dropped)
+                end = log_.next_offset
+                continue
             if not chunk:
                 break
             offset = replayer.feed(chunk, offset)
             await asyncio.sleep(0)
         replayer.flush()
-        if replayer.damaged:
-            log.error(
-                "log damaged: batches failing their CRC skipped while loading the shard",
-                shard=self.shard_id,
-                offsets=replayer.damaged[:20],
-                batches=len(replayer.damaged),
-            )
-        self.damaged_batches = len(replayer.damaged)
         return replayer.count
 
     async def close(self) -> None:
@@ -449,7 +468,6 @@ _BATCH_HEAD = header_struct(
     "base_offset",
     "batch_length",
     "magic",
-    "crc",
     "attributes",
     "last_offset_delta",
     "records_count",
@@ -498,7 +516,6 @@ class _LogReplayer:
         "_indexed",
         "_by_group",
         "_new_groups",
-        "damaged",
     )
 
     def __init__(self, shard: GroupShard, shard_id: int, now_ms: int) -> None:
@@ -506,7 +523,6 @@ class _LogReplayer:
         self.shard_id = shard_id
         self.now_ms = now_ms
         self.count = 0  # records replayed
-        self.damaged: list[tuple[int, int]] = []  # (first, last) offsets of skipped batches
         # Commit key bytes -> (group, topic, partition), for every key decoded so far.
         self._keys: dict[bytes, tuple[str, str, int]] = {}
         # The current run of commits: key bytes -> last value bytes, in first-commit order.
@@ -528,7 +544,7 @@ class _LogReplayer:
         while pos < total:
             if total - pos < HEADER_SIZE:
                 parse_header(chunk, pos)  # raises InvalidBatch
-            base, length, magic, crc, attributes, last_delta, records = _BATCH_HEAD.unpack_from(
+            base, length, magic, attributes, last_delta, records = _BATCH_HEAD.unpack_from(
                 chunk, pos
             )
             if magic != MAGIC_V2 or length < _MIN_BATCH_LENGTH or last_delta < 0 or records < 0:
@@ -536,13 +552,8 @@ class _LogReplayer:
             end = pos + length + LOG_OVERHEAD
             if end > total:
                 break
-            if calc_crc32c(view[pos + CRC_FROM : end]) != crc:
-                # Damaged on disk (segments below the recovery point are not scanned when
-                # the log opens): skip the batch, keep loading, say so (see load). Every
-                # record is a whole value for its key, so the keys it held keep their
-                # last readable value.
-                self.damaged.append((base, base + last_delta))
-            elif not attributes & CONTROL_MASK:
+            # Batches read from the log passed their CRC check (PartitionLog.read).
+            if not attributes & CONTROL_MASK:
                 batch = view[pos:end]
                 if base >= offset:
                     pairs = list(map(_KEY_VALUE, DefaultRecordBatch(batch)))

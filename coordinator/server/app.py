@@ -43,7 +43,12 @@ from .dispatch import build_dispatch
 from .fd_limits import RESERVED_FDS, apply_fd_limits
 from .frame_budget import FrameBudget
 from .listener import Listener
-from .recovery_report import mark_clean_shutdown, report_recovery, take_clean_shutdown_marker
+from .recovery_report import (
+    mark_clean_shutdown,
+    report_recovery,
+    take_clean_shutdown_marker,
+    take_same_boot_marker,
+)
 
 log = get_logger("groupcoord.server")
 # Failing logs listed by /health (all are counted).
@@ -56,6 +61,10 @@ class Server:
         # Raises DataDirInUse (an OSError) when one does.
         self._data_lock = DataDirLock.acquire(config.data_path)
         self._after_clean_shutdown = take_clean_shutdown_marker(config.data_path)
+        # Nothing in the logs can be a torn write but a final one cut short after a clean
+        # stop, or after a crash of this process alone (recovery_report.py): a bad batch
+        # is then damage, removed alone, the valid ones after it kept.
+        self._salvage = take_same_boot_marker(config.data_path) or self._after_clean_shutdown
         # The shard count is the data directory's once it has one (runtime/shard_count.py);
         # the config then says the count served, for DescribeConfigs and the rest.
         shards = settled_shard_count(config.data_path, config.offsets_partitions, OFFSETS_TOPIC)
@@ -128,10 +137,11 @@ class Server:
         data.mkdir(parents=True, exist_ok=True)
         self.node.cluster_id = _load_cluster_id(data)
         self._producer_ids = ProducerIdAllocator(data / "producer-ids.json")
-        self.topics.load(salvage=self._after_clean_shutdown)
+        self.topics.load(salvage=self._salvage)
         report_recovery(
             ((f"{t.name}-{p.index}", p.log) for t in self.topics.topics() for p in t.partitions),
             self._after_clean_shutdown,
+            self.metrics,
         )
         self.group_configs.load()
         # Shards load in the background: until a shard is active its groups' requests get
@@ -180,10 +190,11 @@ class Server:
         )
 
     async def _load_coordinator(self) -> None:
-        await self.coordinator.load(salvage=self._after_clean_shutdown)
+        await self.coordinator.load(salvage=self._salvage)
         report_recovery(
             ((r.directory.name, r.log) for r in self.coordinator.runners if r.log is not None),
             self._after_clean_shutdown,
+            self.metrics,
         )
         # The loaded groups and offsets live as long as the server: keep the cyclic
         # collector from walking them again and again.

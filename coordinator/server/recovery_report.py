@@ -8,6 +8,13 @@ damaged batch alone when a whole batch follows it (its records are lost, the lat
 kept), and cuts the file only where no whole batch follows. None of it passes in silence:
 the server writes `clean_shutdown` into the data directory when it stops cleanly, removes
 it when it starts, and logs a crash's cut as a warning and any damage as an error.
+
+A crash of the server process alone (SIGKILL, OOM kill) loses nothing the kernel held:
+every page written is still in the page cache, so the only torn write is the last one cut
+short at the end of a file, never a bad batch followed by whole ones. The server records
+the kernel's boot id in `boot-id` at each start; when it is unchanged at the next start,
+the logs are opened with `salvage` too. After a restart of the machine only the durable
+offset tells damage from a torn tail (storage/log.py, "Torn tail or damage").
 """
 
 from __future__ import annotations
@@ -17,11 +24,15 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from groupcoord.storage import PartitionLog
-from groupcoord.storage.checkpoint import fsync_directory
+from groupcoord.storage.checkpoint import atomic_write, fsync_directory
 
 from ..observability.logging import get_logger
+from ..observability.metrics import ServerMetrics
+from ..observability.storage_damage import report_damage_removed
 
 CLEAN_SHUTDOWN_FILE = "clean_shutdown"
+BOOT_ID_FILE = "boot-id"
+KERNEL_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 log = get_logger("groupcoord.recovery")
 
@@ -38,15 +49,37 @@ def take_clean_shutdown_marker(data_dir: Path) -> bool:
     return True
 
 
+def take_same_boot_marker(data_dir: Path, kernel_boot_id: Path = KERNEL_BOOT_ID) -> bool:
+    """Whether the last run started since the machine last booted (so it can only have
+    crashed alone, see above); records this boot for the next start. False where the
+    kernel tells no boot id."""
+    try:
+        boot = kernel_boot_id.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    path = data_dir / BOOT_ID_FILE
+    try:
+        last = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        last = ""
+    if last != boot:
+        atomic_write(path, f"{boot}\n".encode("ascii"))
+    return bool(boot) and last == boot
+
+
 def mark_clean_shutdown(data_dir: Path) -> None:
     """Called last when stopping, after every log is flushed and closed."""
     (data_dir / CLEAN_SHUTDOWN_FILE).write_bytes(b"")
     fsync_directory(data_dir)
 
 
-def report_recovery(logs: Iterable[tuple[str, PartitionLog]], after_clean_shutdown: bool) -> int:
-    """Log each (name, log) whose recovery cut bytes off or removed damaged batches;
-    returns how many did."""
+def report_recovery(
+    logs: Iterable[tuple[str, PartitionLog]],
+    after_clean_shutdown: bool,
+    metrics: ServerMetrics | None = None,
+) -> int:
+    """Log each (name, log) whose recovery cut bytes off or removed damaged batches (and
+    count the damage in `metrics`); returns how many did."""
     cut = 0
     for name, log_ in logs:
         dropped = log_.recovered_truncated_bytes
@@ -55,10 +88,12 @@ def report_recovery(logs: Iterable[tuple[str, PartitionLog]], after_clean_shutdo
             continue
         cut += 1
         if salvaged:
-            log.error(
-                "log damaged: recovery removed damaged batches and kept the ones after them",
-                log=name,
-                bytes_removed=salvaged,
+            report_damage_removed(
+                metrics,
+                name,
+                str(log_.directory),
+                log_.recovered_damaged_offsets,
+                salvaged,
                 bytes_dropped_at_end=dropped,
                 next_offset=log_.next_offset,
             )

@@ -7,8 +7,10 @@ min_bytes is available the request parks until a produce makes data durable on o
 partitions or max_wait passes (long poll); a fetch with a partition in error is answered at
 once, as Kafka does (a consumer must see OFFSET_OUT_OF_RANGE to reset, not wait for it).
 Errors: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (v13+), OFFSET_OUT_OF_RANGE (below the
-log start offset or past the log end), FETCH_SESSION_ID_NOT_FOUND (a session id we never
-issued).
+log start offset or past the log end), CORRUPT_MESSAGE (the batch at the fetch offset is
+damaged on disk: never served; the batches before it are, and the error is logged and
+counted once, observability/storage_damage.py), FETCH_SESSION_ID_NOT_FOUND (a session id we
+never issued).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from typing import Any
 from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.batches import LOG_OVERHEAD, batch_size_at
 from groupcoord.protocol.errors import ErrorCode
-from groupcoord.storage import OffsetOutOfRange
+from groupcoord.storage import CorruptBatch, OffsetOutOfRange
 
+from ..observability.storage_damage import report_corrupt_read
 from .context import TopicsContext
 from .registry import Partition
 
@@ -129,6 +132,11 @@ def _read(ctx: TopicsContext, request: Request) -> tuple[Any, int, list[Partitio
                         records = _visible(records, high_watermark)
                 except OffsetOutOfRange:
                     error = ErrorCode.OFFSET_OUT_OF_RANGE
+                except CorruptBatch as exc:
+                    # Kafka answers a CorruptRecordException so: clients surface it
+                    # (KAFKA_STORAGE_ERROR would have them retry forever in silence).
+                    error = ErrorCode.CORRUPT_MESSAGE
+                    report_corrupt_read(ctx.metrics, f"{topic.name}-{index}", offset, exc)
                 if total and len(records) > budget:
                     # Only the first batch of the response may exceed the limits (KIP-74).
                     records = b""

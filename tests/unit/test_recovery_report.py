@@ -24,7 +24,11 @@ def test_the_marker_counts_for_one_start_only(tmp_path: Path) -> None:
 def test_only_logs_that_lost_bytes_are_reported() -> None:
     def log(dropped: int, salvaged: int = 0) -> Any:
         return SimpleNamespace(
-            recovered_truncated_bytes=dropped, recovered_salvaged_bytes=salvaged, next_offset=7
+            recovered_truncated_bytes=dropped,
+            recovered_salvaged_bytes=salvaged,
+            recovered_damaged_offsets=[(3, 4)] if salvaged else [],
+            directory=Path("p"),
+            next_offset=7,
         )
 
     logs = [("a-0", log(0)), ("b-0", log(120)), ("c-3", log(5)), ("d-1", log(0, 300))]
