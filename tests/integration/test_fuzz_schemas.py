@@ -43,7 +43,7 @@ from tests.schema_values import (
 )
 from tests.support import ServerProcess, serving
 
-DEFAULT_EXAMPLES = int(os.environ.get("FUZZ_SCHEMA_EXAMPLES", "4"))
+DEFAULT_EXAMPLES = int(os.environ.get("FUZZ_SCHEMA_EXAMPLES", "6"))
 DEEP_EXAMPLES = int(os.environ.get("FUZZ_DEEP_EXAMPLES", "150"))
 _COMMON = {
     "deadline": None,
@@ -232,6 +232,8 @@ def _null_slots(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, .
             for i, element in enumerate(item):
                 if dataclasses.is_dataclass(element):
                     yield from _null_slots(element, (*here, i))
+                elif isinstance(element, str | bytes):  # an element of an array of strings
+                    yield (*here, i)
         elif dataclasses.is_dataclass(item):
             yield from _null_slots(item, here)
 
