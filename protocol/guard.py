@@ -23,7 +23,8 @@ import itertools
 import linecache
 import struct
 from collections.abc import Callable
-from typing import Any
+from types import NoneType, UnionType
+from typing import Any, Union, get_args, get_origin
 
 from kio.serial._introspect import (
     EntityField,
@@ -81,6 +82,22 @@ def _tagged(buf: bytes, pos: int, end: int, count: int, known: dict[int, Step]) 
             raise MalformedBody(f"tagged field {tag} has a wrong size")
         pos = field_end
     return pos
+
+
+def _null_allowed(tp: Any) -> bool:
+    """Whether a value of type `tp` may be null on the wire: `X | None`."""
+    return get_origin(tp) in (UnionType, Union) and NoneType in get_args(tp)
+
+
+def _element_type(tp: Any) -> Any:
+    """The element type of an array type `tuple[X, ...]` (or `tuple[X, ...] | None`)."""
+    if get_origin(tp) is not tuple:
+        tp = next(a for a in get_args(tp) if a is not NoneType)
+    return get_args(tp)[0]
+
+
+def _null_refused(what: str) -> str:
+    return f"raise _M({f'non-nullable field {what} was serialized as null'!r})"
 
 
 # --- per-class facts -----------------------------------------------------------------
@@ -212,7 +229,7 @@ class _Builder:
         flexible = bool(cls.__flexible__)
         for field, kind, tag in _fields(cls):
             if tag is None:
-                self.field(em, ind, field, kind, flexible, f"{what}.{field.name}", nullable=True)
+                self.field(em, ind, field, kind, flexible, f"{what}.{field.name}", marker=True)
         if flexible:
             known = self.tags(cls, what)
             em.take(ind, 1, f"{what} tagged fields")
@@ -238,7 +255,7 @@ class _Builder:
             def emit(
                 em: _Emitter, field: Any = field, kind: Any = kind, fwhat: str = fwhat
             ) -> None:
-                self.field(em, 1, field, kind, True, fwhat, nullable=False)
+                self.field(em, 1, field, kind, True, fwhat, marker=False)
 
             self.function(fname, emit, fwhat)
             steps[int(tag)] = fname
@@ -260,12 +277,15 @@ class _Builder:
         kind: Any,
         flexible: bool,
         what: str,
-        nullable: bool,
+        marker: bool,
     ) -> None:
+        """Emit the walk over one field; `marker`: a nullable struct has its int8 marker
+        (not inside a tagged field's window)."""
+        null_ok = _null_allowed(field.type)
         if isinstance(kind, PrimitiveField):
-            self.primitive(em, ind, get_schema_field_type(field), flexible, what)
+            self.primitive(em, ind, get_schema_field_type(field), flexible, what, null_ok)
         elif isinstance(kind, EntityField):
-            if nullable and is_optional(field):
+            if marker and is_optional(field):
                 em.take(ind, 1, what)
                 em.out(ind, "if buf[pos - 1] != 0xFF:")
                 em.block(ind + 1, lambda: self.entity(em, ind + 1, kind.type_, what))
@@ -276,14 +296,18 @@ class _Builder:
             size = _FIXED_SIZES.get(kafka_type)
             if size is None:
                 self.check_type(kafka_type)
+            element_null_ok = _null_allowed(_element_type(field.type))
             self.array(
                 em,
                 ind,
                 flexible,
                 what,
+                null_ok,
                 element_min=max(1, _FIXED_SIZES.get(kafka_type, 1)),
                 element_size=size,
-                element=lambda i: self.primitive(em, i, kafka_type, flexible, what + "[]"),
+                element=lambda i: self.primitive(
+                    em, i, kafka_type, flexible, what + "[]", element_null_ok
+                ),
             )
         elif isinstance(kind, EntityTupleField):
             inner = kind.type_
@@ -292,6 +316,7 @@ class _Builder:
                 ind,
                 flexible,
                 what,
+                null_ok,
                 element_min=max(1, _bytes_min(inner)),
                 element_size=_fixed_size(inner),
                 element=lambda i: self.entity(em, i, inner, what + "[]"),
@@ -304,7 +329,9 @@ class _Builder:
         if kafka_type not in _FIXED_SIZES and kafka_type not in _BLOBS:
             raise NotImplementedError(f"no guard for kafka type {kafka_type!r}")
 
-    def primitive(self, em: _Emitter, ind: int, kafka_type: str, flexible: bool, what: str) -> None:
+    def primitive(
+        self, em: _Emitter, ind: int, kafka_type: str, flexible: bool, what: str, null_ok: bool
+    ) -> None:
         self.check_type(kafka_type)
         size = _FIXED_SIZES.get(kafka_type)
         if size is not None:
@@ -314,17 +341,27 @@ class _Builder:
             em.out(ind, "b = buf[pos - 1]")
             em.out(ind, "if b >= 0x80:")
             em.out(ind + 1, f"b, pos = _uv(buf, pos - 1, end, {_VARINT_MAX_BYTES})")
-            em.out(ind, "if b:")
-            em.out(ind + 1, "pos += b - 1")
+            if null_ok:
+                em.out(ind, "if b:")
+                em.out(ind + 1, "pos += b - 1")
+            else:
+                em.out(ind, "if not b:")
+                em.out(ind + 1, _null_refused(what))
+                em.out(ind, "pos += b - 1")
             em.dirty = True
         else:  # legacy: int16 (string) or int32 (bytes) length, -1 is null
             width, read = (2, "_h") if kafka_type == "string" else (4, "_i")
             em.take(ind, width, what)
             em.out(ind, f"b = {read}(buf, pos - {width})[0]")
-            em.out(ind, "if b >= 0:")
-            em.out(ind + 1, "pos += b")
-            em.out(ind, "elif b != -1:")
-            em.out(ind + 1, f"raise _M({what + ': negative length'!r})")
+            if null_ok:
+                em.out(ind, "if b >= 0:")
+                em.out(ind + 1, "pos += b")
+                em.out(ind, "elif b != -1:")
+                em.out(ind + 1, f"raise _M({what + ': negative length'!r})")
+            else:  # Kafka reads any negative length of a non-nullable field as a null
+                em.out(ind, "if b < 0:")
+                em.out(ind + 1, _null_refused(what))
+                em.out(ind, "pos += b")
             em.dirty = True
 
     def array(
@@ -333,6 +370,7 @@ class _Builder:
         ind: int,
         flexible: bool,
         what: str,
+        null_ok: bool,
         element_min: int,
         element_size: int | None,
         element: Callable[[int], None],
@@ -344,11 +382,27 @@ class _Builder:
             em.out(ind + 1, f"n, pos = _uv(buf, pos - 1, end, {_VARINT_MAX_BYTES})")
             em.out(ind, "if n > 1:")
             em.out(ind + 1, "n -= 1")
-        else:  # int32 count, -1 is null
+            null = "not n"
+        else:  # int32 count, -1 is null (Kafka: any negative count)
             em.take(ind, 4, what)
             em.out(ind, "n = _i(buf, pos - 4)[0]")
             em.out(ind, "if n > 0:")
-        i = ind + 1
+            null = "n < 0"
+        self.elements(em, ind + 1, what, element_min, element_size, element)
+        if not null_ok:  # after the elements: no cost for an array that has some
+            em.out(ind, f"elif {null}:")
+            em.out(ind + 1, _null_refused(what))
+
+    def elements(
+        self,
+        em: _Emitter,
+        i: int,
+        what: str,
+        element_min: int,
+        element_size: int | None,
+        element: Callable[[int], None],
+    ) -> None:
+        """The body of `if n > 0:` (n elements follow)."""
         fit = "n" if element_min == 1 else f"n * {element_min}"
         em.out(i, f"if {fit} > end - pos:")
         em.out(i + 1, f"raise _M({what + ': array of '!r} + str(n) + ' elements cannot fit')")

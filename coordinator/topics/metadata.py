@@ -113,7 +113,8 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
     Errors per topic: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (by id),
     INVALID_TOPIC_EXCEPTION (illegal name, or auto-creation refused because the name
     collides with an existing topic's once '.' and '_' are unified), INVALID_REQUEST
-    (neither name nor id),
+    (neither name nor id; v10-v11: a topic id or a null name anywhere in the request, which
+    Kafka refuses whole: every requested topic answered INVALID_REQUEST, no broker),
     LEADER_NOT_AVAILABLE (auto-creation failed on disk; retriable)."""
     node = ctx.node
     version = request.api_version
@@ -154,6 +155,20 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
 
     requested = body.topics
     all_topics = requested is None or (version == 0 and not requested)
+    if not all_topics and version in (10, 11) and any(_by_id(t) for t in requested):
+        # Kafka (KafkaApis.handleTopicMetadataRequest) throws InvalidRequestException and
+        # answers MetadataRequest.getErrorResponse: a null name (not allowed in the response
+        # before v12) answered as "".
+        return build(
+            m.MetadataResponse,
+            brokers=(),
+            cluster_id=None,
+            controller_id=-1,
+            topics=tuple(
+                missing(ErrorCode.INVALID_REQUEST, t.name or "", t.topic_id) for t in requested
+            ),
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
     topics: list[Any] = []
     if all_topics:
         topics = [found(t) for t in sorted(ctx.topics.topics(), key=lambda t: t.name)]
@@ -200,6 +215,11 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
         topics=tuple(topics),
         cluster_authorized_operations=cluster_ops,
     )
+
+
+def _by_id(wanted: Any) -> bool:
+    """A requested topic named by id (v10+), or with no name at all."""
+    return wanted.name is None or wanted.topic_id not in (None, ZERO_UUID)
 
 
 def _unknown_topic(

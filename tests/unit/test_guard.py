@@ -1,28 +1,27 @@
 """protocol/guard.py: the generated structural pre-check accepts exactly what the original
-closure-based walk accepted, never reads past the frame, and is faster.
+closure-based walk accepted (which, since issue 16, refuses a null where the schema forbids
+one, as Kafka does), never reads past the frame, and is faster.
 
 Classes: every request class of every version kio knows. Values: a generic strategy built
-from each dataclass's fields, encoded with kio's own entity_writer.
+from each dataclass's fields (tests/schema_values.py), encoded with kio's own entity_writer.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import io
 import struct
 import timeit
-import uuid
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from types import NoneType, UnionType
+from typing import Any, Union, get_args, get_origin
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_writer
-from kio.serial._implicit_defaults import get_tagged_field_default
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
@@ -37,10 +36,13 @@ from kio.serial._introspect import (
 from groupcoord.protocol.api import request_schema
 from groupcoord.protocol.guard import MalformedBody, body_end, check_body, validator_source
 from groupcoord.protocol.header import parse_header
+from tests.schema_values import SPICY, SPICY_BYTES, blank, entity_values, mutated_bytes
 
 Step = Callable[[bytes, int, int], int]
 
-# --- reference: the original closure-per-field walk, verbatim but for the names ---------
+# --- reference: the original closure-per-field walk, verbatim but for the names and the
+# refusal of nulls where the schema forbids them (issue 16: a null (length -1) of a
+# non-nullable string, bytes or array, any negative length of a legacy one) -------------
 
 _OLD_I16 = struct.Struct(">h")
 _OLD_I32 = struct.Struct(">i")
@@ -89,35 +91,51 @@ def _old_fixed(size: int) -> Step:
     return lambda buf, pos, end: _old_need(pos, size, end)
 
 
-def _old_compact_blob(buf: bytes, pos: int, end: int) -> int:
-    length, pos = _old_uvarint(buf, pos, end)
-    return pos if length == 0 else _old_need(pos, length - 1, end)
+def _old_null_ok(tp: Any) -> bool:
+    return get_origin(tp) in (UnionType, Union) and NoneType in get_args(tp)
 
 
-def _old_legacy_string(buf: bytes, pos: int, end: int) -> int:
-    pos = _old_need(pos, 2, end)
-    (length,) = _OLD_I16.unpack_from(buf, pos - 2)
-    return pos if length == -1 else _old_need(pos, length, end)
+def _old_refuse_null() -> int:
+    raise MalformedBody("a non-nullable field was serialized as null")
 
 
-def _old_legacy_bytes(buf: bytes, pos: int, end: int) -> int:
-    pos = _old_need(pos, 4, end)
-    (length,) = _OLD_I32.unpack_from(buf, pos - 4)
-    return pos if length == -1 else _old_need(pos, length, end)
+def _old_compact_blob(null_ok: bool) -> Step:
+    def step(buf: bytes, pos: int, end: int) -> int:
+        length, pos = _old_uvarint(buf, pos, end)
+        if length == 0:
+            return pos if null_ok else _old_refuse_null()
+        return _old_need(pos, length - 1, end)
+
+    return step
 
 
-def _old_primitive(kafka_type: str, flexible: bool) -> Step:
+def _old_legacy_blob(width: int, null_ok: bool) -> Step:
+    unpack = (_OLD_I16 if width == 2 else _OLD_I32).unpack_from
+
+    def step(buf: bytes, pos: int, end: int) -> int:
+        pos = _old_need(pos, width, end)
+        (length,) = unpack(buf, pos - width)
+        if length == -1 and null_ok:
+            return pos
+        if length < 0 and not null_ok:
+            return _old_refuse_null()
+        return _old_need(pos, length, end)
+
+    return step
+
+
+def _old_primitive(kafka_type: str, flexible: bool, null_ok: bool) -> Step:
     size = _OLD_FIXED_SIZES.get(kafka_type)
     if size is not None:
         return _old_fixed(size)
     if kafka_type == "string":
-        return _old_compact_blob if flexible else _old_legacy_string
+        return _old_compact_blob(null_ok) if flexible else _old_legacy_blob(2, null_ok)
     if kafka_type in ("bytes", "records"):
-        return _old_compact_blob if flexible else _old_legacy_bytes
+        return _old_compact_blob(null_ok) if flexible else _old_legacy_blob(4, null_ok)
     raise NotImplementedError(f"no guard for kafka type {kafka_type!r}")
 
 
-def _old_array(element: Step, flexible: bool, element_bytes_min: int) -> Step:
+def _old_array(element: Step, flexible: bool, element_bytes_min: int, null_ok: bool) -> Step:
     def step(buf: bytes, pos: int, end: int) -> int:
         if flexible:
             count, pos = _old_uvarint(buf, pos, end)
@@ -125,6 +143,8 @@ def _old_array(element: Step, flexible: bool, element_bytes_min: int) -> Step:
         else:
             pos = _old_need(pos, 4, end)
             (count,) = _OLD_I32.unpack_from(buf, pos - 4)
+        if count < 0 and not null_ok:
+            return _old_refuse_null()
         if count <= 0:
             return pos
         if count * element_bytes_min > end - pos:
@@ -157,16 +177,21 @@ def _old_entity(cls: type[Any]) -> tuple[Step, int]:
         kind = classify_field(field)
         tag = get_field_tag(field)
         optional = tag is None and is_optional(field)
+        null_ok = _old_null_ok(field.type)
         if isinstance(kind, PrimitiveField):
             kafka_type = get_schema_field_type(field)
-            step = _old_primitive(kafka_type, flexible)
+            step = _old_primitive(kafka_type, flexible, null_ok)
             field_min = _OLD_FIXED_SIZES.get(kafka_type, 1)
         elif isinstance(kind, PrimitiveTupleField):
             kafka_type = get_schema_field_type(field)
+            array_type = next(
+                a for a in (field.type, *get_args(field.type)) if get_origin(a) is tuple
+            )
             step = _old_array(
-                _old_primitive(kafka_type, flexible),
+                _old_primitive(kafka_type, flexible, _old_null_ok(get_args(array_type)[0])),
                 flexible,
                 max(1, _OLD_FIXED_SIZES.get(kafka_type, 1)),
+                null_ok,
             )
             field_min = 1 if flexible else 4
         elif isinstance(kind, EntityField):
@@ -175,7 +200,7 @@ def _old_entity(cls: type[Any]) -> tuple[Step, int]:
             field_min = 1 if optional else inner_min
         elif isinstance(kind, EntityTupleField):
             inner, inner_min = _old_entity(kind.type_)
-            step = _old_array(inner, flexible, max(1, inner_min))
+            step = _old_array(inner, flexible, max(1, inner_min), null_ok)
             field_min = 1 if flexible else 4
         else:  # pragma: no cover - classify_field has four outcomes
             raise NotImplementedError(field)
@@ -245,102 +270,6 @@ def _encode(cls: type[Any], value: Any) -> bytes:
     return buf.getvalue()
 
 
-# --- a generic value strategy from the dataclass fields --------------------------------
-
-_INT_RANGES = {
-    "int8": (-(2**7), 2**7 - 1),
-    "int16": (-(2**15), 2**15 - 1),
-    "int32": (-(2**31), 2**31 - 1),
-    "int64": (-(2**63), 2**63 - 1),
-    "uint8": (0, 2**8 - 1),
-    "uint16": (0, 2**16 - 1),
-    "uint32": (0, 2**32 - 1),
-    "uint64": (0, 2**64 - 1),
-    "error_code": (-(2**15), 2**15 - 1),
-}
-# Long enough for a two-byte compact length (>= 127) now and then; what long ones hold does
-# not matter, and drawing them byte by byte would dominate the run time.
-_TEXT = st.one_of(
-    st.text(max_size=6), st.integers(120, 140).map(lambda n: "x" * (n - 1) + "\u00e9")
-)
-_BINARY = st.one_of(st.binary(max_size=8), st.integers(127, 140).map(lambda n: b"\xa5" * n))
-
-
-def _millis(low: int, high: int) -> st.SearchStrategy[datetime.timedelta]:
-    return st.integers(low, high).map(lambda ms: datetime.timedelta(milliseconds=ms))
-
-
-@cache
-def _primitive(kafka_type: str, long: bool = True) -> st.SearchStrategy[Any]:
-    if kafka_type in _INT_RANGES:
-        low, high = _INT_RANGES[kafka_type]
-        return st.integers(low, high)
-    if kafka_type == "bool":
-        return st.booleans()
-    if kafka_type == "float64":
-        return st.floats(allow_nan=False, allow_infinity=False)
-    if kafka_type == "string":
-        return _TEXT if long else st.text(max_size=6)
-    if kafka_type in ("bytes", "records"):
-        return _BINARY if long else st.binary(max_size=8)
-    if kafka_type == "uuid":
-        return st.uuids()
-    if kafka_type == "timedelta_i32":
-        return _millis(-(2**31), 2**31 - 1)
-    if kafka_type == "timedelta_i64":
-        return _millis(-(2**50), 2**50)  # timedelta itself cannot reach the int64 range
-    if kafka_type == "datetime_i64":
-        return st.integers(0, 2**42).map(
-            lambda ms: datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
-        )
-    raise NotImplementedError(kafka_type)
-
-
-def _tagged_default(field: dataclasses.Field[Any]) -> Any:
-    if field.default is not dataclasses.MISSING:
-        return field.default
-    if field.default_factory is not dataclasses.MISSING:
-        return field.default_factory()
-    return get_tagged_field_default(field)
-
-
-def _field(field: dataclasses.Field[Any], depth: int, long: bool) -> st.SearchStrategy[Any]:
-    kind = classify_field(field)
-    items = 3 if depth == 0 else 2
-    if isinstance(kind, PrimitiveField):
-        inner = _primitive(get_schema_field_type(field), long)
-    elif isinstance(kind, PrimitiveTupleField):
-        kafka_type = get_schema_field_type(field)
-        element = _primitive(kafka_type, long)
-        # A two-byte compact count now and then: one short element repeated, so that drawing
-        # it stays cheap and checking every truncation does not turn quadratic.
-        short = {"string": st.just("k"), "bytes": st.just(b"k")}.get(kafka_type, element)
-        inner = st.one_of(
-            st.lists(element, max_size=items),
-            st.tuples(short, st.integers(127, 129)).map(lambda drawn: [drawn[0]] * drawn[1])
-            if long and depth == 0
-            else st.nothing(),
-        ).map(tuple)
-    elif isinstance(kind, EntityField):
-        inner = entity_values(kind.type_, depth + 1, long)
-    elif isinstance(kind, EntityTupleField):
-        inner = st.lists(entity_values(kind.type_, depth + 1, long), max_size=items).map(tuple)
-    else:  # pragma: no cover
-        raise NotImplementedError(field)
-    if get_field_tag(field) is not None:  # absent (the default) or present
-        return st.one_of(st.just(_tagged_default(field)), inner)
-    if is_optional(field):
-        return st.one_of(st.none(), inner)
-    return inner
-
-
-@cache
-def entity_values(cls: type[Any], depth: int = 0, long: bool = True) -> st.SearchStrategy[Any]:
-    """Instances of `cls`; with `long`, strings and arrays past a one-byte length too."""
-    fields = {f.name: _field(f, depth, long) for f in dataclasses.fields(cls)}
-    return st.fixed_dictionaries(fields).map(lambda values: cls(**values))
-
-
 # --- helpers ---------------------------------------------------------------------------
 
 
@@ -370,30 +299,6 @@ PER_CLASS = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-
-# Bytes that steer a walk into its interesting branches: null and empty markers, a
-# continued varint, small counts, the top of a length.
-_SPICY_BYTES = (0x00, 0x01, 0x02, 0x7F, 0x80, 0x81, 0xFE, 0xFF)
-_SPICY = st.sampled_from(_SPICY_BYTES)
-
-
-@st.composite
-def _mutated(draw: st.DrawFn, body: bytes) -> bytes:
-    data = bytearray(body)
-    for _ in range(draw(st.integers(1, 4))):
-        op = draw(st.sampled_from(["set", "insert", "delete", "append", "varint"]))
-        at = draw(st.integers(0, len(data)))
-        if op == "set" and data:
-            data[min(at, len(data) - 1)] = draw(_SPICY | st.integers(0, 255))
-        elif op == "insert":
-            data[at:at] = draw(st.lists(_SPICY, min_size=1, max_size=4))
-        elif op == "delete":
-            del data[at : at + draw(st.integers(1, 4))]
-        elif op == "append":
-            data += draw(st.binary(min_size=1, max_size=8))
-        else:  # a long (up to too long) varint where a length or count may sit
-            data[at:at] = bytes([0xFF] * draw(st.integers(1, 6)) + [draw(st.integers(0, 0x7F))])
-    return bytes(data)
 
 
 # --- (1) valid encodings are accepted, exactly; (2) truncations rejected ---------------
@@ -434,7 +339,7 @@ def test_garbage_and_mutations_agree_with_the_original_walk(
     header = _header(api_key, version, cls)
     pos = len(header)
     garbage = data.draw(
-        st.one_of(st.binary(max_size=64), st.lists(_SPICY, max_size=48).map(bytes)),
+        st.one_of(st.binary(max_size=64), st.lists(SPICY, max_size=48).map(bytes)),
         label="garbage",
     )
     _assert_same(cls, header + garbage, pos)  # (3), and (4) on garbage
@@ -443,10 +348,12 @@ def test_garbage_and_mutations_agree_with_the_original_walk(
     # Every byte replaced by each steering value in turn hits every length, count, marker
     # and tag; then a few random multi-byte mutations.
     for at in range(len(body)):
-        for value in _SPICY_BYTES:
+        for value in SPICY_BYTES:
             if body[at] != value:
                 _assert_same(cls, header + body[:at] + bytes([value]) + body[at + 1 :], pos)
-    for mutated in data.draw(st.lists(_mutated(body), min_size=1, max_size=8), label="mutants"):
+    for mutated in data.draw(
+        st.lists(mutated_bytes(body), min_size=1, max_size=8), label="mutants"
+    ):
         _assert_same(cls, header + mutated, pos)
 
 
@@ -480,31 +387,6 @@ def test_generated_walk_is_bounded_by_end_not_by_the_buffer() -> None:
 # --- (5) micro-benchmark ---------------------------------------------------------------
 
 
-def _blank(cls: type[Any], **values: Any) -> Any:
-    """An instance of `cls` with defaults, zeros and empties where `values` says nothing."""
-    for field in dataclasses.fields(cls):
-        if field.name in values or field.default is not dataclasses.MISSING:
-            continue
-        if field.default_factory is not dataclasses.MISSING:
-            continue
-        kind = classify_field(field)
-        if isinstance(kind, PrimitiveTupleField | EntityTupleField):
-            values[field.name] = ()
-        elif isinstance(kind, EntityField):
-            values[field.name] = None if is_optional(field) else _blank(kind.type_)
-        else:
-            values[field.name] = {
-                "string": "g",
-                "bytes": b"",
-                "records": None,
-                "bool": False,
-                "uuid": uuid.UUID(int=1),
-                "timedelta_i32": datetime.timedelta(seconds=1),
-                "timedelta_i64": datetime.timedelta(seconds=1),
-            }.get(get_schema_field_type(field), 0)
-    return cls(**values)
-
-
 def _bench_frames() -> dict[str, tuple[type[Any], bytes, int]]:
     def frame(api_key: int, version: int, build: Callable[[type[Any]], Any]):
         cls = request_schema(api_key, version)
@@ -515,21 +397,21 @@ def _bench_frames() -> dict[str, tuple[type[Any], bytes, int]]:
     def offset_commit(cls: type[Any]) -> Any:
         topic_cls = classify_field(_named(cls, "topics")).type_
         partition_cls = classify_field(_named(topic_cls, "partitions")).type_
-        partition = _blank(partition_cls, partition_index=0, committed_offset=42)
-        topic = _blank(topic_cls, name="orders", partitions=(partition,))
-        return _blank(cls, group_id="billing", member_id="member-1", topics=(topic,))
+        partition = blank(partition_cls, partition_index=0, committed_offset=42)
+        topic = blank(topic_cls, name="orders", partitions=(partition,))
+        return blank(cls, group_id="billing", member_id="member-1", topics=(topic,))
 
     def heartbeat(cls: type[Any]) -> Any:
-        return _blank(cls, group_id="billing", generation_id=3, member_id="member-1")
+        return blank(cls, group_id="billing", generation_id=3, member_id="member-1")
 
     def fetch(cls: type[Any]) -> Any:
         topic_cls = classify_field(_named(cls, "topics")).type_
         partition_cls = classify_field(_named(topic_cls, "partitions")).type_
         partitions = tuple(
-            _blank(partition_cls, partition=i, fetch_offset=1000 + i, partition_max_bytes=1 << 20)
+            blank(partition_cls, partition=i, fetch_offset=1000 + i, partition_max_bytes=1 << 20)
             for i in range(10)
         )
-        return _blank(cls, topics=(_blank(topic_cls, topic="orders", partitions=partitions),))
+        return blank(cls, topics=(blank(topic_cls, topic="orders", partitions=partitions),))
 
     return {
         "OffsetCommit v9 (1 topic, 1 partition)": frame(8, 9, offset_commit),
