@@ -388,3 +388,77 @@ def test_admin_group_operations(classes: Path, targets: dict[str, str], tmp_path
         check_admin(run)
 
     on_both(targets, scenario)
+
+
+# -- the checks themselves --------------------------------------------------------------------
+
+
+def _synthetic(tmp_path: Path, events: list[dict[str, Any]]) -> ProgramRun:
+    (tmp_path / "x.err").write_text("")
+    return ProgramRun("synthetic", events, 0, tmp_path / "x.err")
+
+
+_GOOD = [
+    {"e": "assign", "m": "c1", "ps": [0], "gen": 1},
+    {"e": "rec", "m": "c1", "p": 0, "o": 0},
+    {"e": "revoke", "m": "c1", "ps": [0], "gen": 1},
+    {"e": "assign", "m": "c2", "ps": [0], "gen": 2},
+    {"e": "rec", "m": "c2", "p": 0, "o": 1},
+    {"e": "ends", "offsets": {"0": 2}},
+    {"e": "committed", "offsets": {"0": 2}},
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "complaint"),
+    [
+        (lambda ev: ev.insert(2, {"e": "rec", "m": "c1", "p": 0, "o": 0}), "more than once"),
+        (lambda ev: ev.pop(4), "never consumed"),
+        (lambda ev: ev.pop(2), "c1 owns it"),  # assigned to c2 before c1 revoked it
+        (lambda ev: ev.__setitem__(4, {"e": "rec", "m": "c1", "p": 0, "o": 1}), "owned by c2"),
+        (lambda ev: ev.__setitem__(2, {"e": "lost", "m": "c1", "ps": [0]}), "c1 lost"),
+        (lambda ev: ev.__setitem__(6, {"e": "committed", "offsets": {"0": 1}}), "committed"),
+    ],
+)
+def test_ownership_check_catches(
+    tmp_path: Path, change: Callable[[list[dict[str, Any]]], None], complaint: str
+) -> None:
+    check_owned_and_exactly_once(_synthetic(tmp_path, list(_GOOD)))
+    events = [dict(e) for e in _GOOD]
+    change(events)
+    with pytest.raises(AssertionError, match=complaint):
+        check_owned_and_exactly_once(_synthetic(tmp_path, events))
+
+
+_STABLE = [
+    {"e": "assignor_run", "m": "s1", "n": 1},
+    {"e": "assign", "m": "s1", "ps": [0], "gen": 1},
+    {"e": "assign", "m": "s2", "ps": [1], "gen": 1},
+    {"e": "stable", "gen": 1, "leader": "s1", "owners": {"s1": [0], "s2": [1]}},
+    {"e": "restart", "m": "s1"},
+    {"e": "revoke", "m": "s1", "ps": [0], "gen": 1},
+    {"e": "assign", "m": "s1", "ps": [0], "gen": 1},
+    {"e": "restarted", "m": "s1", "gen": 1},
+    {"e": "teardown"},
+    {"e": "final", "m": "s1", "gen": 1},
+    {"e": "final", "m": "s2", "gen": 1},
+]
+
+
+@pytest.mark.parametrize(
+    ("index", "replacement", "complaint"),
+    [
+        (6, {"e": "assignor_run", "m": "s1", "n": 2}, "assignor ran again"),
+        (5, {"e": "revoke", "m": "s2", "ps": [1], "gen": 1}, "a rebalance"),
+        (6, {"e": "assign", "m": "s1", "ps": [0], "gen": 2}, "came back"),
+        (10, {"e": "final", "m": "s2", "gen": 2}, "generations"),
+    ],
+)
+def test_no_rebalance_check_catches(
+    tmp_path: Path, index: int, replacement: dict[str, Any], complaint: str
+) -> None:
+    check_no_rebalance(_synthetic(tmp_path, list(_STABLE)), restarts=1)
+    events = list(_STABLE)
+    events[index] = replacement
+    with pytest.raises(AssertionError, match=complaint):
+        check_no_rebalance(_synthetic(tmp_path, events), restarts=1)

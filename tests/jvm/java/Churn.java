@@ -14,7 +14,7 @@ import org.apache.kafka.clients.admin.Admin;
  *
  * c1, c2 and c3 start and converge (each owns 2 of the 6 partitions); c1 leaves (close:
  * revoke, commit, leave) and c2 and c3 converge (3 each); c4 joins and the three converge
- * again. A producer writes throughout, and each step waits for records consumed before the
+ * again. A producer writes throughout, and each step waits for every member to consume before the
  * next. At the end every
  * record is consumed, everything consumed is committed, and the program prints the end
  * offsets and the committed offsets. The test checks the printed lines: nothing consumed
@@ -49,16 +49,16 @@ public final class Churn {
             Member c2 = member(bootstrap, topic, group, protocol, assignor, "c2", consumed);
             Member c3 = member(bootstrap, topic, group, protocol, assignor, "c3", consumed);
             for (Member m : List.of(c1, c2, c3)) m.start();
-            converge("three members", List.of(c1, c2, c3), consumed);
+            converge("three members", List.of(c1, c2, c3));
 
             Out.emit("leaving", "m", "c1");
             c1.close();
-            converge("c1 left", List.of(c2, c3), consumed);
+            converge("c1 left", List.of(c2, c3));
 
             Member c4 = member(bootstrap, topic, group, protocol, assignor, "c4", consumed);
             Out.emit("joining", "m", "c4");
             c4.start();
-            converge("c4 joined", List.of(c2, c3, c4), consumed);
+            converge("c4 joined", List.of(c2, c3, c4));
 
             feeder.stop();
             long produced = feeder.sent.get();
@@ -71,12 +71,23 @@ public final class Churn {
         }
     }
 
-    /** Waits for `members` to converge, then for more records consumed. */
-    static void converge(String phase, List<Member> members, AtomicLong consumed) {
+    /** Waits for `members` to converge, then for each to consume from its partitions. */
+    static void converge(String phase, List<Member> members) {
         Common.waitFor(phase, () -> converged(members));
         Out.emit("converged", "owners", StaticRestart.ownersMap(members.toArray(new Member[0])));
-        long now = consumed.get();
-        Common.waitFor("consuming", () -> consumed.get() > now + 50);
+        consumedByEach(members);
+    }
+
+    /** Waits until each of `members` has consumed 10 more records. */
+    static void consumedByEach(List<Member> members) {
+        long[] before = new long[members.size()];
+        for (int i = 0; i < before.length; i++) before[i] = members.get(i).mine.get();
+        Common.waitFor("consuming", () -> {
+            for (int i = 0; i < before.length; i++) {
+                if (members.get(i).mine.get() < before[i] + 10) return false;
+            }
+            return true;
+        });
     }
 
     static Member member(String bootstrap, String topic, String group, String protocol,

@@ -36,6 +36,8 @@ final class Member implements Runnable, ConsumerRebalanceListener {
     private final Map<TopicPartition, OffsetAndMetadata> consumed = new HashMap<>();
     final Set<Integer> owned = ConcurrentHashMap.newKeySet();
     final AtomicLong records;
+    /** The records this member consumed. */
+    final AtomicLong mine = new AtomicLong();
     volatile int generation = -1;
     volatile Throwable failure;
     volatile boolean closed;
@@ -65,6 +67,7 @@ final class Member implements Runnable, ConsumerRebalanceListener {
                     consumed.put(new TopicPartition(r.topic(), r.partition()),
                             new OffsetAndMetadata(r.offset() + 1));
                     records.incrementAndGet();
+                    mine.incrementAndGet();
                 }
                 if (commitRequested) {
                     commit(new ArrayList<>(consumed.keySet()), "request");

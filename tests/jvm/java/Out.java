@@ -13,10 +13,13 @@ import java.util.Optional;
 final class Out {
     private Out() {}
 
-    /** Prints {"e": event, k1: v1, k2: v2, ...}. */
+    private static final long START_NS = System.nanoTime();
+
+    /** Prints {"e": event, "t": ms since the program started, k1: v1, k2: v2, ...}. */
     static synchronized void emit(String event, Object... keyValues) {
         Map<String, Object> obj = new LinkedHashMap<>();
         obj.put("e", event);
+        obj.put("t", (System.nanoTime() - START_NS) / 1_000_000);
         for (int i = 0; i + 1 < keyValues.length; i += 2) {
             obj.put((String) keyValues[i], keyValues[i + 1]);
         }

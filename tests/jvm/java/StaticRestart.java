@@ -69,8 +69,7 @@ public final class StaticRestart {
                 members[i] = fresh.start();
                 Common.waitFor(old.name + " restarted", () -> !fresh.owned.isEmpty());
                 Out.emit("restarted", "m", old.name, "gen", fresh.generation);
-                long now = consumed.get();
-                Common.waitFor("consuming", () -> consumed.get() > now + 30);
+                Churn.consumedByEach(List.of(members));
             }
             Common.sleep(1_000);
             feeder.stop();
