@@ -113,6 +113,13 @@ class ClassicGroup:
     last_join_ms: int = -1
     # Protocol name -> how many members support it.
     supported_protocols: Counter[str] = field(default_factory=Counter)
+    # Members with a parked JoinGroup (set through set_awaiting_join): "has everyone
+    # joined" is asked at every join and expiry of a rebalance, so it must not count.
+    joined: int = 0
+    # Members removed since `members` was last copied: a dict keeps the slots of removed
+    # keys until it grows, and iteration (the next leader is the first member) walks them,
+    # which made removing 20,000 members one by one quadratic.
+    _removed_since_copy: int = 0
 
     # -- state -----------------------------------------------------------------------------
 
@@ -139,12 +146,17 @@ class ClassicGroup:
         return len(self.members)
 
     def awaiting_join_count(self) -> int:
-        return sum(1 for m in self.members.values() if m.awaiting_join is not None)
+        return self.joined
 
     def all_members_joined(self) -> bool:
-        return not self.pending_members and all(
-            m.awaiting_join is not None for m in self.members.values()
-        )
+        return not self.pending_members and self.joined == len(self.members)
+
+    def set_awaiting_join(self, member: ClassicMember, reply: Reply | None) -> None:
+        """Park (or, None, take) a member's JoinGroup reply, counted in `joined` while the
+        member is in the group."""
+        if self.members.get(member.member_id) is member:
+            self.joined += (reply is not None) - (member.awaiting_join is not None)
+        member.awaiting_join = reply
 
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
@@ -157,6 +169,7 @@ class ClassicGroup:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
+        self.joined += member.awaiting_join is not None
         self.supported_protocols.update(member.protocol_names())
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
@@ -166,6 +179,11 @@ class ClassicGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
+        self.joined -= member.awaiting_join is not None
+        self._removed_since_copy += 1
+        if self._removed_since_copy > len(self.members) + 16:
+            self.members = dict(self.members)  # O(members), once per as many removals
+            self._removed_since_copy = 0
         self.supported_protocols.subtract(member.protocol_names())
         self.supported_protocols += Counter()  # drop zero counts
         if member.group_instance_id is not None:
@@ -219,6 +237,8 @@ class ClassicGroup:
             (new_member_id if mid == old_member_id else mid): (new if mid == old_member_id else m)
             for mid, m in self.members.items()
         }
+        self.joined -= old.awaiting_join is not None
+        self._removed_since_copy = 0
         if self.leader_id == old_member_id:
             self.leader_id = new_member_id
         self.static_members[instance_id] = new_member_id

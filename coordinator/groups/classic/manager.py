@@ -371,7 +371,7 @@ class ClassicGroupManager(RebalancePhases):
                 member.awaiting_join,
                 JoinGroupResponse(ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id),
             )
-        member.awaiting_join = reply
+        group.set_awaiting_join(member, reply)
         if reply is not None:
             member.join_version = api_version
 
@@ -447,7 +447,7 @@ class ClassicGroupManager(RebalancePhases):
                         member_id=new_member_id,
                         members=[],
                     )
-                self._complete_join(new, response, result)
+                self._complete_join(group, new, response, result)
                 return result
             result.extend(self._maybe_prepare_rebalance_or_complete_join(group, now_ms))
             return result
@@ -791,7 +791,7 @@ class ClassicGroupManager(RebalancePhases):
             for member in group.members.values():
                 if member.awaiting_join is not None:
                     replies.append(member.awaiting_join)
-                    member.awaiting_join = None
+                    group.set_awaiting_join(member, None)
                 if member.awaiting_sync is not None:
                     replies.append(member.awaiting_sync)
                     member.awaiting_sync = None

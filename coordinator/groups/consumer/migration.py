@@ -410,11 +410,10 @@ class ClassicMembers:
         if it is still the same member of the same group."""
 
         def fire(now_ms: int) -> Result:
-            result = Result()
             group = self.manager.groups.get(group_id)
             if group is not None and member_id in group.metadata:
-                result.records.extend(self.manager.removal_records(group, [member_id], now_ms))
-            return result
+                self.manager.fence_later(group, member_id, key)
+            return Result()
 
         self.shard.timer.schedule(key, max(0, delay_ms), fire)
 
@@ -541,7 +540,7 @@ class ClassicMembers:
                         ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id
                     ),
                 )
-                member.awaiting_join = None
+                classic.set_awaiting_join(member, None)
             if member.awaiting_sync is not None:
                 result.reply(
                     member.awaiting_sync, cm.SyncGroupResponse(ErrorCode.REBALANCE_IN_PROGRESS)
@@ -655,15 +654,20 @@ class ClassicMembers:
         every tombstone of the group (the removed members' included), then the classic
         group's GroupMetadata at generation = the group epoch (no bump: `new_epoch` is
         unused), so a member at that epoch is told REBALANCE_IN_PROGRESS, not
-        ILLEGAL_GENERATION, and rejoins keeping its partitions."""
-        remaining = [m for m in group.metadata if m not in removed]
+        ILLEGAL_GENERATION, and rejoins keeping its partitions. O(removed) unless it
+        downgrades: each of a mass expiry's removals asks."""
+        metadata = group.metadata
+        leaving = {m for m in removed if m in metadata}
+        classic_leaving = sum(1 for m in leaving if metadata[m].classic_member_metadata is not None)
+        remaining_count = len(metadata) - len(leaving)
         if (
-            not remaining
+            remaining_count == 0
+            or group.classic_members - classic_leaving != remaining_count  # a consumer one stays
             or not self.downgrade_allowed()
-            or len(remaining) > self.shard.config.max_size
-            or any(group.metadata[m].classic_member_metadata is None for m in remaining)
+            or remaining_count > self.shard.config.max_size
         ):
             return False
+        remaining = [m for m in metadata if m not in leaving]
         protocol = _common_protocol(group, remaining)
         if protocol is None:
             return False
