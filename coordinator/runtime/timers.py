@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -33,8 +34,10 @@ from .plugin_threads import plugin_threads
 log = get_logger("groupcoord.coordinator")
 
 
-# Due callbacks fired per loop turn (~10 us each as shard events: about 1 ms a turn).
+# Due callbacks fired per loop turn (~10 us each as shard events: about 1 ms a turn), and
+# the time after which a turn stops early (a callback costing more than most, a slow host).
 FIRE_BATCH = 100
+FIRE_BUDGET_S = 0.002
 # Float seconds summed (time() + delay_ms / 1000) differ in the last bits: a deadline this
 # close to now is due.
 _DUE_SLACK_S = 1e-6
@@ -154,14 +157,15 @@ class LoopTimer:
 
     def _fire_due(self) -> None:
         """Fire (or re-arm, when pushed later) up to FIRE_BATCH of the entries that came
-        up, in due order; the rest on the next loop turn."""
+        up, in due order, for at most FIRE_BUDGET_S; the rest on the next loop turn."""
         self._turn = None
         loop = self._clock or asyncio.get_running_loop()
         now = loop.time()
         due = self._due
         entries = self._entries
         fired = 0
-        while due and fired < FIRE_BATCH:
+        started = time.perf_counter()
+        while due and fired < FIRE_BATCH and time.perf_counter() - started < FIRE_BUDGET_S:
             entry = due.popleft()
             if entries.get(entry.key) is not entry:
                 continue  # cancelled or replaced

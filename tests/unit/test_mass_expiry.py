@@ -267,5 +267,5 @@ def test_timers_due_together_share_a_loop_timer_and_fire_in_bounded_turns() -> N
     assert clock.pending() == 1  # one loop timer for the millisecond they share
     clock.advance(45_000)
     assert fired == [f"member-{i}" for i in range(count)]  # in scheduling order
-    assert max(turns) <= FIRE_BATCH
-    assert len([t for t in turns if t]) == -(-count // FIRE_BATCH)
+    assert max(turns) <= FIRE_BATCH  # (fewer when a turn runs out of FIRE_BUDGET_S)
+    assert len([t for t in turns if t]) >= -(-count // FIRE_BATCH)

@@ -102,7 +102,8 @@ class ClassicGroup:
     generation_id: int = 0
     protocol_type: str | None = None
     protocol_name: str | None = None
-    leader_id: str | None = None
+    _leader: str | None = None  # leader_id, unless _leader_left
+    _leader_left: bool = False
     members: dict[str, ClassicMember] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     pending_members: set[str] = field(default_factory=set)  # ids handed out by MEMBER_ID_REQUIRED
@@ -120,6 +121,21 @@ class ClassicGroup:
     # keys until it grows, and iteration (the next leader is the first member) walks them,
     # which made removing 20,000 members one by one quadratic.
     _removed_since_copy: int = 0
+
+    @property
+    def leader_id(self) -> str | None:
+        if self._leader_left:
+            # The leader left: its successor is the first member (Kafka: the first key of
+            # its member map), found when asked rather than at every removal, so that a
+            # mass expiry does not walk the dict's run of removed slots once per member.
+            self._leader_left = False
+            self._leader = next(iter(self.members), None)
+        return self._leader
+
+    @leader_id.setter
+    def leader_id(self, value: str | None) -> None:
+        self._leader = value
+        self._leader_left = False
 
     # -- state -----------------------------------------------------------------------------
 
@@ -190,8 +206,8 @@ class ClassicGroup:
             if self.static_members.get(member.group_instance_id) == member_id:
                 del self.static_members[member.group_instance_id]
         self.pending_sync_members.discard(member_id)
-        if self.leader_id == member_id:
-            self.leader_id = next(iter(self.members), None)
+        if self._leader == member_id:
+            self._leader_left = True
         return member
 
     def update_protocols(self, member: ClassicMember, protocols: list[Protocol]) -> None:

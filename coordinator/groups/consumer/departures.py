@@ -50,7 +50,7 @@ from .targets import regex_users
 
 # Members removed per shard event of a mass expiry (~1.5 ms of the loop each, records'
 # replay and encoding included).
-FENCE_SLICE = 100
+FENCE_SLICE = 50
 
 
 class MemberDepartures(TargetScheduling):
