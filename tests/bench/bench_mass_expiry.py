@@ -100,7 +100,7 @@ async def form_consumer_group(runner: ShardRunner, members: int) -> None:
 async def form_classic_group(runner: ShardRunner, members: int, session_ms: int) -> None:
     joined: list[Any] = []
     for start in range(0, members, CHUNK):
-        for i in range(start, min(start + CHUNK, members)):
+        for _ in range(start, min(start + CHUNK, members)):
             request = JoinGroupRequest(
                 group_id=GROUP,
                 member_id="",

@@ -181,11 +181,7 @@ class ClassicMembers:
                 group.metadata[static_owner].classic_member_metadata is None
                 and self.downgrade_allowed()
                 and len(group) <= config.max_size
-                and all(
-                    meta.classic_member_metadata is not None
-                    for m, meta in group.metadata.items()
-                    if m != static_owner
-                )
+                and group.classic_members == len(group) - 1  # every other member is classic
             ):
                 downgraded = self._downgrade_on_replacement(
                     group, static_owner, request, reply, now_ms
@@ -719,13 +715,12 @@ def _assignment_bytes(partitions: list[tuple[str, list[int]]], subscription: byt
 
 
 def _supported_by_all(group: ConsumerGroup, names: list[str]) -> bool:
-    """At least one of `names` is supported by every classic member (none: vacuous)."""
-    wanted = set(names)
-    for meta in group.metadata.values():
-        classic = meta.classic_member_metadata
-        if classic is not None:
-            wanted &= {p.name for p in classic.supported_protocols}
-    return bool(wanted)
+    """At least one of `names` is supported by every classic member (none: vacuous).
+    O(names), from the group's counts (Kafka's classicProtocolMembersSupportedProtocols):
+    every classic JoinGroup asks."""
+    if not group.classic_members:
+        return bool(names)
+    return any(group.classic_protocols[name] == group.classic_members for name in set(names))
 
 
 def _protocol_names(group: ConsumerGroup, member_id: str) -> list[str]:
