@@ -82,7 +82,7 @@ class LoopTimer:
         loop = self._clock or asyncio.get_running_loop()
         deadline = loop.time() + max(0, delay_ms) / 1000
         entry = self._entries.get(key)
-        if entry is not None and entry.bucket <= _bucket_ms(deadline):
+        if entry is not None and entry.bucket <= deadline * 1000:
             entry.deadline = deadline  # comes up early, then re-arms for the rest
             entry.callback = callback
             return

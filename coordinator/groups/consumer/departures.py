@@ -146,11 +146,10 @@ class MemberDepartures(TargetScheduling):
         def expire(now_ms: int) -> Result:
             group = self.groups.get(group_id)
             if group is not None and member_id in group.metadata:
-                self.fence_later(group, member_id, key)
+                self.fence_later(group, member_id, session_timeout_key(group_id, member_id))
             return Result()
 
-        key = session_timeout_key(group_id, member_id)
-        self.shard.timer.schedule(key, timeout_ms, expire)
+        self.shard.timer.schedule(session_timeout_key(group_id, member_id), timeout_ms, expire)
 
     def fence_later(self, group: ConsumerGroup, member_id: str, fired_key: str) -> None:
         """Queue a member whose timer `fired_key` fired (session, rebalance, or a classic
