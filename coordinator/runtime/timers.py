@@ -86,6 +86,14 @@ class LoopTimer:
             entry.deadline = deadline  # comes up early, then re-arms for the rest
             entry.callback = callback
             return
+        if delay_ms <= 0:
+            # Due now (the next slice of a sliced computation): the next loop turn fires
+            # it, not the next millisecond's loop timer.
+            entry = self._entries[key] = _Entry(key, int(deadline * 1000), deadline, callback)
+            self._due.append(entry)
+            if self._turn is None:
+                self._turn = loop.call_at(deadline, self._fire_due)
+            return
         entry = self._entries[key] = _Entry(key, _bucket_ms(deadline), deadline, callback)
         self._arm(entry, loop)
 
@@ -176,6 +184,6 @@ class LoopTimer:
             del entries[entry.key]
             fired += 1
             self._fire(entry.callback, now - entry.deadline)
-        if due:
+        if due and self._turn is None:  # (a callback may have armed it: a 0-delay timer)
             # call_at(now) runs on the loop's next turn, after it polled the sockets.
             self._turn = loop.call_at(now, self._fire_due)
