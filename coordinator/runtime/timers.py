@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ..groups.result import OffloadFinish, TimerCallback
+from ..groups.result import OffloadFinish, Result, TimerCallback
 from ..observability.logging import get_logger
 from .clock import Cancellable, LoopClock
 from .plugin_threads import plugin_threads
@@ -41,6 +41,10 @@ FIRE_BUDGET_S = 0.002
 # Float seconds summed (time() + delay_ms / 1000) differ in the last bits: a deadline this
 # close to now is due.
 _DUE_SLACK_S = 1e-6
+
+
+def _cancelled(now_ms: int) -> Result:
+    raise AssertionError("a cancelled timer never fires")
 
 
 def _bucket_ms(at: float) -> int:
@@ -82,10 +86,12 @@ class LoopTimer:
         loop = self._clock or asyncio.get_running_loop()
         deadline = loop.time() + max(0, delay_ms) / 1000
         entry = self._entries.get(key)
-        if entry is not None and entry.bucket <= deadline * 1000:
-            entry.deadline = deadline  # comes up early, then re-arms for the rest
-            entry.callback = callback
-            return
+        if entry is not None:
+            if entry.bucket <= deadline * 1000:
+                entry.deadline = deadline  # comes up early, then re-arms for the rest
+                entry.callback = callback
+                return
+            entry.callback = _cancelled  # sooner: a new entry; its bucket skips this one
         if delay_ms <= 0:
             # Due now (the next slice of a sliced computation): the next loop turn fires
             # it, not the next millisecond's loop timer.
@@ -106,7 +112,9 @@ class LoopTimer:
             armed[1].append(entry)
 
     def cancel(self, key: str) -> None:
-        self._entries.pop(key, None)  # its bucket skips it
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            entry.callback = _cancelled  # its bucket skips it; what it held goes now
         self._offloads.pop(key, None)
 
     def offload(
