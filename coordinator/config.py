@@ -179,6 +179,9 @@ class Config:
     group_max_session_timeout_ms: int = _group_setting("group_max_session_timeout_ms")
     group_initial_rebalance_delay_ms: int = _group_setting("group_initial_rebalance_delay_ms")
     group_max_size: int = _group_setting("group_max_size")
+    group_member_metadata_bytes_max: int = _group_setting("group_member_metadata_bytes_max")
+    group_member_assignment_bytes_max: int = _group_setting("group_member_assignment_bytes_max")
+    groups_max: int = _group_setting("groups_max")
     group_consumer_session_timeout_ms: int = _group_setting("group_consumer_session_timeout_ms")
     group_consumer_min_session_timeout_ms: int = _group_setting(
         "group_consumer_min_session_timeout_ms"
@@ -310,6 +313,9 @@ def validate(config: Config) -> None:
         "log_cleaner_interval_ms",
         "offsets_partitions",
         "thread_switch_interval_us",
+        "group_member_metadata_bytes_max",
+        "group_member_assignment_bytes_max",
+        "groups_max",
     )
     for name in positive:
         if getattr(config, name) <= 0:

@@ -87,6 +87,26 @@ class GroupConfig:
     max_size: int = _server(
         2_147_483_647, "group_max_size", "members per classic group", "group.max.size"
     )
+    # Ours (Kafka's only bound is its coordinator log's message.max.bytes, 1 MiB, on the
+    # whole group record): what one member may make the server keep and write.
+    member_metadata_max_bytes: int = _server(
+        1_048_576,
+        "group_member_metadata_bytes_max",
+        "largest protocol metadata of one classic member (JoinGroup, all protocols) or "
+        "subscription of one consumer-protocol member (ConsumerGroupHeartbeat) (ours)",
+    )
+    member_assignment_max_bytes: int = _server(
+        1_048_576,
+        "group_member_assignment_bytes_max",
+        "largest assignment of one member in a leader's SyncGroup (ours)",
+    )
+    # Ours: groups (of every kind, those only offset commits made included) the server
+    # holds; a request that would create one more is refused GROUP_MAX_SIZE_REACHED.
+    max_groups: int = _server(
+        100_000,
+        "groups_max",
+        "groups the server holds; a request creating one more is refused (ours)",
+    )
     # Hard-coded in Kafka (a new member's JoinGroup waits at most this long).
     new_member_join_timeout_ms: int = 300_000
     offset_metadata_max_bytes: int = _server(

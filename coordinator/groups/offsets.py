@@ -418,7 +418,8 @@ class OffsetManager:
         record per accepted partition. Errors for the whole request (every partition
         carries it): GROUP_ID_NOT_FOUND (v9+) / ILLEGAL_GENERATION (v<9) for a missing group
         with generation >= 0, COORDINATOR_NOT_AVAILABLE, UNKNOWN_MEMBER_ID,
-        FENCED_INSTANCE_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS; for consumer groups
+        FENCED_INSTANCE_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, GROUP_MAX_SIZE_REACHED
+        (a new simple group past groups_max: ours); for consumer groups
         UNSUPPORTED_VERSION (a consumer-protocol member below v9) and STALE_MEMBER_EPOCH
         (KIP-1251 fencing, consumer/fencing.py); per partition OFFSET_METADATA_TOO_LARGE."""
         result = Result()
@@ -466,13 +467,18 @@ class OffsetManager:
         result.reply(reply, _new_commit_response(topics))
         return result
 
-    @staticmethod
-    def _validate_commit(group: ClassicGroup | None, request: OffsetCommitRequest) -> ErrorCode:
-        """Kafka's validateOffsetCommit for classic groups (non-transactional)."""
+    def _validate_commit(
+        self, group: ClassicGroup | None, request: OffsetCommitRequest
+    ) -> ErrorCode:
+        """Kafka's validateOffsetCommit for classic groups (non-transactional); and ours:
+        GROUP_MAX_SIZE_REACHED when the commit would create a group past groups_max."""
         generation = request.generation_id_or_member_epoch
         if group is None:
             if generation < 0:
-                return ErrorCode.NONE  # a simple group; replay of the records creates it
+                # A simple group; replay of the records creates it.
+                if self.shard.groups_full() is not None:
+                    return ErrorCode.GROUP_MAX_SIZE_REACHED
+                return ErrorCode.NONE
             if request.version >= 9:
                 return ErrorCode.GROUP_ID_NOT_FOUND
             return ErrorCode.ILLEGAL_GENERATION

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,7 +93,10 @@ class GroupShard:
         ids: IdSource,
         topics: TopicImage | None = None,
         group_configs: GroupConfigSource | None = None,
+        groups_total: Callable[[], int] | None = None,
     ) -> None:
+        """`groups_total`: how many groups the server holds, every shard's (default: this
+        shard's), for groups_max."""
         self.shard_id = shard_id
         self.config = config
         self.timer = timer
@@ -105,6 +108,7 @@ class GroupShard:
         self._default_settings = effective_settings(config, {})
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self._groups_total = groups_total if groups_total is not None else self.group_count
         self.classic = ClassicGroupManager(self)
         self.consumer = ConsumerGroupManager(self)
         self.offsets = OffsetManager(self)
@@ -231,6 +235,14 @@ class GroupShard:
 
     def group_count(self) -> int:
         return len(self.groups) + len(self.consumer_groups)
+
+    def groups_full(self) -> str | None:
+        """Why no group may be created (the server holds groups_max groups), or None.
+        Asked only by a request that would create a group; replay never is."""
+        limit = self.config.max_groups
+        if self._groups_total() < limit:
+            return None
+        return f"The coordinator holds its maximum of {limit} groups (groups_max)."
 
     def consumer_settings(self, group_id: str) -> ConsumerGroupSettings:
         """The group's settings: its dynamic overrides over the broker's. Overrides that

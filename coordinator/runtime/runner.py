@@ -131,10 +131,11 @@ class ShardRunner:
         topics: TopicImage | None = None,
         group_configs: GroupConfigSource | None = None,
         clock: clocks.Clock | None = None,
+        groups_total: Callable[[], int] | None = None,
     ) -> None:
         """`clock`: the loop clock of its timers and retries and, unless `clock_ms` is
         given, its `now_ms` (a test's ManualClock; default: the running loop and the wall
-        clock)."""
+        clock). `groups_total`: the groups of every shard of the server (groups_max)."""
         self.shard_id = shard_id
         self.topics = topics
         self.group_configs = group_configs
@@ -149,8 +150,9 @@ class ShardRunner:
         self.clock_ms = clock_ms
         self.state = ShardState.LOADING
         self.timer = LoopTimer(self.fire_timer, clock)
+        self.groups_total = groups_total
         self.shard = GroupShard(
-            shard_id, group_config, self.timer, UuidIds(), topics, group_configs
+            shard_id, group_config, self.timer, UuidIds(), topics, group_configs, groups_total
         )
         self.log: PartitionLog | None = None
         self._batch: _Batch | None = None
@@ -178,6 +180,7 @@ class ShardRunner:
             UuidIds(),
             self.topics,
             self.group_configs,
+            self.groups_total,
         )
         if self.log is not None:
             self.log.close()

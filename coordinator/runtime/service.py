@@ -51,12 +51,17 @@ class CoordinatorService:
                 metrics=metrics,
                 topics=topics,
                 group_configs=group_configs,
+                groups_total=self.group_count,
             )
             for i in range(shard_count)
         ]
         self._shard_of: dict[str, int] = {}
         self.loaded = asyncio.Event()
         self.load_time_s = 0.0
+
+    def group_count(self) -> int:
+        """The groups of every shard (groups_max bounds it)."""
+        return sum(runner.shard.group_count() for runner in self.runners)
 
     def runner_for(self, group_id: str) -> ShardRunner:
         index = self._shard_of.get(group_id)

@@ -149,9 +149,12 @@ class ShardContext:
         replayed = self.replayed()
         assert_same_groups(self.shard, replayed)
         assert set(replayed.groups) == set(self.shard.groups)
-        for group_id in self.shard.groups:
+        for group_id, group in self.shard.groups.items():
             live = self.shard.classic.persisted_view(group_id)
             assert live == replayed.classic.persisted_view(group_id), group_id
+            # The count "has everyone joined" reads agrees with the members.
+            parked = sum(m.awaiting_join is not None for m in group.members.values())
+            assert group.joined == parked, group_id
         assert replayed.offsets.snapshot() == self.shard.offsets.snapshot()
 
     # -- the shard's entry points: one call each ---------------------------------------------
@@ -268,6 +271,16 @@ def assert_same_groups(live: GroupShard, replayed: GroupShard) -> None:
     for group_id, group in live.consumer_groups.items():
         assert group_state(group) == group_state(replayed.consumer_groups[group_id]), group_id
         assert_target_hints(group)
+        # The classic members' counts agree with their metadata.
+        classic = [m.classic_member_metadata for m in group.metadata.values()]
+        supported = Counter(
+            name
+            for c in classic
+            if c is not None
+            for name in {p.name for p in c.supported_protocols}
+        )
+        assert group.classic_members == sum(c is not None for c in classic), group_id
+        assert +group.classic_protocols == supported, group_id
 
 
 def assert_target_hints(group: ConsumerGroup) -> None:

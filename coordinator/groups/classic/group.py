@@ -102,7 +102,8 @@ class ClassicGroup:
     generation_id: int = 0
     protocol_type: str | None = None
     protocol_name: str | None = None
-    leader_id: str | None = None
+    _leader: str | None = None  # leader_id, unless _leader_left
+    _leader_left: bool = False
     members: dict[str, ClassicMember] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     pending_members: set[str] = field(default_factory=set)  # ids handed out by MEMBER_ID_REQUIRED
@@ -113,6 +114,28 @@ class ClassicGroup:
     last_join_ms: int = -1
     # Protocol name -> how many members support it.
     supported_protocols: Counter[str] = field(default_factory=Counter)
+    # Members with a parked JoinGroup (set through set_awaiting_join): "has everyone
+    # joined" is asked at every join and expiry of a rebalance, so it must not count.
+    joined: int = 0
+    # Members removed since `members` was last copied: a dict keeps the slots of removed
+    # keys until it grows, and iteration (the next leader is the first member) walks them,
+    # which made removing 20,000 members one by one quadratic.
+    _removed_since_copy: int = 0
+
+    @property
+    def leader_id(self) -> str | None:
+        if self._leader_left:
+            # The leader left: its successor is the first member (Kafka: the first key of
+            # its member map), found when asked rather than at every removal, so that a
+            # mass expiry does not walk the dict's run of removed slots once per member.
+            self._leader_left = False
+            self._leader = next(iter(self.members), None)
+        return self._leader
+
+    @leader_id.setter
+    def leader_id(self, value: str | None) -> None:
+        self._leader = value
+        self._leader_left = False
 
     # -- state -----------------------------------------------------------------------------
 
@@ -139,12 +162,17 @@ class ClassicGroup:
         return len(self.members)
 
     def awaiting_join_count(self) -> int:
-        return sum(1 for m in self.members.values() if m.awaiting_join is not None)
+        return self.joined
 
     def all_members_joined(self) -> bool:
-        return not self.pending_members and all(
-            m.awaiting_join is not None for m in self.members.values()
-        )
+        return not self.pending_members and self.joined == len(self.members)
+
+    def set_awaiting_join(self, member: ClassicMember, reply: Reply | None) -> None:
+        """Park (or, None, take) a member's JoinGroup reply, counted in `joined` while the
+        member is in the group."""
+        if self.members.get(member.member_id) is member:
+            self.joined += (reply is not None) - (member.awaiting_join is not None)
+        member.awaiting_join = reply
 
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
@@ -157,6 +185,7 @@ class ClassicGroup:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
+        self.joined += member.awaiting_join is not None
         self.supported_protocols.update(member.protocol_names())
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
@@ -166,14 +195,19 @@ class ClassicGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
+        self.joined -= member.awaiting_join is not None
+        self._removed_since_copy += 1
+        if self._removed_since_copy > len(self.members) + 16:
+            self.members = dict(self.members)  # O(members), once per as many removals
+            self._removed_since_copy = 0
         self.supported_protocols.subtract(member.protocol_names())
         self.supported_protocols += Counter()  # drop zero counts
         if member.group_instance_id is not None:
             if self.static_members.get(member.group_instance_id) == member_id:
                 del self.static_members[member.group_instance_id]
         self.pending_sync_members.discard(member_id)
-        if self.leader_id == member_id:
-            self.leader_id = next(iter(self.members), None)
+        if self._leader == member_id:
+            self._leader_left = True
         return member
 
     def update_protocols(self, member: ClassicMember, protocols: list[Protocol]) -> None:
@@ -219,6 +253,8 @@ class ClassicGroup:
             (new_member_id if mid == old_member_id else mid): (new if mid == old_member_id else m)
             for mid, m in self.members.items()
         }
+        self.joined -= old.awaiting_join is not None
+        self._removed_since_copy = 0
         if self.leader_id == old_member_id:
             self.leader_id = new_member_id
         self.static_members[instance_id] = new_member_id

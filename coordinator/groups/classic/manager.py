@@ -83,13 +83,27 @@ class ClassicGroupManager(RebalancePhases):
         Result), or answers at once: INVALID_GROUP_ID, INVALID_SESSION_TIMEOUT,
         UNKNOWN_MEMBER_ID, GROUP_MAX_SIZE_REACHED, COORDINATOR_NOT_AVAILABLE,
         INCONSISTENT_GROUP_PROTOCOL, FENCED_INSTANCE_ID, MEMBER_ID_REQUIRED (v4+), or the
-        current generation for an unchanged member. Writes the empty GroupMetadata record
-        when it creates the group, and the group's record on a static replacement in Stable."""
+        current generation for an unchanged member; ours: UNKNOWN_SERVER_ERROR for protocol
+        metadata over group_member_metadata_bytes_max (what Kafka answers when a group
+        record outgrows its log's message size), GROUP_MAX_SIZE_REACHED for a new group past
+        groups_max. Writes the empty GroupMetadata record when it creates the group, and
+        the group's record on a static replacement in Stable."""
         result = Result()
         if not request.group_id:
             result.reply(
                 reply,
                 JoinGroupResponse(ErrorCode.INVALID_GROUP_ID, member_id=request.member_id),
+            )
+            return result
+        if (
+            sum(len(metadata) for _, metadata in request.protocols)
+            > self._config.member_metadata_max_bytes
+        ):
+            # Refused before anything is kept: a member cannot grow the group's record
+            # (written whole at every SyncGroup) past what one member may hold.
+            result.reply(
+                reply,
+                JoinGroupResponse(ErrorCode.UNKNOWN_SERVER_ERROR, member_id=request.member_id),
             )
             return result
         if not (
@@ -125,6 +139,14 @@ class ClassicGroupManager(RebalancePhases):
                 result.reply(
                     reply,
                     JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, member_id=request.member_id),
+                )
+                return result
+            if self.shard.groups_full() is not None:
+                result.reply(
+                    reply,
+                    JoinGroupResponse(
+                        ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=UNKNOWN_MEMBER_ID
+                    ),
                 )
                 return result
             group = self.shard.get_or_create_classic_group(request.group_id, now_ms)
@@ -349,7 +371,7 @@ class ClassicGroupManager(RebalancePhases):
                 member.awaiting_join,
                 JoinGroupResponse(ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id),
             )
-        member.awaiting_join = reply
+        group.set_awaiting_join(member, reply)
         if reply is not None:
             member.join_version = api_version
 
@@ -425,7 +447,7 @@ class ClassicGroupManager(RebalancePhases):
                         member_id=new_member_id,
                         members=[],
                     )
-                self._complete_join(new, response, result)
+                self._complete_join(group, new, response, result)
                 return result
             result.extend(self._maybe_prepare_rebalance_or_complete_join(group, now_ms))
             return result
@@ -457,7 +479,10 @@ class ClassicGroupManager(RebalancePhases):
         record with every assignment and, in the same Result, answers every parked SyncGroup
         and makes the group Stable; followers before the leader are parked. Errors:
         INCONSISTENT_GROUP_PROTOCOL, INVALID_GROUP_ID, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
-        COORDINATOR_NOT_AVAILABLE, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS."""
+        COORDINATOR_NOT_AVAILABLE, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS; a leader's
+        assignment over group_member_assignment_bytes_max writes nothing: the leader and
+        the parked followers get UNKNOWN_SERVER_ERROR and the group rebalances (Kafka's
+        answer when the group record is too large for its log)."""
         result = Result()
 
         def answer(error: ErrorCode) -> Result:
@@ -513,6 +538,15 @@ class ClassicGroupManager(RebalancePhases):
             assignments = dict(request.assignments)
             for member_id in group.members:
                 assignments.setdefault(member_id, b"")
+            limit = self._config.member_assignment_max_bytes
+            if any(len(assignments[member_id]) > limit for member_id in group.members):
+                # As Kafka when the record cannot be appended: every parked SyncGroup
+                # (the leader's included) gets the error, and the group rebalances.
+                for m in group.members.values():
+                    m.assignment = b""
+                self._propagate_assignment(group, ErrorCode.UNKNOWN_SERVER_ERROR, result)
+                result.extend(self._prepare_rebalance(group, now_ms))
+                return result
             # The record is built in CompletingRebalance, as Kafka builds it before the
             # append; the state change below reaches clients only once it is durable.
             self._write(result, group.to_record(assignments))
@@ -757,7 +791,7 @@ class ClassicGroupManager(RebalancePhases):
             for member in group.members.values():
                 if member.awaiting_join is not None:
                     replies.append(member.awaiting_join)
-                    member.awaiting_join = None
+                    group.set_awaiting_join(member, None)
                 if member.awaiting_sync is not None:
                     replies.append(member.awaiting_sync)
                     member.awaiting_sync = None

@@ -162,7 +162,7 @@ class RebalancePhases:
                 member_id=member.member_id,
                 members=self._join_members(group) if group.leader_id == member.member_id else [],
             )
-            self._complete_join(member, response, result)
+            self._complete_join(group, member, response, result)
             self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
@@ -210,10 +210,12 @@ class RebalancePhases:
             self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
 
     @staticmethod
-    def _complete_join(member: ClassicMember, response: JoinGroupResponse, result: Result) -> None:
+    def _complete_join(
+        group: ClassicGroup, member: ClassicMember, response: JoinGroupResponse, result: Result
+    ) -> None:
         if member.awaiting_join is not None:
             result.reply(member.awaiting_join, response)
-            member.awaiting_join = None
+            group.set_awaiting_join(member, None)
 
     def _remove_member(self, group: ClassicGroup, member_id: str, result: Result) -> None:
         """Remove a member (or a pending member id) and its heartbeat timer. A parked
@@ -221,6 +223,7 @@ class RebalancePhases:
         member = group.members.get(member_id)
         if member is not None:
             self._complete_join(
+                group,
                 member,
                 JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, member_id=UNKNOWN_MEMBER_ID),
                 result,

@@ -102,6 +102,14 @@ class ConsumerGroup:
         self.checked_image_version = -1
         self.dead = False
         self.assignor_counts: Counter[str] = Counter()  # members' ServerAssignor choices
+        # Members using the classic protocol (derived from `metadata`): whether only they
+        # remain after a removal is then O(removed), not O(members).
+        self.classic_members = 0
+        self.classic_protocols: Counter[str] = Counter()  # classic members supporting each
+        # Members whose session (or rebalance, join, sync) timeout fired, waiting for the
+        # next slice of removals (departures.py): member id -> the keys of the timers that
+        # fired. Not replayed: a loaded group re-arms its timers.
+        self.fencing: dict[str, list[str]] = {}
         # The group epoch whose target is being computed off the loop (not replayed).
         self.assigning_epoch: int | None = None
         # Off-loop computations that failed in a row, and when the next may start (not
@@ -204,6 +212,9 @@ class ConsumerGroup:
                 del self.static_members[old.instance_id]
         if old is not None and old.server_assignor:
             self.assignor_counts[old.server_assignor] -= 1
+        if old is not None and old.classic_member_metadata is not None:
+            self.classic_members -= 1
+            self.classic_protocols.subtract(_protocol_names(old))
         if value is None:
             # Kafka's removeMember: the member, its assignment and its ownerships go.
             self._set_current(member_id, None)
@@ -212,6 +223,9 @@ class ConsumerGroup:
             return
         if value.server_assignor:
             self.assignor_counts[value.server_assignor] += 1
+        if value.classic_member_metadata is not None:
+            self.classic_members += 1
+            self.classic_protocols.update(_protocol_names(value))
         self._update_spec(member_id, value)
         self.metadata[member_id] = value
         self.subscribed_names.update(value.subscribed_topic_names)
@@ -389,6 +403,13 @@ def target_from_record(topics: tuple[TopicPartitions, ...]) -> dict[uuid.UUID, f
         if tp.partitions:
             out[tp.topic_id] = out.get(tp.topic_id, frozenset()) | frozenset(tp.partitions)
     return out
+
+
+def _protocol_names(meta: ConsumerGroupMemberMetadataValue) -> set[str]:
+    """The protocols a classic member supports (each once)."""
+    classic = meta.classic_member_metadata
+    assert classic is not None
+    return {p.name for p in classic.supported_protocols}
 
 
 def _with_metadata(

@@ -1,5 +1,5 @@
 """The consumer groups' timer keys (as Kafka's, plus `assignment-<group>`: a held-back or
-offloaded target)."""
+offloaded target, and `fence-<group>`: members whose timers fired, removed in slices)."""
 
 from __future__ import annotations
 
@@ -14,3 +14,7 @@ def rebalance_timeout_key(group_id: str, member_id: str) -> str:
 
 def assignment_key(group_id: str) -> str:
     return f"assignment-{group_id}"
+
+
+def fence_key(group_id: str) -> str:
+    return f"fence-{group_id}"

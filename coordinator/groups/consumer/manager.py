@@ -140,6 +140,16 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions):
                 f"ServerAssignor {request.server_assignor} is not supported. "
                 f"Supported assignors: {', '.join(self.assignors)}.",
             )
+        # Ours: what a member makes the server keep and write (its MemberMetadata record).
+        # Kafka's bound is its log's message size, and its answer past it this error.
+        size = _subscription_bytes(request)
+        limit = self.shard.config.member_metadata_max_bytes
+        if size > limit:
+            return HeartbeatError(
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                f"The member's subscription takes {size} bytes, more than the "
+                f"{limit} the coordinator accepts (group_member_metadata_bytes_max).",
+            )
         return None
 
     def heartbeat(self, request: HeartbeatRequest, reply: Reply, now_ms: int) -> Result:
@@ -150,7 +160,9 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions):
         Errors (top level, nothing written): INVALID_REQUEST, UNSUPPORTED_ASSIGNOR,
         GROUP_ID_NOT_FOUND, GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
         FENCED_INSTANCE_ID, UNRELEASED_INSTANCE_ID, INVALID_REGULAR_EXPRESSION,
-        UNKNOWN_SERVER_ERROR (the assignor failed)."""
+        UNKNOWN_SERVER_ERROR (the assignor failed, or ours: a subscription over
+        group_member_metadata_bytes_max), GROUP_MAX_SIZE_REACHED (also ours: a new group
+        past groups_max)."""
         result = Result()
         steady = self._steady(request)
         if steady is not None:
@@ -439,6 +451,10 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions):
             raise HeartbeatError(
                 ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found."
             )
+        else:
+            full = self.shard.groups_full()
+            if full is not None:
+                raise HeartbeatError(ErrorCode.GROUP_MAX_SIZE_REACHED, full)
         return ConsumerGroup(group_id)
 
     def _find_member(
@@ -555,6 +571,18 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions):
 
 
 # -- helpers -----------------------------------------------------------------------------------
+
+
+def _subscription_bytes(request: HeartbeatRequest) -> int:
+    """The UTF-8 size of what the request asks the member's metadata to hold that a
+    client can grow: topic names, regex, rack and instance ids."""
+    size = 0
+    if request.subscribed_topic_names is not None:
+        size += sum(len(name.encode()) for name in request.subscribed_topic_names)
+    for text in (request.subscribed_topic_regex, request.rack_id, request.instance_id):
+        if text is not None:
+            size += len(text.encode())
+    return size
 
 
 def _check_epoch(member: ConsumerGroupMember, request: HeartbeatRequest) -> None:

@@ -181,11 +181,7 @@ class ClassicMembers:
                 group.metadata[static_owner].classic_member_metadata is None
                 and self.downgrade_allowed()
                 and len(group) <= config.max_size
-                and all(
-                    meta.classic_member_metadata is not None
-                    for m, meta in group.metadata.items()
-                    if m != static_owner
-                )
+                and group.classic_members == len(group) - 1  # every other member is classic
             ):
                 downgraded = self._downgrade_on_replacement(
                     group, static_owner, request, reply, now_ms
@@ -410,11 +406,10 @@ class ClassicMembers:
         if it is still the same member of the same group."""
 
         def fire(now_ms: int) -> Result:
-            result = Result()
             group = self.manager.groups.get(group_id)
             if group is not None and member_id in group.metadata:
-                result.records.extend(self.manager.removal_records(group, [member_id], now_ms))
-            return result
+                self.manager.fence_later(group, member_id, key)
+            return Result()
 
         self.shard.timer.schedule(key, max(0, delay_ms), fire)
 
@@ -541,7 +536,7 @@ class ClassicMembers:
                         ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id
                     ),
                 )
-                member.awaiting_join = None
+                classic.set_awaiting_join(member, None)
             if member.awaiting_sync is not None:
                 result.reply(
                     member.awaiting_sync, cm.SyncGroupResponse(ErrorCode.REBALANCE_IN_PROGRESS)
@@ -655,15 +650,20 @@ class ClassicMembers:
         every tombstone of the group (the removed members' included), then the classic
         group's GroupMetadata at generation = the group epoch (no bump: `new_epoch` is
         unused), so a member at that epoch is told REBALANCE_IN_PROGRESS, not
-        ILLEGAL_GENERATION, and rejoins keeping its partitions."""
-        remaining = [m for m in group.metadata if m not in removed]
+        ILLEGAL_GENERATION, and rejoins keeping its partitions. O(removed) unless it
+        downgrades: each of a mass expiry's removals asks."""
+        metadata = group.metadata
+        leaving = {m for m in removed if m in metadata}
+        classic_leaving = sum(1 for m in leaving if metadata[m].classic_member_metadata is not None)
+        remaining_count = len(metadata) - len(leaving)
         if (
-            not remaining
+            remaining_count == 0
+            or group.classic_members - classic_leaving != remaining_count  # a consumer one stays
             or not self.downgrade_allowed()
-            or len(remaining) > self.shard.config.max_size
-            or any(group.metadata[m].classic_member_metadata is None for m in remaining)
+            or remaining_count > self.shard.config.max_size
         ):
             return False
+        remaining = [m for m in metadata if m not in leaving]
         protocol = _common_protocol(group, remaining)
         if protocol is None:
             return False
@@ -715,13 +715,12 @@ def _assignment_bytes(partitions: list[tuple[str, list[int]]], subscription: byt
 
 
 def _supported_by_all(group: ConsumerGroup, names: list[str]) -> bool:
-    """At least one of `names` is supported by every classic member (none: vacuous)."""
-    wanted = set(names)
-    for meta in group.metadata.values():
-        classic = meta.classic_member_metadata
-        if classic is not None:
-            wanted &= {p.name for p in classic.supported_protocols}
-    return bool(wanted)
+    """At least one of `names` is supported by every classic member (none: vacuous).
+    O(names), from the group's counts (Kafka's classicProtocolMembersSupportedProtocols):
+    every classic JoinGroup asks."""
+    if not group.classic_members:
+        return bool(names)
+    return any(group.classic_protocols[name] == group.classic_members for name in set(names))
 
 
 def _protocol_names(group: ConsumerGroup, member_id: str) -> list[str]:

@@ -1,0 +1,269 @@
+"""Mass member expiry: how long the event loop stalls while 20,000 members of one group
+expire at once, and how long until all are gone (issue 16, item 11).
+
+    python tests/bench/bench_mass_expiry.py [--members 20000] [--session-ms 10000]
+                                             [--kinds consumer,classic] [--json PATH]
+
+For each kind of group, in-process (the shard directly, as the server runs it): a real
+ShardRunner (its log on disk, the group committer's fsyncs, the server's uvloop, GC
+thresholds and thread switch interval), one topic of 100 partitions, and
+
+* consumer: --members KIP-848 members join one group (ConsumerGroupHeartbeat, epoch 0,
+  subscribed to the topic; the target is computed off the loop as the server does);
+* classic: the record of a Stable classic group of --members members, as its leader's
+  SyncGroup writes it.
+
+Then the shard is loaded again from its log, as after a restart whose clients never come
+back: every member's session starts at the same instant and ends one session timeout
+(--session-ms) later, all together: the worst case of a mass expiry. From the end of the
+load, a probe task sleeps 1 ms in a loop and records how late each wake-up is (a loop
+stall: nothing else could run meanwhile), until the group has no member left.
+
+Prints per kind: the longest stall and the p99 of the probe's wake-up delays, the loop
+thread's own CPU time in the longest gap (on a loaded machine a gap may be the OS running
+other processes: the CPU time is what the loop itself spent), the time from the end of the
+load until the last member was gone (and from the first removal to the last, with the loop
+thread's CPU time then), and the targets (no stall over 5 ms; all gone within one session
+timeout + 1 s). Never asserts: figures only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from groupcoord.coordinator.groups.config import GroupConfig  # noqa: E402
+from groupcoord.coordinator.groups.consumer.messages import HeartbeatRequest  # noqa: E402
+from groupcoord.coordinator.groups.result import Result  # noqa: E402
+from groupcoord.coordinator.groups.topics import StaticTopicImage  # noqa: E402
+from groupcoord.coordinator.runtime.runner import ShardRunner  # noqa: E402
+from groupcoord.protocol.records import (  # noqa: E402
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+)
+from groupcoord.storage import GroupCommitter, LogConfig  # noqa: E402
+
+TOPIC = "events"
+GROUP = "mass"
+CHUNK = 200  # requests per loop turn while the group forms
+PROBE_S = 0.001
+
+
+def subscription() -> bytes:
+    """ConsumerProtocolSubscription v0 of TOPIC."""
+    name = TOPIC.encode()
+    return b"\x00\x00\x00\x00\x00\x01" + len(name).to_bytes(2, "big") + name + b"\xff\xff\xff\xff"
+
+
+async def until(predicate: Any, timeout_s: float = 600.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the group did not form in time")
+        await asyncio.sleep(0.01)
+
+
+async def form_consumer_group(runner: ShardRunner, members: int) -> None:
+    answered: list[Any] = []
+    for start in range(0, members, CHUNK):
+        for i in range(start, min(start + CHUNK, members)):
+            request = HeartbeatRequest(
+                group_id=GROUP,
+                member_id=f"member-{i:06d}",
+                member_epoch=0,
+                rebalance_timeout_ms=60_000,
+                subscribed_topic_names=[TOPIC],
+                topic_partitions=[],
+                client_id="bench",
+                client_host="/127.0.0.1",
+            )
+            runner.run(
+                lambda now_ms, r=request: runner.shard.consumer_group_heartbeat(
+                    r, answered.append, now_ms
+                )
+            )
+        await asyncio.sleep(0)
+    await until(lambda: len(answered) == members)
+    errors = [r for r in answered if getattr(r, "error_code", 0)]
+    assert not errors, errors[:3]
+
+
+async def form_classic_group(runner: ShardRunner, members: int, session_ms: int) -> None:
+    """The group's record as the leader's SyncGroup writes it (the classic group a restart
+    loads), written directly: forming it through 20,000 JoinGroups takes minutes on a tree
+    whose joins are O(members) each, and this figure is about the expiry."""
+    value = GroupMetadataValue(
+        protocol_type="consumer",
+        generation=1,
+        protocol="range",
+        leader="member-000000",
+        current_state_timestamp=runner.clock_ms(),
+        members=tuple(
+            MemberMetadata(
+                member_id=f"member-{i:06d}",
+                group_instance_id=None,
+                client_id="bench",
+                client_host="/127.0.0.1",
+                rebalance_timeout=60_000,
+                session_timeout=session_ms,
+                subscription=subscription(),
+                assignment=b"",
+            )
+            for i in range(members)
+        ),
+    )
+    runner.run(lambda now_ms: Result(applied_records=[(GroupMetadataKey(GROUP), value)]))
+
+
+def member_count(runner: ShardRunner, kind: str) -> int:
+    shard = runner.shard
+    if kind == "consumer":
+        group = shard.consumer_group(GROUP)
+        return 0 if group is None else len(group.metadata)
+    classic = shard.classic_group(GROUP)
+    return 0 if classic is None else len(classic.members)
+
+
+async def run_kind(kind: str, members: int, session_ms: int, directory: Path) -> dict[str, Any]:
+    def settings(consumer_session_ms: int) -> GroupConfig:
+        return GroupConfig(
+            initial_rebalance_delay_ms=100,
+            min_session_timeout_ms=min(6_000, session_ms),
+            consumer_session_timeout_ms=consumer_session_ms,
+            consumer_min_session_timeout_ms=min(session_ms, consumer_session_ms),
+            consumer_max_session_timeout_ms=max(session_ms, consumer_session_ms),
+            consumer_heartbeat_interval_ms=min(5_000, session_ms // 2),
+            consumer_min_heartbeat_interval_ms=min(5_000, session_ms // 2),
+        )
+
+    config = settings(session_ms)
+    topics = StaticTopicImage()
+    topics.add(TOPIC, 100)
+    committer = GroupCommitter()
+    # While the group forms, consumer sessions last an hour (20,000 joins take longer than
+    # a session): only the restart below starts the sessions that end together.
+    runner = ShardRunner(0, directory, settings(3_600_000), LogConfig(), committer, topics=topics)
+    await runner.load()
+    formed = time.monotonic()
+    if kind == "consumer":
+        await form_consumer_group(runner, members)
+    else:
+        await form_classic_group(runner, members, session_ms)
+    formed_s = time.monotonic() - formed
+    await runner.close()
+
+    # The restart: every member's session starts at the end of this load.
+    runner = ShardRunner(0, directory, config, LogConfig(), committer, topics=topics)
+    await runner.load()
+    gc.freeze()  # as the server does after its load
+    loaded = time.monotonic()
+    assert member_count(runner, kind) == members, member_count(runner, kind)
+    stalls: list[float] = []
+    busy: list[float] = []
+    worst_at_s = 0.0
+    gone_s = None
+    first_gone: tuple[float, float] | None = None  # (wall, loop CPU) at the first removal
+    expiring = (0.0, 0.0)
+    limit_s = session_ms / 1000 + 30
+    while time.monotonic() - loaded < limit_s:
+        before, cpu_before = time.perf_counter(), time.thread_time()
+        await asyncio.sleep(PROBE_S)
+        stall = max(0.0, time.perf_counter() - before - PROBE_S)
+        if not stalls or stall > max(stalls):
+            worst_at_s = time.monotonic() - loaded
+        stalls.append(stall)
+        # The loop thread's own CPU time in that gap: a gap on a loaded machine may be the
+        # OS running other processes; this part was the loop busy.
+        busy.append(max(0.0, time.thread_time() - cpu_before))
+        left = member_count(runner, kind)
+        if first_gone is None and left < members:
+            first_gone = (time.monotonic(), time.thread_time())
+        if left == 0:
+            gone_s = time.monotonic() - loaded
+            if first_gone is not None:
+                expiring = (
+                    time.monotonic() - first_gone[0],
+                    time.thread_time() - first_gone[1],
+                )
+            break
+    await runner.close()
+    await committer.close()
+    gc.unfreeze()
+    stalls.sort()
+    busy.sort()
+    return {
+        "kind": kind,
+        "members": members,
+        "formed_s": round(formed_s, 2),
+        "session_s": session_ms / 1000,
+        "all_expired_s": None if gone_s is None else round(gone_s, 3),
+        "worst_stall_ms": round(stalls[-1] * 1000, 2),
+        "p99_stall_ms": round(stalls[int(len(stalls) * 0.99)] * 1000, 2),
+        "stalls_over_5ms": sum(1 for s in stalls if s > 0.005),
+        "worst_stall_at_s": round(worst_at_s, 3),
+        "worst_busy_ms": round(busy[-1] * 1000, 2),
+        "busy_over_5ms": sum(1 for b in busy if b > 0.005),
+        "expiring_s": round(expiring[0], 3),
+        "expiring_cpu_s": round(expiring[1], 3),
+    }
+
+
+async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-mass-expiry-") as tmp:
+        for kind in args.kinds.split(","):
+            rows.append(await run_kind(kind, args.members, args.session_ms, Path(tmp) / kind))
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--members", type=int, default=20_000)
+    parser.add_argument("--session-ms", type=int, default=10_000)
+    parser.add_argument("--kinds", default="consumer,classic")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    sys.setswitchinterval(0.0001)  # the server's thread_switch_interval_us default
+    gc.set_threshold(50_000, 50, 100)  # the server's
+    try:
+        import uvloop
+
+        rows = uvloop.run(main_async(args))
+    except ImportError:
+        rows = asyncio.run(main_async(args))
+    print(
+        f"{'group':<9} {'members':>8} {'worst stall ms':>15} {'p99 ms':>7} {'>5 ms':>6} "
+        f"{'worst busy ms':>14} {'busy >5 ms':>11} {'all expired s':>14} {'target s':>9} "
+        f"{'expiring s':>11} {'loop CPU s':>11}"
+    )
+    for row in rows:
+        print(
+            f"{row['kind']:<9} {row['members']:>8} {row['worst_stall_ms']:>15} "
+            f"{row['p99_stall_ms']:>7} {row['stalls_over_5ms']:>6} {row['worst_busy_ms']:>14} "
+            f"{row['busy_over_5ms']:>11} {str(row['all_expired_s']):>14} "
+            f"{row['session_s'] + 1:>9} {row['expiring_s']:>11} {row['expiring_cpu_s']:>11}"
+        )
+    print(
+        "stall: how late the 1 ms probe woke; busy: the loop thread's CPU time in that gap; "
+        "expiring: from the first removal to the last, and the loop thread's CPU time then"
+    )
+    print("targets: no loop stall over 5 ms; all expired within one session timeout + 1 s")
+    if args.json is not None:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

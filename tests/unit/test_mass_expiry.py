@@ -1,0 +1,271 @@
+"""Many members expiring at once (issue 16, item 11): the work is linear in the members and
+cut into bounded slices, one loop turn or shard event each.
+
+Checked structurally, never by wall-clock time: the records and shard events a mass
+expiry produces, the Python lines the group logic runs for N and 2N members (a quadratic
+path shows as a ratio near 4, a linear one near 2), and how many due timers one loop turn
+fires (runtime/timers.py)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from groupcoord.coordinator.groups.consumer.departures import FENCE_SLICE
+from groupcoord.coordinator.groups.consumer.keys import session_timeout_key
+from groupcoord.coordinator.groups.result import Result
+from groupcoord.coordinator.runtime.clock import ManualClock
+from groupcoord.coordinator.runtime.timers import FIRE_BATCH, LoopTimer
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.records import (
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataKey,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+)
+from tests.unit import consumer_support as cs
+from tests.unit.classic_support import join_request
+from tests.unit.shard_context import ShardContext
+
+SESSION_MS = 45_000  # the consumer groups' default session timeout
+CLASSIC_SESSION_MS = 10_000
+LINEAR = 2.4  # lines(2N) / lines(N) at most: linear work with constant overheads
+
+
+def lines_run(action: Callable[[], Any]) -> int:
+    """How many lines of the group logic (coordinator/groups/) `action` runs."""
+    count = 0
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal count
+        if event == "line":
+            count += 1
+        return local
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        return local if "coordinator/groups/" in frame.f_code.co_filename else None
+
+    sys.settrace(tracer)
+    try:
+        action()
+    finally:
+        sys.settrace(None)
+    return count
+
+
+# -- consumer groups (KIP-848) ---------------------------------------------------------------
+
+
+def consumer_group(members: int) -> cs.Harness:
+    h = cs.Harness(topics={"foo": 8})
+    for i in range(members):
+        assert h.join(f"m{i}", ["foo"]).error_code is ErrorCode.NONE
+    return h
+
+
+def test_a_mass_expiry_removes_members_in_slices_with_one_epoch_bump_each() -> None:
+    members = 5 * FENCE_SLICE + 7
+    h = consumer_group(members)
+    epoch = h.group().group_epoch
+    events: list[Result] = []
+    apply = h.timer.on_result
+    assert apply is not None
+
+    def record(result: Result) -> None:
+        events.append(result)
+        apply(result)
+
+    h.timer.on_result = record
+    h.sleep(SESSION_MS + 1)
+    group = h.shard.consumer_group(cs.GROUP)
+    assert group is not None and len(group) == 0
+    removals = [
+        [k for k, v in e.records if type(k) is ConsumerGroupMemberMetadataKey and v is None]
+        for e in events
+    ]
+    writes = [(e, removed) for e, removed in zip(events, removals, strict=True) if removed]
+    slices = -(-members // FENCE_SLICE)
+    assert len(writes) == slices  # one write per slice, not one per member
+    for write, removed in writes:
+        assert len(removed) <= FENCE_SLICE
+        bumps = [v for k, v in write.records if type(k) is ConsumerGroupMetadataKey]
+        assert len(bumps) == 1
+    assert sum(len(removed) for _, removed in writes) == members
+    assert group.group_epoch == epoch + slices
+    h.assert_replayed()
+
+
+def test_consumer_mass_expiry_is_linear_in_the_members() -> None:
+    def expiry_lines(members: int) -> int:
+        h = consumer_group(members)
+        lines = lines_run(lambda: h.sleep(SESSION_MS + 1))
+        assert len(h.group()) == 0
+        return lines
+
+    small, large = expiry_lines(300), expiry_lines(600)
+    assert large / small < LINEAR, (small, large)
+
+
+def test_a_member_whose_session_was_rearmed_before_its_slice_stays() -> None:
+    h = consumer_group(2)
+    group = h.group()
+    consumer = h.shard.consumer
+    for member_id in ("m0", "m1"):  # both sessions fired (a fired timer is no longer armed)
+        key = session_timeout_key(cs.GROUP, member_id)
+        h.timer.cancel(key)
+        consumer.fence_later(group, member_id, key)
+    # m0 heartbeats before the slice runs: its session is armed again.
+    member = group.members["m0"]
+    assert h.heartbeat(member_id="m0", member_epoch=member.member_epoch).error_code is (
+        ErrorCode.NONE
+    )
+    h.sleep(0)
+    assert set(group.metadata) == {"m0"}
+    h.assert_replayed()
+
+
+def test_classic_members_of_a_consumer_group_expiring_at_once_downgrade_it_once() -> None:
+    """The downgrade check (only classic members left?) is O(removed) per slice, and the
+    group becomes a classic group when the consumer-protocol members are gone."""
+    h = consumer_group(3)
+    classic_ids = []
+    for _ in range(2):
+        first = h.send_join_group(join_request(cs.GROUP, "", [("range", _subscription())]))
+        member_id = first.response.member_id
+        joined = h.send_join_group(join_request(cs.GROUP, member_id, [("range", _subscription())]))
+        assert joined.response.error_code is ErrorCode.NONE
+        classic_ids.append(member_id)
+    group = h.group()
+    assert group.classic_members == 2
+    for member_id in ("m0", "m1", "m2"):
+        key = session_timeout_key(cs.GROUP, member_id)
+        h.timer.cancel(key)
+        h.shard.consumer.fence_later(group, member_id, key)
+    h.sleep(0)
+    assert h.shard.consumer_group(cs.GROUP) is None
+    classic = h.shard.classic_group(cs.GROUP)
+    assert classic is not None and set(classic.members) == set(classic_ids)
+
+
+def _subscription() -> bytes:
+    """ConsumerProtocolSubscription v0 of topic foo."""
+    return b"\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x03foo" + b"\xff\xff\xff\xff"
+
+
+# -- classic groups --------------------------------------------------------------------------
+
+
+def loaded_classic_group(members: int) -> ShardContext:
+    """A Stable classic group of `members` loaded from its record: every session starts at
+    the load, so they all end together."""
+    h = ShardContext()
+    value = GroupMetadataValue(
+        protocol_type="consumer",
+        generation=1,
+        protocol="range",
+        leader="m0",
+        current_state_timestamp=0,
+        members=tuple(
+            MemberMetadata(
+                member_id=f"m{i}",
+                group_instance_id=None,
+                client_id="client",
+                client_host="/127.0.0.1",
+                rebalance_timeout=CLASSIC_SESSION_MS,
+                session_timeout=CLASSIC_SESSION_MS,
+                subscription=_subscription(),
+                assignment=b"",
+            )
+            for i in range(members)
+        ),
+    )
+    h.log.append((GroupMetadataKey("g"), value))
+    h.reload()
+    return h
+
+
+def test_classic_mass_expiry_keeps_the_member_table_compact() -> None:
+    """A dict keeps the slots of removed keys until it grows, and the next leader is its
+    first key: removing 20,000 members one by one walked the ever longer run of removed
+    slots at every removal. The table never holds many more slots than members."""
+    h = loaded_classic_group(2_000)
+    group = h.shard.classic_group("g")
+    assert group is not None
+    apply = h.timer.on_result
+    assert apply is not None
+    worst = 0.0
+
+    def check(result: Result) -> None:
+        nonlocal worst
+        apply(result)
+        live = len(group.members)
+        compact = sys.getsizeof(dict.fromkeys(range(2 * live + 32)))
+        worst = max(worst, sys.getsizeof(group.members) / compact)
+
+    h.timer.on_result = check
+    h.sleep(CLASSIC_SESSION_MS + 1)
+    assert not group.members
+    assert worst <= 1.0, worst
+
+
+def test_classic_rebalance_with_half_the_members_expiring_is_linear() -> None:
+    """Half the members rejoin a rebalance (each JoinGroup asked how many had joined), the
+    other half expire (each asked whether everyone had joined): both were O(members)."""
+
+    def rebalance_lines(members: int) -> int:
+        h = loaded_classic_group(members)
+        group = h.shard.classic_group("g")
+        assert group is not None
+
+        def run() -> None:
+            for i in range(members // 2):
+                h.send_join_group(
+                    join_request(
+                        "g", f"m{i}", [("range", _subscription())], session=CLASSIC_SESSION_MS
+                    )
+                )
+            h.sleep(CLASSIC_SESSION_MS + 1)
+
+        lines = lines_run(run)
+        assert group.generation_id == 2 and len(group.members) == members // 2
+        return lines
+
+    small, large = rebalance_lines(400), rebalance_lines(800)
+    assert large / small < LINEAR, (small, large)
+
+
+# -- the loop's timers -------------------------------------------------------------------------
+
+
+def test_timers_due_together_share_a_loop_timer_and_fire_in_bounded_turns() -> None:
+    turns: list[int] = []
+
+    class CountingClock(ManualClock):
+        """Counts the timers fired by each loop callback (one loop turn's work)."""
+
+        def call_at(self, when: float, callback: Callable[..., object], *args: Any) -> Any:
+            def turn(*a: Any) -> None:
+                turns.append(0)
+                callback(*a)
+
+            return super().call_at(when, turn, *args)
+
+    clock = CountingClock()
+    fired: list[str] = []
+
+    def fire(callback: Any, late_s: float | None) -> None:
+        turns[-1] += 1
+        callback(0)
+
+    timer = LoopTimer(fire, clock)
+    count = 5 * FIRE_BATCH + 3
+    for i in range(count):
+        timer.schedule(f"member-{i}", 45_000, lambda now_ms, i=i: fired.append(f"member-{i}"))
+    assert clock.pending() == 1  # one loop timer for the millisecond they share
+    clock.advance(45_000)
+    assert fired == [f"member-{i}" for i in range(count)]  # in scheduling order
+    assert max(turns) <= FIRE_BATCH  # (fewer when a turn runs out of FIRE_BUDGET_S)
+    assert len([t for t in turns if t]) >= -(-count // FIRE_BATCH)
