@@ -12,6 +12,7 @@ from .cleaner import (
 from .errors import (
     CommitterClosed,
     CompactionError,
+    DataDirError,
     LogClosed,
     LogFailed,
     OffsetOutOfRange,
@@ -26,6 +27,7 @@ __all__ = [
     "CleanableRange",
     "CommitterClosed",
     "CompactionError",
+    "DataDirError",
     "CompactionPlan",
     "CompactionStats",
     "GroupCommitter",
