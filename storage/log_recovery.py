@@ -1,6 +1,8 @@
 """What PartitionLog.open finds in a log directory: its segments after recovery (see the
 "Recovery." paragraph of log.py's docstring for the rules), the log start offset and what
-recovery dropped or salvaged.
+recovery dropped or salvaged. Files that disagree with the log's own data (a stray or
+renamed segment, overlapping segments, a log start beyond the data) refuse the open with
+DataDirError before anything is cut or deleted on their word (segment_files.py).
 """
 
 from __future__ import annotations

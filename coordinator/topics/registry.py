@@ -11,7 +11,10 @@ first, then topics.json is written with them, and only then does the registry sh
 the registry and topics.json as they were. Showing a topic before topics.json lists it would
 let clients produce to it and get acks for data that `load()` deletes at the next start (it
 removes partition directories topics.json does not list); a later save of any other topic
-would also persist a topic whose creation had failed.
+would also persist a topic whose creation had failed. This order is also what lets `load()`
+tell a partition directory removed by hand (listed, missing: the start is refused, naming
+it) from an interrupted creation (present, unlisted, empty: removed), and a lost
+topics.json (unlisted directories holding records: refused) from either.
 
 Creating, extending and deleting a topic take turns (one lock) and open or remove the
 partition logs in steps of at most CHANGE_STEP_S, the event loop serving other requests
