@@ -75,7 +75,10 @@ def expect_refusal(server: ServerProcess, names: str) -> str:
         pass
     else:  # a refusal found while loading in the background: the process exits soon
         assert server.proc is not None
-        server.proc.wait(30)
+        try:
+            server.proc.wait(30)
+        finally:
+            server.kill()  # it did not refuse: not left running
     assert server.proc is not None and server.proc.returncode == 1
     with open(server.log_path, "rb") as fh:
         fh.seek(size)
