@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -45,6 +46,13 @@ class Config:
         metadata={"help": "HOST:PORT clients are told to connect to (default: the listener)"},
     )
     data_dir: str = field(default="./data", metadata={"help": "directory for all state"})
+    data_umask: str = field(
+        default="077",
+        metadata={
+            "help": "umask (octal) for every file and directory the server creates in "
+            "data_dir: 077 makes them 0600/0700; 027 lets the group read"
+        },
+    )
     metrics_listen: str = field(
         default="127.0.0.1:9464",
         metadata={"help": "HTTP HOST:PORT for /metrics and /health (empty: disabled)"},
@@ -240,6 +248,10 @@ class Config:
     def data_path(self) -> Path:
         return Path(self.data_dir)
 
+    @property
+    def data_umask_bits(self) -> int:
+        return int(self.data_umask, 8)
+
 
 ENV_PREFIX = "GROUPCOORD_"
 
@@ -336,6 +348,10 @@ def validate(config: Config) -> None:
         raise ConfigError(
             "group_consumer_assignors: a comma-separated list of assignors (uniform, range, "
             "or installed ones)"
+        )
+    if not re.fullmatch(r"0?[0-7]{1,3}", config.data_umask) or config.data_umask_bits & 0o700:
+        raise ConfigError(
+            "data_umask must be octal (e.g. 077 or 027) and must not mask the owner's bits (700)"
         )
     if config.log_level not in ("debug", "info", "warning", "error"):
         raise ConfigError("log_level must be debug, info, warning or error")

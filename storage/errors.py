@@ -64,3 +64,9 @@ class CommitterClosed(StorageError):
 class CompactionError(StorageError):
     """Compaction cannot proceed: a corrupt batch in a closed segment, an unreadable swap
     marker, or another compaction of the same log already under way."""
+
+
+class DataDirError(StorageError):
+    """A file of the data directory disagrees with the data it sits with, is unreadable,
+    or is missing: the server refuses to start rather than guess (and maybe delete). The
+    message names the file, what is wrong and what the operator can do."""

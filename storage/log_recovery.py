@@ -1,6 +1,8 @@
 """What PartitionLog.open finds in a log directory: its segments after recovery (see the
 "Recovery." paragraph of log.py's docstring for the rules), the log start offset and what
-recovery dropped or salvaged.
+recovery dropped or salvaged. Files that disagree with the log's own data (a stray or
+renamed segment, overlapping segments, a log start beyond the data) refuse the open with
+DataDirError before anything is cut or deleted on their word (segment_files.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .segment import (
     parse_segment_file_name,
     segment_file_name,
 )
+from .segment_files import check_segment_files, log_start_error, overlap_error
 
 LOG_START_OFFSET_FILE = "log-start-offset"
 RECOVERY_POINT_FILE = "recovery-point-offset"
@@ -74,6 +77,9 @@ def recover_log_directory(
         elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
             index_files.append((name.partition(".")[0], entry.path))
     bases.sort()
+    # Files that disagree with the log's data refuse the start before anything is cut or
+    # deleted on their word (segment_files.py).
+    check_segment_files(directory, bases)
     log_stems = {segment_file_name(base, "") for base in bases}
     for stem, path in index_files:
         if stem not in log_stems:
@@ -85,8 +91,9 @@ def recover_log_directory(
     # Directory entries removed here must stay removed, see the fsync below.
     entries_changed = False
     # Segments wholly below the persisted log start: retention was interrupted after
-    # moving the start and before deleting them.
-    if start_in_file is not None:
+    # moving the start and before deleting them. Retention moves the start to a segment's
+    # base, so a start beyond the last one is checked against the data's end first.
+    if start_in_file is not None and bases and start_in_file <= bases[-1]:
         while len(bases) > 1 and bases[1] <= start_in_file:
             delete_segment_files(directory, bases.pop(0))
             entries_changed = True
@@ -100,10 +107,10 @@ def recover_log_directory(
     try:
         for i, base in enumerate(bases):
             if segments and segments[-1].next_offset > base:
-                # Overlaps its predecessor: a leftover of an unfinished truncation.
-                truncated += _drop_segment_files(directory, bases[i:])
-                entries_changed = True
-                break
+                # Overlaps its predecessor: truncation deletes later segments (durably)
+                # before cutting, so this is no crash's leftover; refuse, delete nothing.
+                previous = segments[-1]
+                raise overlap_error(directory, previous.base_offset, previous.next_offset, base)
             segment = Segment.open_existing(directory, base, interval)
             segments.append(segment)
             is_last = i == len(bases) - 1
@@ -131,8 +138,14 @@ def recover_log_directory(
                 break
         log_start = max(start_in_file or 0, segments[0].base_offset if segments else 0)
         if segments and log_start > segments[-1].next_offset:
-            # The tail below a moved log start was torn away: nothing readable is
-            # left, so start empty at the log start.
+            if any(segment.size_bytes for segment in segments):
+                # Retention moves the start only to durable data: the start file is
+                # wrong, or segments are missing. Never delete the data on its word.
+                raise log_start_error(
+                    directory / LOG_START_OFFSET_FILE, log_start, segments[-1].next_offset
+                )
+            # Nothing readable below a moved log start (an interrupted reset): start
+            # empty at the log start.
             for segment in segments:
                 truncated += segment.size_bytes
                 segment.close()

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from groupcoord.storage.checkpoint import atomic_write
+from groupcoord.storage.checkpoint import atomic_write, read_json_file, state_file_fields
 
 GROUPS_MAX = 1_000_000  # a bound on what clients can make us store
 
@@ -21,9 +21,16 @@ class GroupConfigStore:
         self._configs: dict[str, dict[str, str]] = {}
 
     def load(self) -> None:
-        if self.path.exists():
-            data = json.loads(self.path.read_text())
-            self._configs = {g: dict(c) for g, c in data["groups"].items()}
+        """Read the file; DataDirError naming it when it is unreadable or malformed."""
+        data = read_json_file(self.path)
+        if data is None:
+            return
+        with state_file_fields(self.path):
+            configs = {str(g): dict(c) for g, c in data["groups"].items()}
+            for group, values in configs.items():
+                if not all(isinstance(v, str) for v in values.values()):
+                    raise ValueError(f"group {group!r}: config values must be strings")
+        self._configs = configs
 
     def overrides(self, group_id: str) -> Mapping[str, str]:
         return self._configs.get(group_id, {})

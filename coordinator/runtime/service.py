@@ -9,7 +9,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from groupcoord.storage import GroupCommitter, LogConfig, install_compaction, prepare_compaction
+from groupcoord.storage import (
+    DataDirError,
+    GroupCommitter,
+    LogConfig,
+    install_compaction,
+    prepare_compaction,
+)
 
 from ..assignor_plugins import assignor_names, load_assignor_plugins
 from ..config import Config
@@ -75,11 +81,15 @@ class CoordinatorService:
 
     async def load(self, salvage: bool = False) -> None:
         """Load every shard (`salvage`: their logs were closed cleanly, ShardRunner.load);
-        a shard that fails to load is FAILED, logged, and the others load."""
+        a shard that fails to load is FAILED, logged, and the others load. A shard log whose
+        files disagree with its data raises DataDirError: the server refuses to start."""
         started = time.monotonic()
         for runner in self.runners:
             try:
                 await runner.load(salvage)
+            except DataDirError:
+                runner.state = ShardState.FAILED
+                raise
             except Exception as e:
                 runner.state = ShardState.FAILED
                 log.error("shard load failed", shard=runner.shard_id, error=repr(e))

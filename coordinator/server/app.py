@@ -10,15 +10,16 @@ import asyncio
 import dataclasses
 import gc
 import json
+import os
 import signal
 import sys
 import time
-import uuid
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
-from groupcoord.storage import GroupCommitter, LogConfig
-from groupcoord.storage.checkpoint import atomic_write
+from groupcoord.storage import DataDirError, GroupCommitter, LogConfig, StorageError
+from groupcoord.storage.checkpoint import atomic_write, read_json_file, state_file_fields
 from groupcoord.storage.dir_lock import DataDirLock
 from groupcoord.storage.health import StorageHealth
 from groupcoord.storage.open_files import OPEN_FILES
@@ -39,11 +40,18 @@ from ..topics.context import HandlerContext, Node
 from ..topics.registry import TopicRegistry, wake_waiters
 from .connection import Connection, OutgoingWrites
 from .context import GroupContext
+from .data_dir import (
+    GROUP_CONFIGS_FILE,
+    PRODUCER_IDS_FILE,
+    check_data_dir,
+    load_cluster_id,
+)
 from .dispatch import build_dispatch
 from .fd_limits import RESERVED_FDS, apply_fd_limits
 from .frame_budget import FrameBudget
 from .listener import Listener
 from .recovery_report import (
+    clean_shutdown_marked,
     mark_clean_shutdown,
     report_recovery,
     take_clean_shutdown_marker,
@@ -57,23 +65,28 @@ HEALTH_FAILURES_LISTED = 10
 
 class Server:
     def __init__(self, config: Config) -> None:
-        # First of all: no other process may write this data directory (storage/dir_lock.py).
-        # Raises DataDirInUse (an OSError) when one does.
-        self._data_lock = DataDirLock.acquire(config.data_path)
-        self._after_clean_shutdown = take_clean_shutdown_marker(config.data_path)
+        # First of all: never write among a user's files (data_dir.py), and no other process
+        # may write this data directory (storage/dir_lock.py). Raises DataDirError, or
+        # DataDirInUse (an OSError) when another process holds it.
+        data = config.data_path
+        check_data_dir(data)
+        self._data_lock = DataDirLock.acquire(data)
+        self._cluster_id = load_cluster_id(data)  # the marker, before any other file
+        # Taken (removed) only once the logs it concerns are open: see start().
+        self._after_clean_shutdown = clean_shutdown_marked(data)
         # Nothing in the logs can be a torn write but a final one cut short after a clean
         # stop, or after a crash of this process alone (recovery_report.py): a bad batch
         # is then damage, removed alone, the valid ones after it kept.
-        self._salvage = take_same_boot_marker(config.data_path) or self._after_clean_shutdown
+        self._salvage = take_same_boot_marker(data) or self._after_clean_shutdown
         # The shard count is the data directory's once it has one (runtime/shard_count.py);
         # the config then says the count served, for DescribeConfigs and the rest.
-        shards = settled_shard_count(config.data_path, config.offsets_partitions, OFFSETS_TOPIC)
+        shards = settled_shard_count(data, config.offsets_partitions, OFFSETS_TOPIC)
         config = dataclasses.replace(config, offsets_partitions=shards)
         self.config = config
         _apply_fd_limits(config)
         self.metrics = ServerMetrics()
         self.topics = TopicRegistry(config)
-        self.group_configs = GroupConfigStore(config.data_path / "group_configs.json")
+        self.group_configs = GroupConfigStore(data / GROUP_CONFIGS_FILE)
         self.committer = GroupCommitter(
             waiters_max=config.durable_waiters_max,
             syncfs_min_logs=config.syncfs_min_logs,
@@ -128,15 +141,15 @@ class Server:
         self.topic_compactor = TopicCompactor(self.topics, config)
         self._topic_compaction_task: asyncio.Task[None] | None = None
         self._producer_ids: ProducerIdAllocator | None = None
+        self.exit_code = 0  # of the process, once stopped
 
     # start / stop ------------------------------------------------------------------------
 
     async def start(self) -> None:
         started = time.monotonic()
         data = self.config.data_path
-        data.mkdir(parents=True, exist_ok=True)
-        self.node.cluster_id = _load_cluster_id(data)
-        self._producer_ids = ProducerIdAllocator(data / "producer-ids.json")
+        self.node.cluster_id = self._cluster_id
+        self._producer_ids = ProducerIdAllocator(data / PRODUCER_IDS_FILE)
         self.topics.load(salvage=self._salvage)
         report_recovery(
             ((f"{t.name}-{p.index}", p.log) for t in self.topics.topics() for p in t.partitions),
@@ -144,6 +157,9 @@ class Server:
             self.metrics,
         )
         self.group_configs.load()
+        # From here on logs may be written: a crash must not be taken for a clean stop. (A
+        # start refused above left the marker: the logs are as the clean stop left them.)
+        take_clean_shutdown_marker(data)
         # Shards load in the background: until a shard is active its groups' requests get
         # COORDINATOR_LOAD_IN_PROGRESS, and the data plane is served meanwhile.
         self._coordinator_load = asyncio.ensure_future(self._load_coordinator())
@@ -190,7 +206,15 @@ class Server:
         )
 
     async def _load_coordinator(self) -> None:
-        await self.coordinator.load(salvage=self._salvage)
+        try:
+            await self.coordinator.load(salvage=self._salvage)
+        except DataDirError as e:
+            # A shard log's files disagree with its data: refuse as a start would (the
+            # data plane served meanwhile; nothing of the shard was opened or changed).
+            log.error("cannot start", error=str(e))
+            self.exit_code = 1
+            await self.stop(clean=False)
+            return
         report_recovery(
             ((r.directory.name, r.log) for r in self.coordinator.runners if r.log is not None),
             self._after_clean_shutdown,
@@ -200,7 +224,9 @@ class Server:
         # collector from walking them again and again.
         gc.freeze()
 
-    async def stop(self) -> None:
+    async def stop(self, clean: bool = True) -> None:
+        """Stop serving and close everything; `clean`: write the clean shutdown marker
+        (not when a shard's load was refused: that log was never opened and closed)."""
         if self.stopping:
             return
         self.node.stopping = True
@@ -231,7 +257,8 @@ class Server:
         if self._http is not None:
             self._http.close()
         self.topics.close()
-        mark_clean_shutdown(self.config.data_path)  # every log is flushed and closed
+        if clean:
+            mark_clean_shutdown(self.config.data_path)  # every log is flushed and closed
         self._data_lock.release()  # last: everything above may still write the directory
         log.info("stopped")
         self._stopped.set()
@@ -339,11 +366,15 @@ class ProducerIdAllocator:
 
     BLOCK = 1000
 
-    def __init__(self, path: Any) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
         reserved = 0
-        if path.exists():
-            reserved = int(json.loads(path.read_text())["next_block_start"])
+        data = read_json_file(path)
+        if data is not None:
+            with state_file_fields(path):
+                reserved = data["next_block_start"]
+                if not isinstance(reserved, int) or reserved < 0:
+                    raise ValueError(f"next_block_start must be an integer >= 0: {reserved!r}")
         self._next = reserved
         self._limit = reserved
 
@@ -356,21 +387,12 @@ class ProducerIdAllocator:
         return value
 
 
-def _load_cluster_id(data: Any) -> str:
-    path = data / "cluster.json"
-    if path.exists():
-        return str(json.loads(path.read_text())["cluster_id"])
-    import base64
-
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    atomic_write(path, json.dumps({"cluster_id": cluster_id}).encode())
-    return cluster_id
-
-
 async def serve(config: Config) -> int:
     try:
-        server = Server(config)  # a data directory another process holds: OSError
-    except OSError as e:
+        # A data directory another process holds: OSError; one whose files are not ours, or
+        # disagree with its data: DataDirError (a StorageError).
+        server = Server(config)
+    except (OSError, StorageError) as e:
         log.error("cannot start", error=str(e))
         return 1
     loop = asyncio.get_running_loop()
@@ -378,15 +400,18 @@ async def serve(config: Config) -> int:
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.stop()))
     try:
         await server.start()
-    except OSError as e:
+    except (OSError, StorageError) as e:
         log.error("cannot start", error=str(e))
         return 1
     await server.wait_stopped()
-    return 0
+    return server.exit_code
 
 
 def run(config: Config) -> int:
     setup_logging(config.log_level, config.log_repeat_window_ms)
+    # Everything the server creates in data_dir is private to its user unless the setting
+    # relaxes it (data_dir.py): one umask covers every file and directory, whoever opens it.
+    os.umask(config.data_umask_bits)
     # The fsync worker thread needs the GIL back to report a flush; with Python's default
     # 5 ms switch interval a busy event loop keeps it waiting, which showed up directly in
     # the acks=all p99 (19.5 ms -> 9.2 ms at 91k msg/s with 0.5 ms). While it waits, every

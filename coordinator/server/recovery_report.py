@@ -37,6 +37,12 @@ KERNEL_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 log = get_logger("groupcoord.recovery")
 
 
+def clean_shutdown_marked(data_dir: Path) -> bool:
+    """Whether the last run stopped cleanly (the marker is left: take it once the logs
+    are open, before anything may write them)."""
+    return (data_dir / CLEAN_SHUTDOWN_FILE).exists()
+
+
 def take_clean_shutdown_marker(data_dir: Path) -> bool:
     """Whether the last run stopped cleanly; the marker is removed (durably), so a crash
     of this run is not taken for a clean stop at the next start."""

@@ -11,7 +11,10 @@ first, then topics.json is written with them, and only then does the registry sh
 the registry and topics.json as they were. Showing a topic before topics.json lists it would
 let clients produce to it and get acks for data that `load()` deletes at the next start (it
 removes partition directories topics.json does not list); a later save of any other topic
-would also persist a topic whose creation had failed.
+would also persist a topic whose creation had failed. This order is also what lets `load()`
+tell a partition directory removed by hand (listed, missing: the start is refused, naming
+it) from an interrupted creation (present, unlisted, empty: removed), and a lost
+topics.json (unlisted directories holding records: refused) from either.
 
 Creating, extending and deleting a topic take turns (one lock) and open or remove the
 partition logs in steps of at most CHANGE_STEP_S, the event loop serving other requests
@@ -42,8 +45,8 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from groupcoord.storage import LogConfig, PartitionLog
-from groupcoord.storage.checkpoint import atomic_write
+from groupcoord.storage import DataDirError, LogConfig, PartitionLog
+from groupcoord.storage.checkpoint import atomic_write, read_json_file, state_file_fields
 
 from ..config import Config
 from ..runtime.partitioning import OFFSETS_TOPIC
@@ -128,15 +131,23 @@ class TopicRegistry:
 
     def load(self, salvage: bool = False) -> None:
         """Open every topic listed in topics.json; remove directories of deleted topics.
-        `salvage`: the logs were closed cleanly (PartitionLog.open)."""
+        `salvage`: the logs were closed cleanly (PartitionLog.open). Raises DataDirError
+        when topics.json is unreadable, or a partition it lists has no directory, or
+        topics.json is missing while partition directories hold data."""
         self.root.mkdir(parents=True, exist_ok=True)
-        if self.meta_path.exists():
-            data = json.loads(self.meta_path.read_text())
-            for entry in data["topics"]:
-                topic = Topic(entry["name"], uuid.UUID(entry["id"]), dict(entry["configs"]))
-                self._add(topic)
-                for index in range(entry["partitions"]):
-                    topic.partitions.append(self._open_partition(topic, index, salvage))
+        data = read_json_file(self.meta_path)
+        if data is None:
+            check_no_unlisted_data(self.root, self.meta_path)
+        listed = _listed_topics(self.meta_path, data)
+        for topic, count in listed:
+            # Every directory first: a missing one refuses the start before any log is
+            # opened (and recovered) on the word of a damaged topics.json.
+            for index in range(count):
+                self._check_partition_dir(topic.name, index)
+        for topic, count in listed:
+            self._add(topic)
+            for index in range(count):
+                topic.partitions.append(self._open_partition(topic, index, salvage))
         known = {
             self._partition_dir(t.name, p.index).name
             for t in self.by_name.values()
@@ -349,6 +360,19 @@ class TopicRegistry:
     def _partition_dir(self, name: str, index: int) -> Path:
         return self.root / f"{name}-{index}"
 
+    def _check_partition_dir(self, name: str, index: int) -> None:
+        """DataDirError when listed partition `name`-`index` has no directory. A creation
+        makes the directories (durably) before topics.json lists them, and a deletion
+        unlists them before removing them, so no crash leaves one listed and missing: it
+        was removed by hand, and opening it empty would silently drop its records."""
+        directory = self._partition_dir(name, index)
+        if not directory.is_dir():
+            raise DataDirError(
+                f"partition directory {directory} is missing, but {self.meta_path.name} lists "
+                f"partition {index} of topic {name!r}: restore it from a backup, or create it "
+                f"empty to accept losing its records, then start again"
+            )
+
     def _log_config(self, topic: Topic) -> LogConfig:
         """Kafka's LogConfig: without `delete` in cleanup.policy nothing is deleted by
         retention; a compacted topic's active segment rolls by max.compaction.lag.ms, so
@@ -532,6 +556,41 @@ class TopicRegistry:
             ],
         }
         atomic_write(self.meta_path, json.dumps(data, indent=1).encode())
+
+
+def _listed_topics(path: Path, data: dict[str, object] | None) -> list[tuple[Topic, int]]:
+    """The topics (not shown yet) and partition counts topics.json lists; DataDirError
+    naming the file when an entry is malformed."""
+    if data is None:
+        return []
+    listed: list[tuple[Topic, int]] = []
+    with state_file_fields(path):
+        entries = data["topics"]
+        if not isinstance(entries, list):
+            raise TypeError("topics must be a list")
+        for entry in entries:
+            name, count, configs = entry["name"], entry["partitions"], entry["configs"]
+            if not isinstance(name, str) or not TOPIC_NAME.match(name):
+                raise ValueError(f"invalid topic name {name!r}")
+            if not isinstance(count, int) or not 1 <= count <= PARTITIONS_MAX:
+                raise ValueError(f"topic {name!r}: invalid partition count {count!r}")
+            if not all(isinstance(v, str) for v in dict(configs).values()):
+                raise ValueError(f"topic {name!r}: config values must be strings")
+            listed.append((Topic(name, uuid.UUID(entry["id"]), dict(configs)), count))
+    return listed
+
+
+def check_no_unlisted_data(root: Path, meta_path: Path) -> None:
+    """Without topics.json, partition directories may only be an interrupted first
+    creation's (topics.json is written once they exist), whose segments are empty; one
+    holding records means topics.json was lost, and removing the directories (what load
+    does with unlisted ones) would delete acknowledged data. DataDirError then."""
+    for child in sorted(root.iterdir()):
+        if child.is_dir() and any(f.stat().st_size for f in child.glob("*.log")):
+            raise DataDirError(
+                f"{meta_path} is missing but partition directory {child} holds records: "
+                f"restore {meta_path.name} from a backup, then start again"
+            )
 
 
 async def _in_steps(work: Generator[None, None, None]) -> None:
