@@ -11,7 +11,8 @@ import pytest
 
 from groupcoord.protocol.batches import set_base_offset, split_batches
 from groupcoord.storage import DataDirError, LogConfig, PartitionLog
-from groupcoord.storage.log_recovery import LOG_START_OFFSET_FILE
+from groupcoord.storage.checkpoint import overwrite_offset_file
+from groupcoord.storage.log_recovery import DURABLE_OFFSET_FILE, LOG_START_OFFSET_FILE
 from groupcoord.storage.segment import segment_file_name
 from tests.unit.test_storage_log import append, make_batch
 
@@ -170,6 +171,8 @@ def test_a_torn_last_segment_after_a_torn_predecessor_is_a_crash_tail(tmp_path: 
     data = path.read_bytes()
     path.write_bytes(data[:-5])  # the predecessor of the new last segment is torn
     segment(directory, RECORDS).write_bytes(b"\x5a" * 100)
+    # A torn write lies past the last completed fsync: the durable offset the crash left.
+    overwrite_offset_file(directory / DURABLE_OFFSET_FILE, 200, False)
     log = PartitionLog.open(directory, CONFIG)
     try:
         assert log.next_offset == 220  # the torn batch and the segment after it are cut
