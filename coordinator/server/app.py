@@ -35,6 +35,7 @@ from ..topics.compaction import TopicCompactor
 from ..topics.context import HandlerContext, Node
 from ..topics.registry import TopicRegistry, wake_waiters
 from .connection import Connection, OutgoingWrites
+from .connection_limits import ConnectionLimits
 from .context import GroupContext
 from .dispatch import build_dispatch
 from .frame_budget import FrameBudget
@@ -80,7 +81,10 @@ class Server:
         # The only door the network layer has into groups and offsets.
         self.gateway = GroupCoordinatorGateway(self.coordinator, self.group_configs)
         self.connections: set[Connection] = set()
-        self.frame_budget = FrameBudget(config.frames_per_loop_iteration_max)
+        self.frame_budget = FrameBudget(
+            config.frames_per_loop_iteration_max, config.queued_request_bytes_max
+        )
+        self.limits = ConnectionLimits(config, self.metrics, self.connections)
         self.outgoing = OutgoingWrites()
         self.handlers, self.supported_versions = build_dispatch()
         host, port = config.advertised_address
@@ -138,6 +142,7 @@ class Server:
         self._listener = await loop.create_server(
             lambda: Connection(self), host, port, reuse_address=True, backlog=1024
         )
+        self.limits.start()
         if self.node.port == 0:  # an ephemeral port was asked for: advertise the real one
             self.node.port = self._listener.sockets[0].getsockname()[1]
         if self.config.metrics_listen:
@@ -199,6 +204,7 @@ class Server:
         await self.committer.close()
         for connection in list(self.connections):
             connection.close()
+        self.limits.stop()
         if self._http is not None:
             await self._http.close()
         self.topics.close()
@@ -217,15 +223,20 @@ class Server:
     # services (handlers get them through the context) ------------------------------------
 
     def register(self, connection: Connection) -> bool:
-        if self.stopping or len(self.connections) >= self.config.connections_max:
+        """Admit a new connection (False: refused, counted and logged by the limits)."""
+        if self.stopping:
+            return False
+        if self.limits.admit(connection.host, len(self.connections)) is not None:
             return False
         self.connections.add(connection)
         self.metrics.connections.set(len(self.connections))
         return True
 
     def unregister(self, connection: Connection) -> None:
-        self.connections.discard(connection)
-        self.metrics.connections.set(len(self.connections))
+        if connection in self.connections:  # not a refused one
+            self.connections.remove(connection)
+            self.limits.release(connection.host)
+            self.metrics.connections.set(len(self.connections))
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run a background task, keeping a reference so it is not garbage-collected."""
@@ -247,6 +258,7 @@ class Server:
         }
 
     def refresh_gauges(self) -> None:
+        self.metrics.queued_bytes.set(self.frame_budget.held_bytes)
         self.metrics.log_partitions.set(self.topics.partition_count())
         for topic in self.topics.topics():
             self.metrics.log_size.labels(topic.name).set(
@@ -307,6 +319,7 @@ async def serve(config: Config) -> int:
         log.error("cannot start", error=str(e))
         return 1
     loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_log_loop_error)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.stop()))
     try:
@@ -316,6 +329,18 @@ async def serve(config: Config) -> int:
         return 1
     await server.wait_stopped()
     return 0
+
+
+def _log_loop_error(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """What escapes a callback or a transport as one JSON line, not asyncio's multi-line
+    report (connections catch their own failures; this is the net behind them)."""
+    exc = context.get("exception")
+    log.error(
+        "event loop error",
+        message=context.get("message"),
+        error=repr(exc) if exc is not None else None,
+        exc_info=exc if isinstance(exc, BaseException) else None,
+    )
 
 
 def run(config: Config) -> int:
