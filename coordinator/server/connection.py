@@ -155,22 +155,24 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.peer = f"{peer[0]}:{peer[1]}"
+            self.host = str(peer[0])
+            self.context.client_host = f"/{peer[0]}"
+        # Admission first: a flood of refused connections costs as little as it can.
+        if not self.server.register(self):  # it counts and logs the refusal
+            self.closed = True
+            transport.abort()
+            return
+        self.context.read_at = time.perf_counter()  # idle since it connected
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
-        peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple):
-            self.peer = f"{peer[0]}:{peer[1]}"
-            self.host = str(peer[0])
-            self.context.client_host = f"/{peer[0]}"
-        self.context.read_at = time.perf_counter()  # idle since it connected
         transport.set_write_buffer_limits(high=self.server.config.connection_write_buffer_bytes_max)
-        if not self.server.register(self):  # it counts and logs the refusal
-            self.closed = True
-            transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
