@@ -190,12 +190,17 @@ class Connection(asyncio.Protocol):
         self.idle.set()
 
     def pause_writing(self) -> None:
+        # Unsent responses are counted in the byte budget once the transport holds more
+        # than its high-water mark, and re-measured on resume and by each sweep (not per
+        # write: the request path pays nothing for it).
         self._writing_paused = True
+        if self.transport is not None:
+            self._count_unsent(self.transport.get_write_buffer_size())
         self._update_reading()
 
     def resume_writing(self) -> None:
         self._writing_paused = False
-        if self._held_out and self.transport is not None:
+        if self.transport is not None:
             self._count_unsent(self.transport.get_write_buffer_size())
         self._update_reading()
 
@@ -249,10 +254,10 @@ class Connection(asyncio.Protocol):
             took = True
         if self.closed:
             return
-        # Requests that arrive whole leave nothing held: the common path stops here.
-        claimed = decoder.claimed_bytes
-        if claimed or self._held_in or self._frame_started:
-            self._account_input(claimed, partial, took)
+        # Requests that arrive whole leave nothing held (the loop ended on an empty
+        # decoder): the common path skips the accounting.
+        if partial or self._frames_waiting or self._held_in or self._frame_started:
+            self._account_input(decoder.claimed_bytes, partial, took)
         self._update_reading()
 
     def _account_input(self, claimed: int, partial: bool, took: bool) -> None:
@@ -303,14 +308,13 @@ class Connection(asyncio.Protocol):
             self.server.frame_budget.adjust(delta)
 
     def sweep(self, now: float, idle_s: float, frame_read_s: float) -> str | None:
-        """connection_limits.py's periodic visit: re-measure unsent responses, and close the
+        """connection_limits.py's periodic visit: measure unsent responses, and close the
         connection when a deadline passed: its partial frame began more than frame_read_s
         ago (not counting a wait for the byte budget), or nothing is in flight and nothing
         was received for idle_s (connections.max.idle.ms). Returns the reason it closed."""
         if self.closed or self.transport is None:
             return None
-        if self._held_out:
-            self._count_unsent(self.transport.get_write_buffer_size())
+        self._count_unsent(self.transport.get_write_buffer_size())
         started = self._frame_started
         if started:
             if self._bytes_wait or now - started <= frame_read_s:
@@ -476,11 +480,6 @@ class Connection(asyncio.Protocol):
                 self.transport.write(out[0])
             else:
                 self.transport.writelines(out)
-            # What the socket did not take waits in the transport: counted in the byte
-            # budget until it drains (re-measured here, on resume_writing and by the sweep).
-            unsent = self.transport.get_write_buffer_size()
-            if unsent or self._held_out:
-                self._count_unsent(unsent)
         self.server.metrics.bytes_out.inc(self._out_bytes)
         self._out = []
         self._out_bytes = 0

@@ -15,7 +15,7 @@ so a tick's cost is bounded whatever the number of connections. Each visit
   (a slowloris sending a byte a second), or
 - with no request in flight that received nothing for connections_max_idle_ms
   (connections.max.idle.ms),
-and re-measures its unsent responses for the byte budget (frame_budget.py). A connection
+and measures its unsent responses for the byte budget (frame_budget.py). A connection
 keeps the times the sweep reads (its last read, kept anyway for the queue-time metric, and
 when its partial frame began), so the request path pays nothing for the deadlines. The tick
 is a tenth of the shorter deadline, between 10 ms and 1 s: a deadline is enforced within a

@@ -21,10 +21,12 @@ A connection whose read leaves part of a frame claims that frame's whole announc
 granted; otherwise it stops reading and waits, in order, for bytes to be freed. A granted
 frame can always complete (its bytes are already counted), so the partial frames never hold
 each other up; a claim is granted past the cap only when nothing else is held, so one frame
-larger than the cap still goes through alone. Unsent responses are counted as measured
-(they are not refused: the per-connection write buffer limit pauses their readers). Small
-requests that arrive whole claim nothing: the cap costs the common path nothing. What a
-waiting connection read before it stopped (one socket read at most) is not counted.
+larger than the cap still goes through alone. Unsent responses are counted as measured, by
+the periodic sweep (connection_limits.py) and at once when a transport's buffer crosses its
+high-water mark (they are not refused: that mark pauses their readers). Small requests that
+arrive whole claim nothing, and writes measure nothing: the cap costs the common path
+nothing. What a waiting connection read before it stopped (one socket read at most) is not
+counted.
 """
 
 from __future__ import annotations

@@ -243,14 +243,18 @@ async def test_unsent_responses_are_counted_until_they_drain(server: Server) -> 
     conn, transport = connect(server, unsent=5 * MiB)
     conn.data_received(api_versions_frame(1))
     await transport.answered(1)
-    await asyncio.sleep(0)
+    assert server.frame_budget.held_bytes == 0  # writes measure nothing
+    assert conn.sweep(conn.context.read_at, 1000, 2) is None  # the sweep does
     assert server.frame_budget.held_bytes == 5 * MiB
-    transport.unsent = 0  # drained: the sweep notices
+    transport.unsent = 0  # drained
     assert conn.sweep(conn.context.read_at, 1000, 2) is None
     assert server.frame_budget.held_bytes == 0
-    conn2, transport2 = connect(server, unsent=3 * MiB)
-    conn2.data_received(api_versions_frame(1))
-    await transport2.answered(1)
-    await asyncio.sleep(0)
+    # Past the transport's high-water mark they are counted at once.
+    conn2, transport2 = connect(server, unsent=9 * MiB)
+    conn2.pause_writing()
+    assert server.frame_budget.held_bytes == 9 * MiB
+    transport2.unsent = 1 * MiB
+    conn2.resume_writing()
+    assert server.frame_budget.held_bytes == 1 * MiB
     conn2.connection_lost(None)  # a closed connection gives its bytes back
     assert server.frame_budget.held_bytes == 0
