@@ -22,7 +22,7 @@ from groupcoord.storage.checkpoint import atomic_write
 from groupcoord.storage.dir_lock import DataDirLock
 from groupcoord.storage.retention import apply_retention
 
-from ..config import Config
+from ..config import FRAME_OVERHEAD_BYTES, Config
 from ..observability.coordinator_metrics import CoordinatorCollector
 from ..observability.http import HttpEndpoint
 from ..observability.logging import get_logger, setup_logging
@@ -154,6 +154,13 @@ class Server:
         self._topic_compaction_task = asyncio.ensure_future(
             self.topic_compactor.run(self.config.log_cleaner_interval_ms)
         )
+        if self.config.frame_bytes_max < self.config.message_bytes_max + FRAME_OVERHEAD_BYTES:
+            log.warning(
+                "frame_bytes_max leaves no room for a max-size batch: produce requests "
+                "carrying one close the connection",
+                frame_bytes_max=self.config.frame_bytes_max,
+                message_bytes_max=self.config.message_bytes_max,
+            )
         self.ready = True
         gc.freeze()  # what start-up built lives as long as the server: out of the collector
         log.info(

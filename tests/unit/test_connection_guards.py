@@ -112,11 +112,6 @@ def test_malformed_overrides_are_refused(text: str) -> None:
         load_config(overrides={"connections_max_per_ip_overrides": text}, environ={})
 
 
-def test_the_frame_limit_admits_a_max_size_batch() -> None:
-    with pytest.raises(ConfigError, match="frame_bytes_max"):
-        load_config(overrides={"frame_bytes_max": 1_048_588}, environ={})
-
-
 # deadlines -----------------------------------------------------------------------------------
 
 
