@@ -54,6 +54,14 @@ class Config:
     )
     node_id: int = field(default=0, metadata={"help": "broker id advertised in metadata"})
     log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
+    log_repeat_window_ms: int = field(
+        default=10_000,
+        metadata={
+            "help": "identical log lines (same level, event and fields) within this time "
+            "after one is logged are counted instead of logged; the count follows with the "
+            "next one logged (0: log every line)"
+        },
+    )
     frame_bytes_max: int = field(
         default=8 * MiB,
         metadata={
@@ -117,6 +125,14 @@ class Config:
         metadata={
             "help": "a connection with no request in flight that received nothing for this "
             "long is closed (connections.max.idle.ms)"
+        },
+    )
+    segment_files_open_max: int = field(
+        default=0,
+        metadata={
+            "help": "segment files kept open across all logs, least recently used closed "
+            "first and reopened on demand (0: half the file-descriptor limit, which is "
+            "raised to the hard limit at start)"
         },
     )
     auto_create_topics: bool = field(
@@ -347,6 +363,10 @@ def validate(config: Config) -> None:
         if getattr(config, name) <= 0:
             raise ConfigError(f"{name} must be positive")
     per_ip_overrides(config.connections_max_per_ip_overrides)  # raises ConfigError
+    if config.log_repeat_window_ms < 0:
+        raise ConfigError("log_repeat_window_ms must be 0 (off) or more")
+    if config.segment_files_open_max < 0:
+        raise ConfigError("segment_files_open_max must be 0 (automatic) or more")
     if config.syncfs_min_logs < 0:
         raise ConfigError("syncfs_min_logs must be 0 or more")
     try:

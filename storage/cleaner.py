@@ -286,6 +286,8 @@ def install_compaction(log: PartitionLog, plan: CompactionPlan) -> CompactionSta
     bases = [segment.base_offset for segment in plan.new]
     try:
         swap_files(log.directory, plan.old, bases, plan.end_offset)
+        for segment in plan.new:
+            segment.renamed_into_place()
         log.replace_segments(plan.old, plan.new)
     except BaseException as exc:
         # The marker may be durable: only recovery at open may decide what stays.

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from .errors import CommitterClosed, LogClosed, TooManyWaiters
+from .health import StorageHealth
 from .log import PartitionLog
 from .syncfs import FilesystemSync
 
@@ -57,16 +58,21 @@ class GroupCommitter:
         waiters_max: int = WAITERS_MAX_DEFAULT,
         syncfs_min_logs: int = SYNCFS_MIN_LOGS_DEFAULT,
         on_round_synced: Callable[[float], None] | None = None,
+        health: StorageHealth | None = None,
     ) -> None:
         """A round of at least `syncfs_min_logs` logs is synced with syncfs() where
         supported (0: never). `on_round_synced(seconds)` is told, on the loop, how long
-        each background round's flushes took (a metric)."""
+        each background round's flushes took (a metric). `health` is told of every
+        failed flush and of every log made durable again (writers report their failed
+        appends to it too: `committer.health`)."""
         if waiters_max < 1:
             raise ValueError("waiters_max must be >= 1")
         if syncfs_min_logs < 0:
             raise ValueError("syncfs_min_logs must be >= 0")
         self.filesystem_sync = FilesystemSync(syncfs_min_logs)
         self._on_round_synced = on_round_synced
+        self.health = health if health is not None else StorageHealth()
+        self._round_mark = 0  # health.mark() when the round in flight began
         self._waiters_max = waiters_max
         self._waiters: dict[PartitionLog, list[_Waiter]] = {}
         self._parked = 0
@@ -141,8 +147,9 @@ class GroupCommitter:
         if not targets:
             return
         loop = asyncio.get_running_loop()
+        mark = self.health.mark()
         results = await loop.run_in_executor(None, self._flush_logs, targets)
-        first_error = self._settle(targets, results)
+        first_error = self._settle(targets, results, mark)
         if first_error is not None:
             raise first_error
 
@@ -188,6 +195,7 @@ class GroupCommitter:
         logs = [log for log, heap in self._waiters.items() if heap]
         if logs:
             self.round_in_flight = True
+            self._round_mark = self.health.mark()
             _flusher_thread().put((self, asyncio.get_running_loop(), logs))
 
     def _end_round(
@@ -206,7 +214,7 @@ class GroupCommitter:
                 self._fail_all(results)  # parked waiters must never hang on a broken flush
             else:
                 self.rounds += 1
-                self._settle(logs, results)
+                self._settle(logs, results, self._round_mark)
         except Exception as exc:  # a waiter's callback raised: fail the others, not hang them
             self._fail_all(exc)
         finally:
@@ -247,15 +255,20 @@ class GroupCommitter:
         return list(_fsync_pool.map(_flush_one, logs))
 
     def _settle(
-        self, logs: list[PartitionLog], results: list[int | BaseException]
+        self, logs: list[PartitionLog], results: list[int | BaseException], mark: int
     ) -> BaseException | None:
-        """Fail the waiters of logs whose flush raised, wake every durable waiter."""
+        """Fail the waiters of logs whose flush raised, wake every durable waiter; tell
+        `health` of both (flushes begun at `mark`)."""
         first_error: BaseException | None = None
+        health = self.health
         for log, result in zip(logs, results, strict=True):
             if isinstance(result, BaseException):
                 if not isinstance(result, LogClosed):
                     first_error = first_error or result
+                    health.write_failed("flush", log.directory, result)
                 self._fail_log(log, result)
+            elif not health.healthy:
+                health.write_succeeded(log.directory, mark)
         for log in list(self._waiters):
             self._wake_durable(log)
         return first_error

@@ -20,8 +20,10 @@ writing its index piecemeal would only add syscalls to the append path. Index fi
 hints: on load they are checked against the log (sizes, monotonic entries, and the batches
 after the last entry) and rebuilt by a full scan when absent or inconsistent.
 
-A segment holds one read-write file descriptor for its whole life; reads use ``os.pread``
-so they never disturb, or depend on, a file position.
+A segment reaches its file through a FileHandle of the process-wide LRU of open files
+(open_files.py): a descriptor that the LRU closed is reopened on the next use, and each
+system call pins it. Reads use ``pread`` so they never disturb, or depend on, a file
+position.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from groupcoord.protocol.batches import (
 )
 
 from .checkpoint import fsync_directory
+from .open_files import OPEN_FILES, FileHandle
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -103,7 +106,7 @@ class Segment:
         "deleted",
         "torn",
         "salvaged_bytes",
-        "_fd",
+        "_file",
         "_index_interval_bytes",
         "_bytes_since_index",
         "_index_rel",
@@ -116,7 +119,7 @@ class Segment:
         self,
         directory: Path,
         base_offset: int,
-        fd: int,
+        file: FileHandle,
         index_interval_bytes: int,
         created_ms: int,
         last_modified_ms: int,
@@ -137,7 +140,7 @@ class Segment:
         self.torn = False
         # Bytes of damaged batches the last recover(salvage=True) removed.
         self.salvaged_bytes = 0
-        self._fd = fd
+        self._file = file
         self._index_interval_bytes = index_interval_bytes
         self._bytes_since_index = 0
         self._index_rel = array("I")
@@ -156,12 +159,12 @@ class Segment:
             # Leftover index files of an earlier segment with this base would be taken
             # for this one's at the next start-up.
             _unlink_quietly(directory / segment_file_name(base_offset, suffix))
-        fd = os.open(
+        file = OPEN_FILES.open(
             directory / segment_file_name(base_offset, LOG_SUFFIX),
-            os.O_RDWR | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC,
+            os.O_RDWR | os.O_CREAT | os.O_TRUNC,
             0o644,
         )
-        return cls(directory, base_offset, fd, index_interval_bytes, now_ms, now_ms)
+        return cls(directory, base_offset, file, index_interval_bytes, now_ms, now_ms)
 
     @classmethod
     def create_at(
@@ -169,21 +172,29 @@ class Segment:
     ) -> Segment:
         """A new, empty segment written to `path` instead of its own name: the log
         cleaner writes `<base>.log.cleaned` and renames it into place later (the open
-        descriptor follows the rename). Its `path()` names stay the final ones."""
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC, 0o644)
-        return cls(directory, base_offset, fd, index_interval_bytes, now_ms, now_ms)
+        descriptor follows the rename). Its `path()` names stay the final ones. Its
+        descriptor is held open until `renamed_into_place` or `close`: a reopen by name
+        meanwhile could miss the file."""
+        file = OPEN_FILES.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        file.hold()
+        return cls(directory, base_offset, file, index_interval_bytes, now_ms, now_ms)
+
+    def renamed_into_place(self) -> None:
+        """A `create_at` segment's file now has its final name (`path()`)."""
+        self._file.renamed(self.path())
 
     @classmethod
     def open_existing(cls, directory: Path, base_offset: int, index_interval_bytes: int) -> Segment:
         """Open a segment file; call `load_index_files` or `recover` before using it."""
-        fd = os.open(directory / segment_file_name(base_offset, LOG_SUFFIX), os.O_RDWR | _O_CLOEXEC)
+        path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        file = OPEN_FILES.open(path, os.O_RDWR)
         try:
-            st = os.fstat(fd)
+            st = os.stat(path)
         except BaseException:
-            os.close(fd)
+            file.close()
             raise
         mtime_ms = st.st_mtime_ns // 1_000_000
-        segment = cls(directory, base_offset, fd, index_interval_bytes, mtime_ms, mtime_ms)
+        segment = cls(directory, base_offset, file, index_interval_bytes, mtime_ms, mtime_ms)
         segment.size_bytes = st.st_size
         return segment
 
@@ -270,13 +281,13 @@ class Segment:
             try:
                 # One pwrite in practice; the loop only covers a short write.
                 while written < total:
-                    n = os.pwrite(self._fd, view[written:], position + written)
+                    n = self._file.pwrite(view[written:], position + written)
                     if n <= 0:
                         raise OSError(errno.EIO, "short write to segment")
                     written += n
             except OSError:
                 try:
-                    os.ftruncate(self._fd, position)
+                    self._file.truncate(position)
                 except OSError:
                     self.torn = True
                 raise
@@ -359,15 +370,16 @@ class Segment:
         self._clear_indexes()
         self._reset_state()
         self.salvaged_bytes = 0
-        file_size = os.fstat(self._fd).st_size
+        file_size = self._file.size()
+        # The handle stays the same when a salvage below replaces the file (it reopens).
+        pread = self._file.pread
         pos = 0
         buf = b""
         buf_start = 0
         while pos < file_size:
-            fd = self._fd
             rel = pos - buf_start
             if rel + HEADER_SIZE > len(buf):
-                buf = os.pread(fd, min(_RECOVERY_CHUNK_BYTES, file_size - pos), pos)
+                buf = pread(min(_RECOVERY_CHUNK_BYTES, file_size - pos), pos)
                 buf_start, rel = pos, 0
             try:
                 header = parse_header(buf, rel)
@@ -381,7 +393,7 @@ class Segment:
             ):
                 break
             if rel + size > len(buf):
-                buf = os.pread(fd, max(size, min(_RECOVERY_CHUNK_BYTES, file_size - pos)), pos)
+                buf = pread(max(size, min(_RECOVERY_CHUNK_BYTES, file_size - pos)), pos)
                 buf_start, rel = pos, 0
                 if len(buf) < size:
                     break
@@ -398,7 +410,7 @@ class Segment:
             pos += size
         self.size_bytes = pos
         if pos < file_size:
-            os.ftruncate(self._fd, pos)
+            self._file.truncate(pos)
         return file_size - pos
 
     def _remove_damaged_batch(self, pos: int, size: int, file_size: int) -> bool:
@@ -410,12 +422,12 @@ class Segment:
         if after + HEADER_SIZE > file_size:
             return False
         try:
-            following = parse_header(os.pread(self._fd, HEADER_SIZE, after))
+            following = parse_header(self._file.pread(HEADER_SIZE, after))
         except InvalidBatch:
             return False
         if following.base_offset < self.next_offset or after + following.size_bytes > file_size:
             return False
-        if not crc_ok(os.pread(self._fd, following.size_bytes, after), 0, following):
+        if not crc_ok(self._file.pread(following.size_bytes, after), 0, following):
             return False
         path = self.path()
         tmp = path.with_name(path.name + ".salvage.tmp")
@@ -423,7 +435,7 @@ class Segment:
         try:
             for start, end in ((0, pos), (after, file_size)):
                 while start < end:
-                    chunk = os.pread(self._fd, min(_RECOVERY_CHUNK_BYTES, end - start), start)
+                    chunk = self._file.pread(min(_RECOVERY_CHUNK_BYTES, end - start), start)
                     if not chunk:
                         raise OSError(errno.EIO, f"short read salvaging {path}")
                     with memoryview(chunk) as left:
@@ -435,8 +447,7 @@ class Segment:
             os.close(out)
         os.replace(tmp, path)
         fsync_directory(self.directory)
-        os.close(self._fd)
-        self._fd = os.open(path, os.O_RDWR | _O_CLOEXEC)
+        self._file.reopen()
         return True
 
     def _resume_from_indexes(self) -> bool:
@@ -492,14 +503,14 @@ class Segment:
         """(position, header) of each batch from `start` (a batch boundary) to the end of
         the segment as it is now, reading headers only (bodies are skipped)."""
         end = self.size_bytes
-        fd = self._fd
+        pread = self._file.pread
         pos = start
         buf = b""
         buf_start = pos
         while pos < end:
             rel = pos - buf_start
             if rel + HEADER_SIZE > len(buf):
-                buf = os.pread(fd, min(_SCAN_CHUNK_BYTES, end - pos), pos)
+                buf = pread(min(_SCAN_CHUNK_BYTES, end - pos), pos)
                 buf_start, rel = pos, 0
             header = parse_header(buf, rel)
             yield pos, header
@@ -520,7 +531,7 @@ class Segment:
         return self.lookup_position(max(offset, min_offset))
 
     def pread(self, position: int, size: int) -> bytes:
-        return os.pread(self._fd, size, position)
+        return self._file.pread(size, position)
 
     def read(self, position: int, max_bytes: int, at_least_one: bool) -> bytes:
         """Whole batches from `position` (a batch boundary), at most `max_bytes` of them,
@@ -534,14 +545,14 @@ class Segment:
             return b""
         if max_bytes >= available:
             # The segment ends on a batch boundary.
-            return os.pread(self._fd, available, position)
+            return self._file.pread(available, position)
         end = self._last_boundary(position, position + max(max_bytes, 0))
         if end > position:
-            return os.pread(self._fd, end - position, position)
+            return self._file.pread(end - position, position)
         if not at_least_one:
             return b""
-        head = os.pread(self._fd, LOG_OVERHEAD, position)
-        return os.pread(self._fd, batch_size_at(head, 0), position)
+        head = self._file.pread(LOG_OVERHEAD, position)
+        return self._file.pread(batch_size_at(head, 0), position)
 
     def _last_boundary(self, position: int, limit: int) -> int:
         """The last batch boundary in [position, limit]: starts from the last index entry
@@ -553,7 +564,7 @@ class Segment:
         while pos + LOG_OVERHEAD <= limit:
             rel = pos - buf_start
             if rel + LOG_OVERHEAD > len(buf):
-                buf = os.pread(self._fd, min(_SCAN_CHUNK_BYTES, limit - pos), pos)
+                buf = self._file.pread(min(_SCAN_CHUNK_BYTES, limit - pos), pos)
                 buf_start, rel = pos, 0
             size = batch_size_at(buf, rel)
             if size < LOG_OVERHEAD or pos + size > limit:
@@ -567,7 +578,7 @@ class Segment:
         """Cut the file at `position` (a batch boundary); returns the bytes removed."""
         if position >= self.size_bytes:
             return 0
-        os.ftruncate(self._fd, position)
+        self._file.truncate(position)
         removed = self.size_bytes - position
         self.size_bytes = position
         k = bisect_left(self._index_pos, position)
@@ -587,7 +598,11 @@ class Segment:
     # -- durability and files -----------------------------------------------------------
 
     def fsync(self) -> None:
-        os.fsync(self._fd)
+        # A segment that left its log (retention, truncation, compaction) needs no
+        # durability, and its file may be gone or replaced: a reopen by name (open_files.py)
+        # would fail, or sync the file now called so.
+        if not self.deleted:
+            self._file.fsync()
 
     def write_index_files(self, extra_suffix: str = "") -> None:
         """Write both index files whole (not fsynced: see `sync_index_files`).
@@ -616,9 +631,12 @@ class Segment:
                 os.close(fd)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            fd, self._fd = self._fd, -1
-            os.close(fd)
+        self._file.close()
+
+    @property
+    def file(self) -> FileHandle:
+        """The segment file's handle (its descriptor comes and goes: open_files.py)."""
+        return self._file
 
     def delete_files(self) -> None:
         delete_segment_files(self.directory, self.base_offset)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -19,10 +20,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @contextlib.contextmanager
-def serving(data_dir: Path, **settings: object) -> Iterator[ServerProcess]:
-    """A started server with `--set name=value` per setting, killed on exit."""
+def serving(
+    data_dir: Path, rlimits: dict[int, tuple[int, int]] | None = None, **settings: object
+) -> Iterator[ServerProcess]:
+    """A started server with `--set name=value` per setting, killed on exit; `rlimits`:
+    resource limits set in the server process before it starts ({RLIMIT_x: (soft, hard)})."""
     args = [arg for name, value in settings.items() for arg in ("--set", f"{name}={value}")]
-    proc = ServerProcess(data_dir, args).start()
+    proc = ServerProcess(data_dir, args, rlimits).start()
     try:
         yield proc
     finally:
@@ -38,9 +42,15 @@ def free_port() -> int:
 class ServerProcess:
     """The groupcoord server in its own process, so tests can SIGKILL and restart it."""
 
-    def __init__(self, data_dir: Path, extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        extra_args: list[str] | None = None,
+        rlimits: dict[int, tuple[int, int]] | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.extra_args = extra_args or []
+        self.rlimits = rlimits or {}
         self.port = free_port()
         self.metrics_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -66,7 +76,20 @@ class ServerProcess:
             *self.extra_args,
         ]
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=log, start_new_session=True)
+        limits = self.rlimits
+
+        def set_limits() -> None:  # in the child, before exec
+            for which, values in limits.items():
+                resource.setrlimit(which, values)
+
+        self.proc = subprocess.Popen(
+            args,
+            cwd=ROOT,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            preexec_fn=set_limits if limits else None,
+        )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

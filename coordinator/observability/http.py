@@ -1,4 +1,7 @@
-"""Minimal asyncio HTTP endpoint: GET /metrics (Prometheus text) and GET /health."""
+"""Minimal asyncio HTTP endpoint: GET /metrics (Prometheus text) and GET /health.
+
+The server listens for it (server/listener.py, as for the Kafka listener, so that /health
+still answers, or waits, when descriptors run out); `protocol` serves one connection."""
 
 from __future__ import annotations
 
@@ -23,15 +26,10 @@ class HttpEndpoint:
         self.metrics = metrics
         self.health = health
         self.refresh = refresh
-        self.server: asyncio.Server | None = None
 
-    async def start(self, host: str, port: int) -> None:
-        self.server = await asyncio.start_server(self._handle, host, port)
-
-    async def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            await self.server.wait_closed()
+    def protocol(self) -> asyncio.Protocol:
+        """The protocol of one accepted connection (a protocol factory)."""
+        return asyncio.StreamReaderProtocol(asyncio.StreamReader(), self._handle)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -70,6 +70,12 @@ class ServerMetrics:
             "(capped by queued_request_bytes_max)",
             registry=r,
         )
+        self.accept_failures = Counter(
+            "groupcoord_accept_failures",
+            "Failed accepts of new connections, by error (EMFILE: out of file descriptors)",
+            ["error"],
+            registry=r,
+        )
         self.log_size = Gauge(
             "groupcoord_log_size_bytes", "Bytes stored per topic", ["topic"], registry=r
         )
@@ -117,6 +123,9 @@ class ServerMetrics:
             buckets=LATENCY_BUCKETS_S,
             registry=r,
         )
+
+    def accept_failures_by_error(self, error: str) -> None:
+        self.accept_failures.labels(error).inc()
 
     def request_children(self, api_key: int, version: int, error: int) -> tuple[Any, Any]:
         """The (requests counter, latency histogram) children for one kind of answer."""

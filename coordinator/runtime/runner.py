@@ -323,6 +323,7 @@ class ShardRunner:
             except (OSError, RecordError, StorageError) as e:
                 # StorageError: the log failed earlier (an fsync, a compaction swap) or is
                 # closed. Escaping here, it would drop the batch's replies unanswered.
+                self.committer.health.write_failed("append", log_.directory, e)
                 self._fail(batch, e)
                 return
             last_offset = base + len(batch.records) - 1

@@ -20,6 +20,8 @@ from typing import Any
 from groupcoord.storage import GroupCommitter, LogConfig
 from groupcoord.storage.checkpoint import atomic_write
 from groupcoord.storage.dir_lock import DataDirLock
+from groupcoord.storage.health import StorageHealth
+from groupcoord.storage.open_files import OPEN_FILES
 from groupcoord.storage.retention import apply_retention
 
 from ..config import FRAME_OVERHEAD_BYTES, Config
@@ -27,6 +29,7 @@ from ..observability.coordinator_metrics import CoordinatorCollector
 from ..observability.http import HttpEndpoint
 from ..observability.logging import get_logger, setup_logging
 from ..observability.metrics import ServerMetrics
+from ..observability.storage_metrics import StorageCollector
 from ..runtime.gateway import GroupCoordinatorGateway
 from ..runtime.group_config_store import GroupConfigStore
 from ..runtime.service import OFFSETS_TOPIC, CoordinatorService, group_config
@@ -38,10 +41,14 @@ from .connection import Connection, OutgoingWrites
 from .connection_limits import ConnectionLimits
 from .context import GroupContext
 from .dispatch import build_dispatch
+from .fd_limits import RESERVED_FDS, apply_fd_limits
 from .frame_budget import FrameBudget
+from .listener import Listener
 from .recovery_report import mark_clean_shutdown, report_recovery, take_clean_shutdown_marker
 
 log = get_logger("groupcoord.server")
+# Failing logs listed by /health (all are counted).
+HEALTH_FAILURES_LISTED = 10
 
 
 class Server:
@@ -55,6 +62,7 @@ class Server:
         shards = settled_shard_count(config.data_path, config.offsets_partitions, OFFSETS_TOPIC)
         config = dataclasses.replace(config, offsets_partitions=shards)
         self.config = config
+        _apply_fd_limits(config)
         self.metrics = ServerMetrics()
         self.topics = TopicRegistry(config)
         self.group_configs = GroupConfigStore(config.data_path / "group_configs.json")
@@ -62,7 +70,9 @@ class Server:
             waiters_max=config.durable_waiters_max,
             syncfs_min_logs=config.syncfs_min_logs,
             on_round_synced=self.metrics.sync_round.observe,
+            health=StorageHealth(),
         )
+        self.metrics.registry.register(StorageCollector(self.committer.health, OPEN_FILES))
         self.coordinator = CoordinatorService(
             config.data_path,
             config.offsets_partitions,
@@ -104,8 +114,8 @@ class Server:
         )
         self.ready = False
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._listener: asyncio.Server | None = None
-        self._http: HttpEndpoint | None = None
+        self._listener: Listener | None = None
+        self._http: Listener | None = None
         self._stopped = asyncio.Event()
         self._retention_task: asyncio.Task[None] | None = None
         self._compaction_task: asyncio.Task[None] | None = None
@@ -138,9 +148,12 @@ class Server:
             )
         )
         host, port = self.config.listen_address
-        loop = asyncio.get_running_loop()
-        self._listener = await loop.create_server(
-            lambda: Connection(self), host, port, reuse_address=True, backlog=1024
+        self._listener = await Listener.start(
+            host,
+            port,
+            lambda: Connection(self),
+            backlog=1024,
+            on_accept_failure=self.metrics.accept_failures_by_error,
         )
         self.limits.start()
         if self.node.port == 0:  # an ephemeral port was asked for: advertise the real one
@@ -148,8 +161,13 @@ class Server:
         if self.config.metrics_listen:
             from ..config import split_host_port
 
-            self._http = HttpEndpoint(self.metrics, self.health, self.refresh_gauges)
-            await self._http.start(*split_host_port(self.config.metrics_listen))
+            http = HttpEndpoint(self.metrics, self.health, self.refresh_gauges)
+            self._http = await Listener.start(
+                *split_host_port(self.config.metrics_listen),
+                http.protocol,
+                name="http",
+                backlog=128,
+            )
         self._retention_task = asyncio.ensure_future(self._retention_loop())
         self._topic_compaction_task = asyncio.ensure_future(
             self.topic_compactor.run(self.config.log_cleaner_interval_ms)
@@ -213,7 +231,7 @@ class Server:
             connection.close()
         self.limits.stop()
         if self._http is not None:
-            await self._http.close()
+            self._http.close()
         self.topics.close()
         mark_clean_shutdown(self.config.data_path)  # every log is flushed and closed
         self._data_lock.release()  # last: everything above may still write the directory
@@ -256,13 +274,29 @@ class Server:
         return self._producer_ids.next()
 
     def health(self) -> dict[str, object]:
-        return {
+        """/health: "ok" (HTTP 200) while serving with every log writable; otherwise
+        (503) "unavailable" while starting or stopping, or "storage_failed" with the
+        reason and the failing logs (storage/health.py)."""
+        state: dict[str, object] = {
             "status": "ok" if self.ready and not self.stopping else "unavailable",
             "node_id": self.node.node_id,
             "cluster_id": self.node.cluster_id,
             "topics": len(self.topics.by_name),
             "connections": len(self.connections),
         }
+        storage = self.committer.health
+        if not storage.healthy:
+            failures = storage.failures()
+            first = failures[0]
+            if state["status"] == "ok":
+                state["status"] = "storage_failed"
+            state["reason"] = f"{first.kind} failed for log {first.log}: {first.error}"
+            state["failing_logs"] = len(failures)
+            state["storage_failures"] = [
+                {"kind": f.kind, "log": f.log, "error": f.error, "since_ms": f.since_ms}
+                for f in failures[:HEALTH_FAILURES_LISTED]
+            ]
+        return state
 
     def refresh_gauges(self) -> None:
         self.metrics.queued_bytes.set(self.frame_budget.held_bytes)
@@ -284,6 +318,28 @@ class Server:
                 continue
             if deleted:
                 log.info("retention deleted segments", segments=deleted)
+
+
+def _apply_fd_limits(config: Config) -> None:
+    """Raise the descriptor limit and size the segment-file LRU (fd_limits.py), before
+    any log is opened; say so, and warn when connections could take what logs need."""
+    limits = apply_fd_limits(config.segment_files_open_max)
+    log.info(
+        "file descriptor limit",
+        soft=limits.soft,
+        hard=limits.hard,
+        soft_at_start=limits.soft_before,
+        segment_files_open_max=limits.segment_files_open_max,
+    )
+    if 0 <= limits.soft < config.connections_max + RESERVED_FDS:
+        # Past the limit new connections wait in the backlog (listener.py), and the files
+        # a flush opens for a moment may fail: the logs then fail until a restart.
+        log.warning(
+            "connections_max is above the file descriptor limit: connections can take "
+            "every descriptor",
+            fd_limit=limits.soft,
+            connections_max=config.connections_max,
+        )
 
 
 class ProducerIdAllocator:
@@ -351,7 +407,7 @@ def _log_loop_error(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -
 
 
 def run(config: Config) -> int:
-    setup_logging(config.log_level)
+    setup_logging(config.log_level, config.log_repeat_window_ms)
     # The fsync worker thread needs the GIL back to report a flush; with Python's default
     # 5 ms switch interval a busy event loop keeps it waiting, which showed up directly in
     # the acks=all p99 (19.5 ms -> 9.2 ms at 91k msg/s with 0.5 ms). While it waits, every

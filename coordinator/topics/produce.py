@@ -177,6 +177,7 @@ def _append(
                     partition=partition.index,
                     error=str(e),
                 )
+                ctx.committer.health.write_failed("append", log_.directory, e)
                 result.error = ErrorCode.KAFKA_STORAGE_ERROR
                 result.message = "append failed"
                 return

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 
 @dataclass
@@ -27,6 +27,8 @@ class GroupLog:
     # (member, kind, partitions) with kind "assign" or "revoke"/"lost"
     events: list[tuple[str, str, frozenset[int]]] = field(default_factory=list)
     errors: list[tuple[str, KafkaError]] = field(default_factory=list)
+    # partition -> the highest offset whose synchronous commit the coordinator acknowledged
+    committed: dict[int, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def values(self) -> list[bytes]:
@@ -45,8 +47,10 @@ class Member(threading.Thread):
         strategy: str = "range",
         instance_id: str | None = None,
         extra: dict[str, object] | None = None,
+        commit_every_s: float | None = None,
     ) -> None:
         super().__init__(name=name, daemon=True)
+        self.commit_every_s = commit_every_s  # None: commit only on revocation and close
         self.member = name
         self.topic = topic
         self.log = log
@@ -87,8 +91,19 @@ class Member(threading.Thread):
             for p in partitions
             if p in self.positions
         ]
-        if offsets:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
+        if not offsets:
+            return
+        try:
+            done = self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:  # e.g. the coordinator is down: nothing acknowledged
+            with self.log.lock:
+                self.log.errors.append((self.member, exc.args[0]))
+            return
+        with self.log.lock:
+            for tp in done or []:
+                if tp.error is None:
+                    best = self.log.committed.get(tp.partition, -1)
+                    self.log.committed[tp.partition] = max(best, tp.offset)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         got = frozenset(tp.partition for tp in partitions)
@@ -119,8 +134,12 @@ class Member(threading.Thread):
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )
+        next_commit_s = time.monotonic()
         try:
             while not self.stop_event.is_set() and self.fatal is None:
+                if self.commit_every_s is not None and time.monotonic() >= next_commit_s:
+                    next_commit_s = time.monotonic() + self.commit_every_s
+                    self._commit(sorted(self.owned))
                 msg = c.poll(0.05)
                 if msg is None:
                     continue

@@ -82,8 +82,10 @@ class ConsumerMember(Member):
         log: GroupLog,
         assignor: str | None = None,
         instance_id: str | None = None,
+        commit_every_s: float | None = None,
     ) -> None:
         threading.Thread.__init__(self, name=name, daemon=True)
+        self.commit_every_s = commit_every_s
         self.member = name
         self.topic = topic
         self.log = log

@@ -882,12 +882,12 @@ def test_retention_of_the_active_segment_while_a_flush_runs(
     old_active = plan.active
     try:
         deleted = log.apply_retention(clock.now_ms)
-        still_open = old_active._fd >= 0
+        still_open = old_active.file.fd >= 0
     finally:
         assert log.end_flush(plan, data_synced=False) == 2
     assert deleted == 1
     assert old_active.deleted and still_open  # left open for the running flush
-    assert old_active._fd == -1  # closed by the flush when it ended
+    assert old_active.file.fd == -1  # closed by the flush when it ended
     assert (log.log_start_offset, log.next_offset, log.segment_count) == (2, 2, 1)
     assert log.flush() == 2  # makes the rolled segment's name durable
     assert append(log, make_batch([clock.now_ms])) == 2
@@ -1010,7 +1010,7 @@ def test_flush_fsyncs_segments_rolled_since_the_last_flush(
         append(log, make_batch([i], value_size=150))
     assert log.segment_count == 5
     log.flush()
-    assert {segment._fd for segment in log._segments} <= set(synced)
+    assert {segment.file.fd for segment in log._segments} <= set(synced)
 
 
 def test_flush_from_another_thread_while_appending(
@@ -1162,7 +1162,7 @@ async def test_group_commit_fails_waiters_when_flush_fails(
     good, bad = open_log(), open_log(directory=tmp_path / "bad")
     append(good, make_batch([1]))
     append(bad, make_batch([1]))
-    bad_fds = {segment._fd for segment in bad._segments}
+    bad_fds = {segment.file.fd for segment in bad._segments}
     real_fsync = os.fsync
 
     def fsync(fd: int) -> None:

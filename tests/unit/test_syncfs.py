@@ -120,7 +120,7 @@ async def test_a_failing_file_fails_only_its_own_log(logs, calls, monkeypatch) -
     """syncfs reports an error (as Linux does for a writeback error anywhere on the
     filesystem); the per-log fsyncs then find which log it was."""
     many = logs(5)
-    bad_fd = many[2]._segments[-1]._fd  # noqa: SLF001 - the file that fails
+    bad_fd = many[2]._segments[-1].file.fd  # noqa: SLF001 - the file that fails
     counting_fsync = os.fsync
 
     def fsync(fd: int) -> None:
@@ -166,7 +166,7 @@ async def test_after_a_failed_syncfs_the_filesystem_is_synced_file_by_file(
     syncfs again, it would have returned 0 and vouched for that log's lost data. So after a
     failure every later round fsyncs each log, and the failed one reports its error."""
     many = logs(5)
-    bad_fd = many[4]._segments[-1]._fd  # noqa: SLF001 - the file whose writeback failed
+    bad_fd = many[4]._segments[-1].file.fd  # noqa: SLF001 - the file whose writeback failed
     counting_fsync = os.fsync
 
     def fsync(fd: int) -> None:
