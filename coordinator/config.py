@@ -18,6 +18,9 @@ from .groups.config import SERVER_SETTINGS, InvalidGroupConfig, check_server_set
 MiB = 1024 * 1024
 DAY_MS = 24 * 3600 * 1000
 LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE: Kafka's "no limit" for LONG settings
+# Room in a frame beside its record batch: request header, transactional id, topic name,
+# partition fields (a produce request's own bytes are far below this).
+FRAME_OVERHEAD_BYTES = 64 * 1024
 
 
 class ConfigError(ValueError):
@@ -68,8 +71,27 @@ class Config:
         },
     )
     frame_bytes_max: int = field(
-        default=100 * MiB,
-        metadata={"help": "largest request frame accepted (socket.request.max.bytes)"},
+        default=8 * MiB,
+        metadata={
+            "help": "largest request frame accepted (socket.request.max.bytes, 100 MiB in "
+            "Kafka); keep it at least message_bytes_max + 64 KiB, so that a request carrying "
+            "a max-size batch fits (a warning at start says when it is not)"
+        },
+    )
+    queued_request_bytes_max: int = field(
+        default=128 * MiB,
+        metadata={
+            "help": "bytes the connections together may hold in partly received frames and "
+            "unsent responses (queued.max.request.bytes); past it, connections starting a "
+            "frame stop reading until bytes are freed"
+        },
+    )
+    frame_read_timeout_ms: int = field(
+        default=30_000,
+        metadata={
+            "help": "a frame whose first bytes arrived must be complete within this, or the "
+            "connection is closed (a slow sender holds a connection and its bytes)"
+        },
     )
     connection_inflight_max: int = field(
         default=100,
@@ -90,7 +112,29 @@ class Config:
         default=8 * MiB,
         metadata={"help": "unsent response bytes per connection before reading pauses"},
     )
-    connections_max: int = field(default=10_000, metadata={"help": "open connections accepted"})
+    connections_max: int = field(
+        default=10_000, metadata={"help": "open connections accepted (max.connections)"}
+    )
+    connections_max_per_ip: int = field(
+        default=1_000,
+        metadata={
+            "help": "open connections accepted from one client address (max.connections.per.ip)"
+        },
+    )
+    connections_max_per_ip_overrides: str = field(
+        default="",
+        metadata={
+            "help": "per-address exceptions, ADDRESS:COUNT,... "
+            "(max.connections.per.ip.overrides; addresses as connections show them, no names)"
+        },
+    )
+    connections_max_idle_ms: int = field(
+        default=600_000,
+        metadata={
+            "help": "a connection with no request in flight that received nothing for this "
+            "long is closed (connections.max.idle.ms)"
+        },
+    )
     segment_files_open_max: int = field(
         default=0,
         metadata={
@@ -319,6 +363,10 @@ def validate(config: Config) -> None:
         "connection_inflight_max",
         "frames_per_loop_iteration_max",
         "connections_max",
+        "connections_max_per_ip",
+        "connections_max_idle_ms",
+        "queued_request_bytes_max",
+        "frame_read_timeout_ms",
         "default_partitions",
         "message_bytes_max",
         "log_segment_bytes",
@@ -332,6 +380,7 @@ def validate(config: Config) -> None:
     for name in positive:
         if getattr(config, name) <= 0:
             raise ConfigError(f"{name} must be positive")
+    per_ip_overrides(config.connections_max_per_ip_overrides)  # raises ConfigError
     if config.log_repeat_window_ms < 0:
         raise ConfigError("log_repeat_window_ms must be 0 (off) or more")
     if config.segment_files_open_max < 0:
@@ -360,6 +409,23 @@ def validate(config: Config) -> None:
     for name in ("log_message_timestamp_before_max_ms", "log_message_timestamp_after_max_ms"):
         if not 0 <= getattr(config, name) <= LONG_MAX:
             raise ConfigError(f"{name} must be 0 to {LONG_MAX}")
+
+
+def per_ip_overrides(text: str) -> dict[str, int]:
+    """connections_max_per_ip_overrides ("ADDRESS:COUNT,...") as {address: count}."""
+    overrides: dict[str, int] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        address, sep, count = item.rpartition(":")
+        address = address.strip().strip("[]")
+        if not sep or not address or not count.strip().isdigit():
+            raise ConfigError(
+                f"connections_max_per_ip_overrides: expected ADDRESS:COUNT, got {item!r}"
+            )
+        overrides[address] = int(count)
+    return overrides
 
 
 def describe_settings() -> list[tuple[str, str, str]]:

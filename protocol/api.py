@@ -138,8 +138,12 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Reque
     cls = request_schema(api_key, version)
     if cls is None:
         if api_key == ApiKey.API_VERSIONS:
-            # KIP-511: a newer ApiVersions than we know gets our version list at v0.
-            header, _ = parse_header(frame, flexible=False)
+            # KIP-511: a newer ApiVersions than we know gets our version list at v0, if its
+            # header (v1, which every version can be read as) is whole.
+            try:
+                header, _ = parse_header(frame, flexible=False)
+            except MalformedHeader as e:
+                raise RequestError(str(e), correlation_id) from None
             raise UnsupportedVersion(header, None)
         raise UnknownApi(f"unknown api key {api_key} version {version}", correlation_id)
     try:

@@ -40,6 +40,12 @@ class FrameDecoder:
     def buffered_bytes(self) -> int:
         return self._size
 
+    @property
+    def claimed_bytes(self) -> int:
+        """What the frames held here will take: the bytes buffered, or the announced size
+        of the frame being assembled when that is more (0 when nothing is held)."""
+        return self._need if self._need > self._size else self._size
+
     def next_frame(self) -> bytes | None:
         chunks = self._chunks
         if self._need < 0 and len(chunks) == 1:

@@ -60,8 +60,14 @@ class ServerMetrics:
         self.connections = Gauge("groupcoord_connections", "Open client connections", registry=r)
         self.connection_errors = Counter(
             "groupcoord_connection_errors",
-            "Connections closed because of bad input, by reason",
+            "Connections refused or closed by the server (bad input, limits, deadlines), by reason",
             ["reason"],
+            registry=r,
+        )
+        self.queued_bytes = Gauge(
+            "groupcoord_queued_request_bytes",
+            "Bytes held in partly received frames and unsent responses "
+            "(capped by queued_request_bytes_max)",
             registry=r,
         )
         self.accept_failures = Counter(

@@ -25,7 +25,7 @@ from groupcoord.storage.health import StorageHealth
 from groupcoord.storage.open_files import OPEN_FILES
 from groupcoord.storage.retention import apply_retention
 
-from ..config import Config
+from ..config import FRAME_OVERHEAD_BYTES, Config
 from ..observability.coordinator_metrics import CoordinatorCollector
 from ..observability.http import HttpEndpoint
 from ..observability.logging import get_logger, setup_logging
@@ -39,6 +39,7 @@ from ..topics.compaction import TopicCompactor
 from ..topics.context import HandlerContext, Node
 from ..topics.registry import TopicRegistry, wake_waiters
 from .connection import Connection, OutgoingWrites
+from .connection_limits import ConnectionLimits
 from .context import GroupContext
 from .data_dir import (
     GROUP_CONFIGS_FILE,
@@ -112,7 +113,10 @@ class Server:
         # The only door the network layer has into groups and offsets.
         self.gateway = GroupCoordinatorGateway(self.coordinator, self.group_configs)
         self.connections: set[Connection] = set()
-        self.frame_budget = FrameBudget(config.frames_per_loop_iteration_max)
+        self.frame_budget = FrameBudget(
+            config.frames_per_loop_iteration_max, config.queued_request_bytes_max
+        )
+        self.limits = ConnectionLimits(config, self.metrics, self.connections)
         self.outgoing = OutgoingWrites()
         self.handlers, self.supported_versions = build_dispatch()
         host, port = config.advertised_address
@@ -177,6 +181,7 @@ class Server:
             backlog=1024,
             on_accept_failure=self.metrics.accept_failures_by_error,
         )
+        self.limits.start()
         if self.node.port == 0:  # an ephemeral port was asked for: advertise the real one
             self.node.port = self._listener.sockets[0].getsockname()[1]
         if self.config.metrics_listen:
@@ -193,6 +198,13 @@ class Server:
         self._topic_compaction_task = asyncio.ensure_future(
             self.topic_compactor.run(self.config.log_cleaner_interval_ms)
         )
+        if self.config.frame_bytes_max < self.config.message_bytes_max + FRAME_OVERHEAD_BYTES:
+            log.warning(
+                "frame_bytes_max leaves no room for a max-size batch: produce requests "
+                "carrying one close the connection",
+                frame_bytes_max=self.config.frame_bytes_max,
+                message_bytes_max=self.config.message_bytes_max,
+            )
         self.ready = True
         gc.freeze()  # what start-up built lives as long as the server: out of the collector
         log.info(
@@ -254,6 +266,7 @@ class Server:
         await self.committer.close()
         for connection in list(self.connections):
             connection.close()
+        self.limits.stop()
         if self._http is not None:
             self._http.close()
         self.topics.close()
@@ -273,15 +286,20 @@ class Server:
     # services (handlers get them through the context) ------------------------------------
 
     def register(self, connection: Connection) -> bool:
-        if self.stopping or len(self.connections) >= self.config.connections_max:
+        """Admit a new connection (False: refused, counted and logged by the limits)."""
+        if self.stopping:
+            return False
+        if self.limits.admit(connection.host, len(self.connections)) is not None:
             return False
         self.connections.add(connection)
         self.metrics.connections.set(len(self.connections))
         return True
 
     def unregister(self, connection: Connection) -> None:
-        self.connections.discard(connection)
-        self.metrics.connections.set(len(self.connections))
+        if connection in self.connections:  # not a refused one
+            self.connections.remove(connection)
+            self.limits.release(connection.host)
+            self.metrics.connections.set(len(self.connections))
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run a background task, keeping a reference so it is not garbage-collected."""
@@ -319,6 +337,7 @@ class Server:
         return state
 
     def refresh_gauges(self) -> None:
+        self.metrics.queued_bytes.set(self.frame_budget.held_bytes)
         self.metrics.log_partitions.set(self.topics.partition_count())
         for topic in self.topics.topics():
             self.metrics.log_size.labels(topic.name).set(
@@ -396,6 +415,7 @@ async def serve(config: Config) -> int:
         log.error("cannot start", error=str(e))
         return 1
     loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_log_loop_error)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.stop()))
     try:
@@ -405,6 +425,18 @@ async def serve(config: Config) -> int:
         return 1
     await server.wait_stopped()
     return server.exit_code
+
+
+def _log_loop_error(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """What escapes a callback or a transport as one JSON line, not asyncio's multi-line
+    report (connections catch their own failures; this is the net behind them)."""
+    exc = context.get("exception")
+    log.error(
+        "event loop error",
+        message=context.get("message"),
+        error=repr(exc) if exc is not None else None,
+        exc_info=exc if isinstance(exc, BaseException) else None,
+    )
 
 
 def run(config: Config) -> int:

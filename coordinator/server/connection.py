@@ -16,6 +16,14 @@ included, would run meanwhile). For the same reason the connections together han
 most frames_per_loop_iteration_max frames per loop iteration (frame_budget.py); the
 responses that became ready in an iteration are written by one callback for every
 connection (OutgoingWrites).
+
+Limits that outlive a request (frame_budget.py, connection_limits.py): a frame left partly
+received by a read claims its announced size from the server's byte budget, and reading
+waits when that is refused; unsent response bytes are counted there too. The connection
+keeps when its partial frame began and its last read, which the periodic sweep of
+connection_limits.py reads to close idle connections and slow senders: no timer per
+connection or per request. Whatever fails while handling a read or encoding a response is
+one log line and closes only this connection.
 """
 
 from __future__ import annotations
@@ -116,6 +124,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.pending: deque[_Slot] = deque()
         self.peer = "?"
+        self.host = "?"  # the client's address, for the per-address connection limit
         # What the handlers get: the server's services and this client's address (as Kafka
         # prints an InetAddress: "/127.0.0.1"), read time and whether it is gone.
         self.context = server.context.for_client("/?")
@@ -133,30 +142,47 @@ class Connection(asyncio.Protocol):
         self._out: list[bytes] = []
         self._out_bytes = 0
         self.idle.set()
+        # The byte budget (frame_budget.py): what the decoder's frames were granted, the
+        # unsent response bytes counted, and whether reading waits for bytes to be freed.
+        self._held_in = 0
+        self._held_out = 0
+        self._bytes_wait = False
+        # time.perf_counter() of the read that began the frame still incomplete (0: none),
+        # for the frame read deadline.
+        self._frame_started = 0.0
 
     # asyncio callbacks -------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.peer = f"{peer[0]}:{peer[1]}"
+            self.host = str(peer[0])
+            self.context.client_host = f"/{peer[0]}"
+        # Admission first: a flood of refused connections costs as little as it can.
+        if not self.server.register(self):  # it counts and logs the refusal
+            self.closed = True
+            transport.abort()
+            return
+        self.context.read_at = time.perf_counter()  # idle since it connected
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
-        peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple):
-            self.peer = f"{peer[0]}:{peer[1]}"
-            self.context.client_host = f"/{peer[0]}"
         transport.set_write_buffer_limits(high=self.server.config.connection_write_buffer_bytes_max)
-        if not self.server.register(self):
-            log.warning("connection refused", peer=self.peer, reason="connections_max reached")
-            transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.context.closed = True
         self.server.unregister(self)
+        held = self._held_in + self._held_out
+        if held:
+            self._held_in = self._held_out = 0
+            self.server.frame_budget.adjust(-held)
+        self._bytes_wait = False
         for slot in self.pending:
             if slot.future is not None:
                 slot.future.cancel()
@@ -164,20 +190,34 @@ class Connection(asyncio.Protocol):
         self.idle.set()
 
     def pause_writing(self) -> None:
+        # Unsent responses are counted in the byte budget once the transport holds more
+        # than its high-water mark, and re-measured on resume and by each sweep (not per
+        # write: the request path pays nothing for it).
         self._writing_paused = True
+        if self.transport is not None:
+            self._count_unsent(self.transport.get_write_buffer_size())
         self._update_reading()
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        if self.transport is not None:
+            self._count_unsent(self.transport.get_write_buffer_size())
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
         # When the read arrived: the frames it brought, handled now or held in the decoder,
-        # arrived then (the shards' queue-time metric).
+        # arrived then (the shards' queue-time metric, and the idle deadline).
         self.context.read_at = time.perf_counter()
         self.server.metrics.bytes_in.inc(len(data))
         self.decoder.feed(data)
-        self._handle_frames()
+        try:  # free unless something raises
+            self._handle_frames()
+        except Exception:
+            # A bug, not the client's input (that is _fail): one log line with the
+            # traceback, instead of the event loop's multi-line "Fatal error on transport".
+            log.exception("handling a read failed", peer=self.peer)
+            self.server.metrics.connection_errors.labels("internal_error").inc()
+            self.close()
 
     def _handle_frames(self) -> None:
         """Handle the decoder's complete frames while fewer than inflight_max requests are
@@ -189,11 +229,13 @@ class Connection(asyncio.Protocol):
         pending = self.pending
         limit = self.inflight_max
         budget = self.server.frame_budget
+        decoder = self.decoder
+        took = partial = False
         while not self.closed:
             if len(pending) >= limit:
                 self._frames_waiting = True
                 break
-            if not self.decoder.buffered_bytes:
+            if not decoder.buffered_bytes:
                 break
             if not budget.take():
                 self._frames_waiting = True
@@ -201,14 +243,90 @@ class Connection(asyncio.Protocol):
                 budget.wait(self._handle_frames)
                 break
             try:
-                frame = self.decoder.next_frame()
+                frame = decoder.next_frame()
             except FrameTooLarge as e:
                 self._fail("frame_too_large", str(e))
                 return
             if frame is None:
+                partial = True
                 break
             self._handle_frame(frame)
+            took = True
+        if self.closed:
+            return
+        # Requests that arrive whole leave nothing held (the loop ended on an empty
+        # decoder): the common path skips the accounting.
+        if partial or self._frames_waiting or self._held_in or self._frame_started:
+            self._account_input(decoder.claimed_bytes, partial, took)
         self._update_reading()
+
+    def _account_input(self, claimed: int, partial: bool, took: bool) -> None:
+        """After a read was handled: note when a partial frame began (a new one when a frame
+        was taken since), and claim from the server's byte budget what the decoder's frames
+        will take; when that is refused, reading waits (_update_reading) until bytes are
+        freed (_retry_claim)."""
+        if partial:
+            if took or not self._frame_started:
+                self._frame_started = self.context.read_at
+        elif self._frame_started:
+            self._frame_started = 0.0
+        held = self._held_in
+        if claimed <= held:
+            self._bytes_wait = False
+            if claimed < held:
+                self._held_in = claimed
+                self.server.frame_budget.adjust(claimed - held)
+            return
+        if self.server.frame_budget.claim(held, claimed):
+            self._held_in = claimed
+            self._bytes_wait = False
+        elif not self._bytes_wait:
+            self._bytes_wait = True
+            self.server.frame_budget.wait_for_bytes(self._retry_claim)
+
+    def _retry_claim(self) -> None:
+        """Bytes were freed: claim again, and read again if granted (else wait again)."""
+        if self.closed or not self._bytes_wait:
+            return
+        budget = self.server.frame_budget
+        claimed = self.decoder.claimed_bytes
+        if claimed > self._held_in:
+            if not budget.claim(self._held_in, claimed):
+                budget.wait_for_bytes(self._retry_claim)
+                return
+            self._held_in = claimed
+        self._bytes_wait = False
+        if self._frame_started:  # the wait was the server's: the frame's deadline restarts
+            self._frame_started = time.perf_counter()
+        self._update_reading()
+
+    def _count_unsent(self, unsent: int) -> None:
+        """Count the transport's unsent response bytes (as measured now) in the budget."""
+        delta = unsent - self._held_out
+        if delta:
+            self._held_out = unsent
+            self.server.frame_budget.adjust(delta)
+
+    def sweep(self, now: float, idle_s: float, frame_read_s: float) -> str | None:
+        """connection_limits.py's periodic visit: measure unsent responses, and close the
+        connection when a deadline passed: its partial frame began more than frame_read_s
+        ago (not counting a wait for the byte budget), or nothing is in flight and nothing
+        was received for idle_s (connections.max.idle.ms). Returns the reason it closed."""
+        if self.closed or self.transport is None:
+            return None
+        self._count_unsent(self.transport.get_write_buffer_size())
+        started = self._frame_started
+        if started:
+            if self._bytes_wait or now - started <= frame_read_s:
+                return None
+            reason = "frame_read_timeout"
+        elif self.pending or self._frames_waiting or now - self.context.read_at <= idle_s:
+            return None
+        else:
+            reason = "idle_timeout"
+        self.server.metrics.connection_errors.labels(reason).inc()
+        self.abort()
+        return reason
 
     # requests ----------------------------------------------------------------------------
 
@@ -328,9 +446,22 @@ class Connection(asyncio.Protocol):
             header = slot.header
             if self.closed or transport is None:
                 continue
-            data = encode_response(
-                header.api_key, header.api_version, header.correlation_id, response
-            )
+            try:  # free unless something raises
+                data = encode_response(
+                    header.api_key, header.api_version, header.correlation_id, response
+                )
+            except Exception:
+                # A response the codec cannot write (a handler's bug): the client would wait
+                # for it forever, so this connection closes, with one log line.
+                log.exception(
+                    "encoding a response failed",
+                    peer=self.peer,
+                    api=header.api_key,
+                    version=header.api_version,
+                )
+                self.server.metrics.connection_errors.labels("response_encoding_failed").inc()
+                self.close()
+                return
             if not self._out:
                 self.server.outgoing.add(self)
             self._out.append(data)
@@ -369,7 +500,7 @@ class Connection(asyncio.Protocol):
         if room and self._frames_waiting and not self._frames_scheduled:
             self._frames_scheduled = True
             asyncio.get_running_loop().call_soon(self._handle_frames)
-        should_pause = self._writing_paused or not room or self._frames_waiting
+        should_pause = self._writing_paused or not room or self._frames_waiting or self._bytes_wait
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             transport.pause_reading()
@@ -389,3 +520,11 @@ class Connection(asyncio.Protocol):
             self.closed = True
             self.context.closed = True
             self.transport.close()
+
+    def abort(self) -> None:
+        """Close at once, dropping unsent bytes (a deadline passed: the client may not be
+        reading at all, and a graceful close would wait for it)."""
+        if self.transport is not None and not self.closed:
+            self.closed = True
+            self.context.closed = True
+            self.transport.abort()

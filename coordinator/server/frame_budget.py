@@ -13,6 +13,20 @@ handling. Measured with 100 connections x 4 commits in flight: 44k -> 49-50k dur
 commits/s (tests/bench/bench_groups.py). Frames of a connection keep their order; deferred
 connections are resumed oldest first at the start of the next iteration, before its
 reads.
+
+The budget also holds the server's bytes (queued_request_bytes_max, Kafka's
+queued.max.request.bytes): the frames being received and the responses not yet sent.
+A connection whose read leaves part of a frame claims that frame's whole announced size
+(as Kafka allocates it on reading the size), and keeps reading only if the claim is
+granted; otherwise it stops reading and waits, in order, for bytes to be freed. A granted
+frame can always complete (its bytes are already counted), so the partial frames never hold
+each other up; a claim is granted past the cap only when nothing else is held, so one frame
+larger than the cap still goes through alone. Unsent responses are counted as measured, by
+the periodic sweep (connection_limits.py) and at once when a transport's buffer crosses its
+high-water mark (they are not refused: that mark pauses their readers). Small requests that
+arrive whole claim nothing, and writes measure nothing: the cap costs the common path
+nothing. What a waiting connection read before it stopped (one socket read at most) is not
+counted.
 """
 
 from __future__ import annotations
@@ -23,16 +37,33 @@ from collections.abc import Callable
 
 
 class FrameBudget:
-    __slots__ = ("per_iteration", "left", "_armed", "_waiting")
+    __slots__ = (
+        "per_iteration",
+        "left",
+        "_armed",
+        "_waiting",
+        "held_bytes",
+        "held_bytes_max",
+        "_bytes_waiting",
+        "_bytes_resume_scheduled",
+    )
 
-    def __init__(self, per_iteration: int) -> None:
+    def __init__(self, per_iteration: int, held_bytes_max: int = 2**62) -> None:
         if per_iteration < 1:
             raise ValueError("per_iteration must be >= 1")
+        if held_bytes_max < 1:
+            raise ValueError("held_bytes_max must be >= 1")
         self.per_iteration = per_iteration
         self.left = 0  # frames left in this iteration once armed
         self._armed = False
         # Connections that ran out of budget, oldest first: resumed by the next iterations.
         self._waiting: deque[Callable[[], None]] = deque()
+        # Bytes granted to partial frames plus unsent responses, and the cap on grants.
+        self.held_bytes = 0
+        self.held_bytes_max = held_bytes_max
+        # Connections waiting for bytes, oldest first; resumed once bytes are freed.
+        self._bytes_waiting: deque[Callable[[], None]] = deque()
+        self._bytes_resume_scheduled = False
 
     def take(self) -> bool:
         """Whether one more frame may be handled in this iteration (and count it). The
@@ -68,4 +99,44 @@ class FrameBudget:
             except Exception as exc:  # one connection's failure must not strand the others
                 asyncio.get_running_loop().call_exception_handler(
                     {"message": "resuming a connection's frames failed", "exception": exc}
+                )
+
+    # bytes ---------------------------------------------------------------------------------
+
+    def claim(self, held: int, wanted: int) -> bool:
+        """A holder of `held` counted bytes asks to hold `wanted` instead (more). Granted
+        (and counted) when the total stays within the cap, or when nobody else holds any."""
+        others = self.held_bytes - held
+        if others + wanted <= self.held_bytes_max or others <= 0:
+            self.held_bytes = others + wanted
+            return True
+        return False
+
+    def adjust(self, delta: int) -> None:
+        """Count `delta` more bytes (negative: freed) without asking: what was granted and is
+        given back, or unsent responses as measured. Freed bytes resume waiting claims."""
+        self.held_bytes += delta
+        if delta < 0 and self._bytes_waiting and not self._bytes_resume_scheduled:
+            self._bytes_resume_scheduled = True
+            asyncio.get_running_loop().call_soon(self._resume_bytes)
+
+    def wait_for_bytes(self, resume: Callable[[], None]) -> None:
+        """Call `resume` once bytes were freed, after the claims that waited before it. It
+        claims again, and may wait again."""
+        self._bytes_waiting.append(resume)
+
+    def _resume_bytes(self) -> None:
+        """Let the waiting claims retry, oldest first, while there is room (a retry that is
+        refused waits again, behind the others)."""
+        self._bytes_resume_scheduled = False
+        waiting = self._bytes_waiting
+        for _ in range(len(waiting)):
+            if self.held_bytes >= self.held_bytes_max:
+                break
+            resume = waiting.popleft()
+            try:
+                resume()
+            except Exception as exc:  # one connection's failure must not strand the others
+                asyncio.get_running_loop().call_exception_handler(
+                    {"message": "resuming a connection's reads failed", "exception": exc}
                 )

@@ -62,6 +62,9 @@ class RecordingTransport(asyncio.Transport):
     def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
         pass
 
+    def get_write_buffer_size(self) -> int:
+        return 0  # everything written is taken at once
+
     def pause_reading(self) -> None:
         self.paused = True
         self.pauses += 1
