@@ -21,6 +21,7 @@ from groupcoord.coordinator.server.connection_limits import (
     SWEEP_CONNECTIONS_PER_TICK,
     ConnectionLimits,
 )
+from groupcoord.coordinator.server.dispatch import build_dispatch
 from groupcoord.coordinator.server.frame_budget import FrameBudget
 from tests.unit.server_support import started_server
 from tests.unit.test_connection_limits import RecordingTransport
@@ -253,3 +254,26 @@ async def test_unsent_responses_are_counted_until_they_drain(server: Server) -> 
     assert server.frame_budget.held_bytes == 1 * MiB
     conn2.connection_lost(None)  # a closed connection gives its bytes back
     assert server.frame_budget.held_bytes == 0
+
+
+# failures while answering ------------------------------------------------------------------
+
+
+async def test_a_response_that_cannot_be_encoded_closes_only_that_connection(
+    server: Server,
+) -> None:
+    """A handler's answer the codec cannot write (a bug: no handler is known to give one
+    now) would leave the client waiting forever: the connection closes, with one log line
+    and the metric, and another connection is served."""
+    server.handlers[18] = lambda context, request: object()  # ApiVersions answers garbage
+    conn, transport = connect(server)
+    conn.data_received(api_versions_frame(1))
+    await asyncio.sleep(0)
+    assert conn.closed and transport.written == b""
+    errors = server.metrics.connection_errors.labels("response_encoding_failed")
+    assert errors._value.get() == 1
+    other, other_transport = connect(server, "127.0.0.2")
+    del server.handlers[18]  # a KeyError would close it too: the real handler back
+    server.handlers.update(build_dispatch()[0])
+    other.data_received(api_versions_frame(2))
+    await other_transport.answered(1)
