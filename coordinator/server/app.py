@@ -177,7 +177,7 @@ class Server:
         self._listener = await Listener.start(
             host,
             port,
-            lambda: Connection(self),
+            self.protocol_for,
             backlog=1024,
             on_accept_failure=self.metrics.accept_failures_by_error,
         )
@@ -190,7 +190,7 @@ class Server:
             http = HttpEndpoint(self.metrics, self.health, self.refresh_gauges)
             self._http = await Listener.start(
                 *split_host_port(self.config.metrics_listen),
-                http.protocol,
+                lambda _host: http.protocol(),
                 name="http",
                 backlog=128,
             )
@@ -285,21 +285,37 @@ class Server:
 
     # services (handlers get them through the context) ------------------------------------
 
+    def protocol_for(self, host: str) -> Connection | None:
+        """The listener's admission, right after accept(): the Connection of a client at
+        `host`, holding its admission until the connection is lost, or None when refused
+        (counted and logged by the limits; the listener resets the socket before anything
+        is built for it)."""
+        if self.stopping or self.limits.admit(host) is not None:
+            return None
+        return Connection(self, admitted_host=host)
+
     def register(self, connection: Connection) -> bool:
-        """Admit a new connection (False: refused, counted and logged by the limits)."""
+        """A connection is made: serve it (False: refused; close it). The listener admitted
+        it already; one made otherwise is admitted here (refusals counted and logged by
+        the limits), so that every connection is admitted once, by the limits."""
         if self.stopping:
             return False
-        if self.limits.admit(connection.host, len(self.connections)) is not None:
-            return False
+        if not connection.admitted:
+            if self.limits.admit(connection.host) is not None:
+                return False
+            connection.admitted = True
         self.connections.add(connection)
         self.metrics.connections.set(len(self.connections))
         return True
 
     def unregister(self, connection: Connection) -> None:
-        if connection in self.connections:  # not a refused one
-            self.connections.remove(connection)
+        """A connection is lost (or its transport was never set up): release its
+        admission, once."""
+        self.connections.discard(connection)
+        if connection.admitted:
+            connection.admitted = False
             self.limits.release(connection.host)
-            self.metrics.connections.set(len(self.connections))
+        self.metrics.connections.set(len(self.connections))
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run a background task, keeping a reference so it is not garbage-collected."""
