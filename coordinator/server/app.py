@@ -63,10 +63,10 @@ log = get_logger("groupcoord.server")
 
 # Connections the kernel holds completed but not yet accepted. A full queue drops new SYNs,
 # everyone's alike, and a dropped SYN costs its client a 1 s retransmit; a deep queue costs
-# ~30 us of wait per connection ahead. A flood of 12,000 attempts from one local process
-# (tests/bench/bench_connection_flood.py) filled 1,236 places while the flood's first
-# connections (admitted, so fully built) were set up: 4096, Linux's default somaxconn
-# (which caps it), is not reached there. Kafka's socket.listen.backlog.size is 50.
+# 30-45 us of wait per connection ahead. A flood of 12,000 attempts from one local process
+# (tests/bench/bench_connection_flood.py) filled 1,236 places (1024 overflowed: probes
+# from other addresses waited 1 s); 4096, Linux's default somaxconn (which caps it), was
+# not reached. Kafka's socket.listen.backlog.size is 50.
 LISTEN_BACKLOG = 4096
 # Failing logs listed by /health (all are counted).
 HEALTH_FAILURES_LISTED = 10

@@ -36,10 +36,11 @@ log = get_logger("groupcoord.listener")
 
 _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 # Accepts per readiness callback; the rest of the kernel's queue waits for the next loop
-# iteration. An accept costs ~30 us of CPU even when refused (mostly the kernel's: the
-# accept, the reset), an admitted connection a little more: a batch holds the loop about
-# 0.5 ms, so that requests on open connections are served between batches during a flood
-# (batches of 100 held it 3-10 ms on a loaded 2-core machine).
+# iteration, which comes at once if nothing else is ready. An accept costs 30-45 us even
+# when refused (mostly the kernel's: the accept, the reset; an admitted connection's
+# transport is set up in a task after): a batch holds the loop under 1 ms, so requests on
+# open connections are served between batches during a flood (batches of 100 held it
+# 3-10 ms on a loaded 2-core machine).
 _ACCEPTS_PER_CALLBACK = 16
 # SO_LINGER on, 0 s: close() resets the connection at once.
 _LINGER_RESET = struct.pack("ii", 1, 0)
