@@ -60,6 +60,14 @@ from .recovery_report import (
 )
 
 log = get_logger("groupcoord.server")
+
+# Connections the kernel holds completed but not yet accepted. A full queue drops new SYNs,
+# everyone's alike, and a dropped SYN costs its client a 1 s retransmit; a deep queue costs
+# 30-45 us of wait per connection ahead. A flood of 12,000 attempts from one local process
+# (tests/bench/bench_connection_flood.py) filled 1,236 places (1024 overflowed: probes
+# from other addresses waited 1 s); 4096, Linux's default somaxconn (which caps it), was
+# not reached. Kafka's socket.listen.backlog.size is 50.
+LISTEN_BACKLOG = 4096
 # Failing logs listed by /health (all are counted).
 HEALTH_FAILURES_LISTED = 10
 
@@ -177,8 +185,8 @@ class Server:
         self._listener = await Listener.start(
             host,
             port,
-            lambda: Connection(self),
-            backlog=1024,
+            self.protocol_for,
+            backlog=LISTEN_BACKLOG,
             on_accept_failure=self.metrics.accept_failures_by_error,
         )
         self.limits.start()
@@ -190,7 +198,7 @@ class Server:
             http = HttpEndpoint(self.metrics, self.health, self.refresh_gauges)
             self._http = await Listener.start(
                 *split_host_port(self.config.metrics_listen),
-                http.protocol,
+                lambda _host: http.protocol(),
                 name="http",
                 backlog=128,
             )
@@ -285,21 +293,37 @@ class Server:
 
     # services (handlers get them through the context) ------------------------------------
 
+    def protocol_for(self, host: str) -> Connection | None:
+        """The listener's admission, right after accept(): the Connection of a client at
+        `host`, holding its admission until the connection is lost, or None when refused
+        (counted and logged by the limits; the listener resets the socket before anything
+        is built for it)."""
+        if self.stopping or self.limits.admit(host) is not None:
+            return None
+        return Connection(self, admitted_host=host)
+
     def register(self, connection: Connection) -> bool:
-        """Admit a new connection (False: refused, counted and logged by the limits)."""
+        """A connection is made: serve it (False: refused; close it). The listener admitted
+        it already; one made otherwise is admitted here (refusals counted and logged by
+        the limits), so that every connection is admitted once, by the limits."""
         if self.stopping:
             return False
-        if self.limits.admit(connection.host, len(self.connections)) is not None:
-            return False
+        if not connection.admitted:
+            if self.limits.admit(connection.host) is not None:
+                return False
+            connection.admitted = True
         self.connections.add(connection)
         self.metrics.connections.set(len(self.connections))
         return True
 
     def unregister(self, connection: Connection) -> None:
-        if connection in self.connections:  # not a refused one
-            self.connections.remove(connection)
+        """A connection is lost (or its transport was never set up): release its
+        admission, once."""
+        self.connections.discard(connection)
+        if connection.admitted:
+            connection.admitted = False
             self.limits.release(connection.host)
-            self.metrics.connections.set(len(self.connections))
+        self.metrics.connections.set(len(self.connections))
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run a background task, keeping a reference so it is not garbage-collected."""

@@ -116,7 +116,9 @@ class OutgoingWrites:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, server: Host) -> None:
+    def __init__(self, server: Host, admitted_host: str | None = None) -> None:
+        """`admitted_host`: the client's address, when the listener admitted the
+        connection already (Server.protocol_for); otherwise connection_made asks."""
         self.server = server
         config = server.config
         self.decoder = FrameDecoder(config.frame_bytes_max)
@@ -124,7 +126,10 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.pending: deque[_Slot] = deque()
         self.peer = "?"
-        self.host = "?"  # the client's address, for the per-address connection limit
+        # The client's address, for the per-address connection limit, and whether this
+        # connection holds one of its admissions (released once, when it is lost).
+        self.host = admitted_host or "?"
+        self.admitted = admitted_host is not None
         # What the handlers get: the server's services and this client's address (as Kafka
         # prints an InetAddress: "/127.0.0.1"), read time and whether it is gone.
         self.context = server.context.for_client("/?")
@@ -160,8 +165,9 @@ class Connection(asyncio.Protocol):
             self.peer = f"{peer[0]}:{peer[1]}"
             self.host = str(peer[0])
             self.context.client_host = f"/{peer[0]}"
-        # Admission first: a flood of refused connections costs as little as it can.
-        if not self.server.register(self):  # it counts and logs the refusal
+        # The listener admitted it already; register refuses only when stopping (or, for
+        # a connection made otherwise, when the limits do: counted and logged there).
+        if not self.server.register(self):
             self.closed = True
             transport.abort()
             return

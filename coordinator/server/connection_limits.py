@@ -1,11 +1,14 @@
 """Who may connect, and how long a connection may sit idle or dribble a frame.
 
 Admission: at most connections_max connections in all and connections_max_per_ip from one
-client address (Kafka's max.connections, max.connections.per.ip and its overrides); a
-refused connection is aborted at once. One client opening thousands of connections then
-takes its own share, not everyone's. Refusals are counted in a metric and logged as one line
-per address and reason per sweep (a flood of 12,000 attempts would otherwise be 12,000
-lines).
+client address (Kafka's max.connections, max.connections.per.ip and its overrides). The
+listener asks right after accept() (listener.py, through Server.protocol_for) and resets a
+refused connection before any transport or protocol exists for it; an admitted connection
+holds its count until its Connection is lost. One client opening thousands of connections
+then takes its own share, not everyone's, at ~30-45 us per refusal (mostly the kernel's:
+the accept and the reset). Refusals are
+counted in a metric and logged as one line per address and reason per sweep (a flood of
+12,000 attempts would otherwise be 12,000 lines).
 
 Deadlines, without a timer per connection or per request: one periodic sweep visits at most
 SWEEP_CONNECTIONS_PER_TICK connections per tick, continuing round-robin where it stopped,
@@ -71,6 +74,8 @@ class ConnectionLimits:
         self.clock = clock
         self._connections = connections
         self.per_ip: dict[str, int] = {}
+        # Connections admitted and not yet released (the sum of per_ip).
+        self.admitted = 0
         # Refusals and deadline closes since the last summary line.
         self._refused: Counter[tuple[str, str]] = Counter()
         self._expired: Counter[str] = Counter()
@@ -81,15 +86,19 @@ class ConnectionLimits:
 
     # admission ---------------------------------------------------------------------------
 
-    def admit(self, host: str, open_connections: int) -> str | None:
+    def admit(self, host: str, open_connections: int | None = None) -> str | None:
         """Count a new connection from `host`, or say why it is refused (counted and logged
-        with the next sweep's summary)."""
+        with the next sweep's summary). `open_connections` defaults to the connections
+        admitted and not yet released, those being set up included."""
+        if open_connections is None:
+            open_connections = self.admitted
         if open_connections >= self.connections_max:
             reason = "connections_max"
         else:
             count = self.per_ip.get(host, 0)
             if count < self.per_ip_overrides.get(host, self.per_ip_max):
                 self.per_ip[host] = count + 1
+                self.admitted += 1
                 return None
             reason = "connections_max_per_ip"
         self._refused[reason, host] += 1
@@ -97,12 +106,15 @@ class ConnectionLimits:
         return reason
 
     def release(self, host: str) -> None:
-        """An admitted connection from `host` is gone."""
-        count = self.per_ip.get(host, 0) - 1
-        if count > 0:
-            self.per_ip[host] = count
+        """An admitted connection from `host` is gone (once per admission)."""
+        count = self.per_ip.get(host, 0)
+        if count > 1:
+            self.per_ip[host] = count - 1
+        elif count:
+            del self.per_ip[host]
         else:
-            self.per_ip.pop(host, None)
+            return  # never admitted: a caller's bug, but no count may go below zero
+        self.admitted -= 1
 
     # the sweep ---------------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ def _client(port: int, count: int, result: multiprocessing.Queue[float]) -> None
 
 async def _serve_and_measure(peer: str, count: int) -> float:
     if peer == "listener":
-        listener = await Listener.start("127.0.0.1", 0, _Echo)
+        listener = await Listener.start("127.0.0.1", 0, lambda _host: _Echo())
         port = listener.sockets[0].getsockname()[1]
         close = listener.close
     else:

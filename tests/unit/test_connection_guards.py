@@ -7,14 +7,16 @@ by recording transports, and the sweep is driven with explicit times."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from groupcoord.coordinator.config import ConfigError, load_config
+from groupcoord.coordinator.server import app as app_module
 from groupcoord.coordinator.server.app import Server
 from groupcoord.coordinator.server.connection import Connection
 from groupcoord.coordinator.server.connection_limits import (
@@ -25,6 +27,7 @@ from groupcoord.coordinator.server.dispatch import build_dispatch
 from groupcoord.coordinator.server.frame_budget import FrameBudget
 from tests.unit.server_support import started_server
 from tests.unit.test_connection_limits import RecordingTransport
+from tests.unit.waits import BOUND_S
 
 MiB = 1024 * 1024
 
@@ -95,6 +98,127 @@ async def test_connections_beyond_the_per_address_cap_are_refused(server: Server
     first[0][0].connection_lost(None)
     assert server.limits.per_ip["127.0.0.1"] == 1
     assert not connect(server)[1].aborted
+
+
+class _Client:
+    """A real connection to the server's listener from a chosen loopback address."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, server: Server, host: str) -> _Client:
+        async with asyncio.timeout(BOUND_S):
+            return cls(
+                *await asyncio.open_connection("127.0.0.1", server.node.port, local_addr=(host, 0))
+            )
+
+    async def served(self, correlation_id: int) -> bool:
+        """Whether an ApiVersions request is answered."""
+        self.writer.write(api_versions_frame(correlation_id))
+        async with asyncio.timeout(BOUND_S):
+            size = struct.unpack(">i", await self.reader.readexactly(4))[0]
+            body = await self.reader.readexactly(size)
+        return struct.unpack_from(">i", body)[0] == correlation_id
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def _reset(server: Server, host: str) -> bool:
+    """Whether the server resets a new connection from `host` (rather than closing it with a
+    FIN, or keeping it). The reset may come before this process's connect completes."""
+    try:
+        client = await _Client.open(server, host)
+    except ConnectionResetError:
+        return True
+    try:
+        async with asyncio.timeout(BOUND_S):
+            await client.reader.read(1)
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+    finally:
+        client.close()
+    return False
+
+
+async def _until(condition: Callable[[], bool], what: str) -> None:
+    """Until `condition()` holds (the server saw a client's close), within BOUND_S."""
+    async with asyncio.timeout(BOUND_S):
+        while not condition():
+            await asyncio.sleep(0.005)
+    assert condition(), what
+
+
+@pytest.fixture
+def built(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The addresses of the Connections the server builds (one entry each)."""
+    addresses: list[str] = []
+
+    class Counted(Connection):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            addresses.append(self.host)
+
+    monkeypatch.setattr(app_module, "Connection", Counted)
+    return addresses
+
+
+async def test_a_refused_connection_is_reset_by_the_listener_before_anything_is_built(
+    server: Server, built: list[str]
+) -> None:
+    """Over the listener, with real sockets: refusal happens right after accept(), with a
+    reset, and no Connection (nor transport) is built for a refused connection."""
+    admitted = [await _Client.open(server, "127.0.0.1") for _ in range(2)]
+    assert [await c.served(i) for i, c in enumerate(admitted)] == [True, True]
+    resets = [await _reset(server, "127.0.0.1") for _ in range(20)]
+    resets.append(await _reset(server, "127.0.0.9"))  # an override of 0
+    other = await _Client.open(server, "127.0.0.2")
+    assert await other.served(7)
+    assert built == ["127.0.0.1", "127.0.0.1", "127.0.0.2"]
+    assert resets == [True] * 21
+    assert server.limits.per_ip == {"127.0.0.1": 2, "127.0.0.2": 1}
+    assert server.limits.admitted == len(server.connections) == 3
+    errors = server.metrics.connection_errors
+    assert errors.labels("connections_max_per_ip")._value.get() == 21
+    # The admitted connections were kept and are still served.
+    assert [await c.served(10 + i) for i, c in enumerate(admitted)] == [True, True]
+    for client in (*admitted, other):
+        client.close()
+
+
+async def test_admitted_connections_release_their_count_once_when_they_close(
+    server: Server, built: list[str]
+) -> None:
+    """Each admitted connection is counted once and released once when it closes, so the
+    address's cap is reusable; refusals release nothing."""
+    first = [await _Client.open(server, "127.0.0.1") for _ in range(2)]
+    assert [await c.served(i) for i, c in enumerate(first)] == [True, True]
+    assert await _reset(server, "127.0.0.1")
+    first[0].close()
+    await _until(lambda: len(server.connections) == 1, "the closed connection is lost")
+    assert server.limits.per_ip == {"127.0.0.1": 1} and server.limits.admitted == 1
+    # The freed slot is taken again, and the cap holds again after.
+    again = await _Client.open(server, "127.0.0.1")
+    assert await again.served(3)
+    assert await _reset(server, "127.0.0.1")
+    assert server.limits.per_ip == {"127.0.0.1": 2}
+    for client in (first[1], again):
+        client.close()
+    await _until(lambda: not server.connections, "every connection is lost")
+    assert server.limits.per_ip == {} and server.limits.admitted == 0
+    assert built == ["127.0.0.1"] * 3
+    # A connection whose transport could not be set up releases its admission too: the
+    # listener tells the protocol (the loop never will).
+    protocol = server.protocol_for("127.0.0.1")
+    assert protocol is not None and server.limits.per_ip == {"127.0.0.1": 1}
+    dead = socket.socket()
+    dead.close()
+    assert server._listener is not None
+    await server._listener._connect(dead, protocol)
+    assert server.limits.per_ip == {} and server.limits.admitted == 0
 
 
 def test_the_connections_max_applies_before_the_address_cap() -> None:
