@@ -77,7 +77,39 @@ TOPIC_CONFIG_BROKER_NAMES = {
     "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
     "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
     "min.insync.replicas": "min.insync.replicas",
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "local.retention.bytes": "log.local.retention.bytes",
+    "local.retention.ms": "log.local.retention.ms",
+    "max.decompressed.message.bytes": "max.decompressed.message.bytes",
+    "preallocate": "log.preallocate",
+    "remote.copy.lag.bytes": "log.remote.copy.lag.bytes",
+    "remote.copy.lag.ms": "log.remote.copy.lag.ms",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    # The rest have no broker synonym with a value (Kafka lists none for them): flush.ms
+    # (log.flush.interval.ms is unset), segment.jitter.ms (log.roll.jitter.ms is unset),
+    # the throttled replica lists, the remote log switches, the dead letter queue switch.
 }
+# Topic configs whose broker synonym Kafka leaves unset: DescribeConfigs lists no synonym
+# but the topic's own override.
+_NO_BROKER_SYNONYM = frozenset(
+    {
+        "errors.deadletterqueue.group.enable",
+        "flush.ms",
+        "follower.replication.throttled.replicas",
+        "leader.replication.throttled.replicas",
+        "remote.log.copy.disable",
+        "remote.log.delete.on.disable",
+        "remote.storage.enable",
+        "segment.jitter.ms",
+    }
+)
 
 _CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Config)}
 _CONFIG_HELP = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(Config)}
@@ -115,7 +147,8 @@ def _topic_entry(spec: ConfigSpec, topic: Topic, config: Config) -> _Entry:
     synonyms: list[tuple[str, str, int]] = []
     if override is not None:
         synonyms.append((spec.name, override, SOURCE_TOPIC))
-    synonyms.append((broker_name, broker_value, broker_source))
+    if spec.name not in _NO_BROKER_SYNONYM:
+        synonyms.append((broker_name, broker_value, broker_source))
     if override is not None:
         value, source = override, SOURCE_TOPIC
     else:
