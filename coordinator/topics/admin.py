@@ -32,6 +32,7 @@ log = get_logger("groupcoord.admin")
 
 # DescribeConfigs ConfigSource values.
 SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
+SOURCE_CLUSTER_DEFAULT = 3  # DYNAMIC_DEFAULT_BROKER_CONFIG
 SOURCE_STATIC_BROKER = 4  # STATIC_BROKER_CONFIG
 SOURCE_DEFAULT = 5  # DEFAULT_CONFIG
 SOURCE_GROUP = 8  # DYNAMIC_GROUP_CONFIG
@@ -96,6 +97,8 @@ TOPIC_CONFIG_BROKER_NAMES = {
     # (log.flush.interval.ms is unset), segment.jitter.ms (log.roll.jitter.ms is unset),
     # the throttled replica lists, the remote log switches, the dead letter queue switch.
 }
+# Topic configs a Kafka 4 cluster holds as a dynamic cluster-wide default from its start.
+_CLUSTER_DEFAULTS = frozenset({"min.insync.replicas"})
 # Topic configs whose broker synonym Kafka leaves unset: DescribeConfigs lists no synonym
 # but the topic's own override.
 _NO_BROKER_SYNONYM = frozenset(
@@ -147,8 +150,13 @@ def _topic_entry(spec: ConfigSpec, topic: Topic, config: Config) -> _Entry:
     synonyms: list[tuple[str, str, int]] = []
     if override is not None:
         synonyms.append((spec.name, override, SOURCE_TOPIC))
+    if spec.name in _CLUSTER_DEFAULTS and broker_source == SOURCE_DEFAULT:
+        # Kafka 4's storage format writes min.insync.replicas as a cluster-wide dynamic
+        # default (for eligible leader replicas): the reference broker reports it so.
+        synonyms.append((broker_name, broker_value, SOURCE_CLUSTER_DEFAULT))
+        broker_source = SOURCE_CLUSTER_DEFAULT
     if spec.name not in _NO_BROKER_SYNONYM:
-        synonyms.append((broker_name, broker_value, broker_source))
+        synonyms.append((broker_name, broker_value, _setting_source(config, spec.broker_setting)))
     if override is not None:
         value, source = override, SOURCE_TOPIC
     else:
@@ -684,7 +692,8 @@ def handle_describe_configs(ctx: TopicsContext, request: Request) -> Any:
             build(
                 m.DescribeConfigsResult,
                 error_code=error,
-                error_message=message,
+                # Kafka's schema default: '' on success (the field is nullable, never null).
+                error_message="" if message is None else message,
                 resource_type=rtype,
                 resource_name=rname,
                 configs=tuple(entry(e) for e in entries),
