@@ -10,6 +10,8 @@ building record objects. ``rebuild_batch`` keeps a batch's header and the chosen
 copied byte for byte, or with each timestamp delta moved when the base timestamp becomes a
 delete horizon (KIP-534), compressed again with the batch's codec; the length, record count
 and CRC are recomputed. ``empty_batch`` is Kafka's DefaultRecordBatch.writeEmptyHeader.
+``recompress_batch`` stores a produced batch with the codec its topic's compression.type
+names (Kafka's LogValidator, when the target codec differs from the producer's).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .batches import (
     ATTRIBUTES_AT,
     BASE_TIMESTAMP_AT,
     BATCH_LENGTH_AT,
+    COMPRESSION_MASK,
     CONTROL_MASK,
     CRC_AT,
     CRC_FROM,
@@ -199,6 +202,34 @@ def empty_batch(header: BatchHeader) -> bytes:
     return bytes(out)
 
 
+def recompress_batch(
+    header: BatchHeader, batch: bytes | bytearray | memoryview, compression: int, level: int | None
+) -> bytearray:
+    """`batch` with its records section decompressed and compressed again with codec
+    `compression` (0: none) at `level` (None: the codec's default); its offsets, producer
+    fields, timestamps and records stay, its length, attributes and CRC are recomputed.
+    Raises InvalidBatch when the records cannot be decompressed."""
+    section = memoryview(batch)[HEADER_SIZE : header.size_bytes]
+    if header.compression:
+        try:
+            data: bytes | memoryview = _decompress(header.compression, section)
+        except InvalidBatch:
+            raise
+        except Exception as exc:
+            raise InvalidBatch(f"cannot decompress batch: {exc!r}") from exc
+    else:
+        data = section
+    body = _compress(compression, bytes(data), level) if compression else data
+    out = bytearray(HEADER_SIZE + len(body))
+    out[:HEADER_SIZE] = batch[:HEADER_SIZE]
+    out[HEADER_SIZE:] = body
+    _I32.pack_into(out, BATCH_LENGTH_AT, len(out) - LOG_OVERHEAD)
+    attributes = (header.attributes & ~COMPRESSION_MASK) | compression
+    _I16.pack_into(out, ATTRIBUTES_AT, attributes)
+    _U32.pack_into(out, CRC_AT, calc_crc32c(memoryview(out)[CRC_FROM:]))
+    return out
+
+
 def _decompress(compression: int, data: memoryview) -> bytes:
     if compression == 1:
         return bytes(codec.gzip_decode(data))
@@ -211,13 +242,13 @@ def _decompress(compression: int, data: memoryview) -> bytes:
     raise InvalidBatch(f"unknown compression codec {compression}")
 
 
-def _compress(compression: int, data: bytes) -> bytes:
+def _compress(compression: int, data: bytes, level: int | None = None) -> bytes:
     if compression == 1:
-        return bytes(codec.gzip_encode(data))
+        return bytes(codec.gzip_encode(data, compresslevel=level))
     if compression == 2:
         return bytes(codec.snappy_encode(data))
     if compression == 3:
-        return bytes(codec.lz4_encode(data))
+        return bytes(codec.lz4_encode(data, level=9 if level is None else level))
     if compression == 4:
-        return bytes(codec.zstd_encode(data))
+        return bytes(codec.zstd_encode(data, level=level))
     raise InvalidBatch(f"unknown compression codec {compression}")

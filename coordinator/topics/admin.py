@@ -32,6 +32,7 @@ log = get_logger("groupcoord.admin")
 
 # DescribeConfigs ConfigSource values.
 SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
+SOURCE_CLUSTER_DEFAULT = 3  # DYNAMIC_DEFAULT_BROKER_CONFIG
 SOURCE_STATIC_BROKER = 4  # STATIC_BROKER_CONFIG
 SOURCE_DEFAULT = 5  # DEFAULT_CONFIG
 SOURCE_GROUP = 8  # DYNAMIC_GROUP_CONFIG
@@ -77,7 +78,41 @@ TOPIC_CONFIG_BROKER_NAMES = {
     "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
     "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
     "min.insync.replicas": "min.insync.replicas",
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "local.retention.bytes": "log.local.retention.bytes",
+    "local.retention.ms": "log.local.retention.ms",
+    "max.decompressed.message.bytes": "max.decompressed.message.bytes",
+    "preallocate": "log.preallocate",
+    "remote.copy.lag.bytes": "log.remote.copy.lag.bytes",
+    "remote.copy.lag.ms": "log.remote.copy.lag.ms",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    # The rest have no broker synonym with a value (Kafka lists none for them): flush.ms
+    # (log.flush.interval.ms is unset), segment.jitter.ms (log.roll.jitter.ms is unset),
+    # the throttled replica lists, the remote log switches, the dead letter queue switch.
 }
+# Topic configs a Kafka 4 cluster holds as a dynamic cluster-wide default from its start.
+_CLUSTER_DEFAULTS = frozenset({"min.insync.replicas"})
+# Topic configs whose broker synonym Kafka leaves unset: DescribeConfigs lists no synonym
+# but the topic's own override.
+_NO_BROKER_SYNONYM = frozenset(
+    {
+        "errors.deadletterqueue.group.enable",
+        "flush.ms",
+        "follower.replication.throttled.replicas",
+        "leader.replication.throttled.replicas",
+        "remote.log.copy.disable",
+        "remote.log.delete.on.disable",
+        "remote.storage.enable",
+        "segment.jitter.ms",
+    }
+)
 
 _CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Config)}
 _CONFIG_HELP = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(Config)}
@@ -115,7 +150,13 @@ def _topic_entry(spec: ConfigSpec, topic: Topic, config: Config) -> _Entry:
     synonyms: list[tuple[str, str, int]] = []
     if override is not None:
         synonyms.append((spec.name, override, SOURCE_TOPIC))
-    synonyms.append((broker_name, broker_value, broker_source))
+    if spec.name in _CLUSTER_DEFAULTS and broker_source == SOURCE_DEFAULT:
+        # Kafka 4's storage format writes min.insync.replicas as a cluster-wide dynamic
+        # default (for eligible leader replicas): the reference broker reports it so.
+        synonyms.append((broker_name, broker_value, SOURCE_CLUSTER_DEFAULT))
+        broker_source = SOURCE_CLUSTER_DEFAULT
+    if spec.name not in _NO_BROKER_SYNONYM:
+        synonyms.append((broker_name, broker_value, _setting_source(config, spec.broker_setting)))
     if override is not None:
         value, source = override, SOURCE_TOPIC
     else:
@@ -651,7 +692,8 @@ def handle_describe_configs(ctx: TopicsContext, request: Request) -> Any:
             build(
                 m.DescribeConfigsResult,
                 error_code=error,
-                error_message=message,
+                # Kafka's schema default: '' on success (the field is nullable, never null).
+                error_message="" if message is None else message,
                 resource_type=rtype,
                 resource_name=rname,
                 configs=tuple(entry(e) for e in entries),

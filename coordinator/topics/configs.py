@@ -12,7 +12,12 @@ from .cleanup_policy import POLICIES, policy_items
 
 
 class InvalidConfig(ValueError):
-    pass
+    """A refused config value. `whole`: the message is Kafka's entire answer (it names the
+    config itself), not the reason after "Invalid value V for configuration N: "."""
+
+    def __init__(self, message: str, *, whole: bool = False) -> None:
+        super().__init__(message)
+        self.whole = whole
 
 
 # Kafka parses INT configs as a Java int and LONG configs as a Java long (ConfigDef.parseType):
@@ -23,9 +28,10 @@ _NUMBER_RANGES = {"INT": (-(2**31), 2**31 - 1), "LONG": (-(2**63), 2**63 - 1)}
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
 
 
-def _number_at_least(kind: str, low: int) -> Callable[[str], str]:
+def _number_at_least(kind: str, low: int, high: int | None = None) -> Callable[[str], str]:
     """A Kafka INT or LONG config: a decimal in the type's range (Kafka trims the value, as
-    Integer/Long.parseInt a sign is allowed, Python's digit separators are not), >= `low`."""
+    Integer/Long.parseInt a sign is allowed, Python's digit separators are not), >= `low`
+    (and <= `high` when given: ConfigDef.Range.between)."""
     lowest, highest = _NUMBER_RANGES[kind]
 
     def check(value: str) -> str:
@@ -37,16 +43,26 @@ def _number_at_least(kind: str, low: int) -> Callable[[str], str]:
             raise InvalidConfig(f"Not a number of type {kind} ({lowest} to {highest})")
         if number < low:
             raise InvalidConfig(f"Value must be at least {low}")
+        if high is not None and number > high:
+            raise InvalidConfig(f"Value must be no more than {high}")
         return str(number)
 
     return check
 
 
 def _number(
-    name: str, kind: str, broker_setting: str | None, fixed_default: str | None, low: int, doc: str
+    name: str,
+    kind: str,
+    broker_setting: str | None,
+    fixed_default: str | None,
+    low: int,
+    doc: str,
+    high: int | None = None,
 ) -> ConfigSpec:
-    """An INT or LONG config, checked against its type's range and `low`."""
-    return ConfigSpec(name, kind, broker_setting, fixed_default, _number_at_least(kind, low), doc)
+    """An INT or LONG config, checked against its type's range, `low` and `high`."""
+    return ConfigSpec(
+        name, kind, broker_setting, fixed_default, _number_at_least(kind, low, high), doc
+    )
 
 
 def _one_of(*choices: str) -> Callable[[str], str]:
@@ -56,6 +72,77 @@ def _one_of(*choices: str) -> Callable[[str], str]:
         return value
 
     return check
+
+
+def _string_in(*choices: str) -> Callable[[str], str]:
+    """Kafka's ConfigDef.ValidString.in on the trimmed value (case matters)."""
+
+    def check(value: str) -> str:
+        text = value.strip()
+        if text not in choices:
+            raise InvalidConfig(f"String must be one of: {', '.join(choices)}")
+        return text
+
+    return check
+
+
+def _boolean(value: str) -> str:
+    """A Kafka BOOLEAN: 'true' or 'false' in any case, trimmed; kept in lower case."""
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise InvalidConfig("Expected value to be either true or false")
+    return text
+
+
+def _gzip_level(value: str) -> str:
+    """GzipCompression.LevelValidator: 1 to 9, or -1 (zlib's default)."""
+    text = _number_at_least("INT", -(2**31))(value)
+    if text != "-1" and not 1 <= int(text) <= 9:
+        raise InvalidConfig("Value must be between 1 and 9 or equal to -1")
+    return text
+
+
+_THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
+
+
+def _throttled_replicas(name: str) -> Callable[[str], str]:
+    """Kafka's ThrottledReplicaListValidator on a LIST: '*' or partition:broker pairs."""
+
+    def check(value: str) -> str:
+        text = value.strip()
+        items = re.split(r"\s*,\s*", text) if text else []
+        if not (
+            all(_THROTTLED_REPLICA.fullmatch(item.strip()) for item in items)
+            or "".join(items) == "*"
+        ):
+            raise InvalidConfig(
+                f"Invalid value [{', '.join(items)}] for configuration {name}: {name} must be "
+                "the literal '*' or a list of replicas in the following format: "
+                "[partitionId]:[brokerId],[partitionId]:[brokerId],...",
+                whole=True,
+            )
+        return value
+
+    return check
+
+
+def _remote_storage(value: str) -> str:
+    """remote.storage.enable: a BOOLEAN, and never true here (no tiered storage), refused
+    with the message Kafka's broker gives when its remote log storage system is off."""
+    text = _boolean(value)
+    if text == "true":
+        raise InvalidConfig(
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be "
+            "configured with remote log storage.",
+            whole=True,
+        )
+    return text
+
+
+# compression.type values, in Kafka's order (BrokerCompressionType), and the record batch
+# codec (attributes bits 0-2) each stands for; 'producer' keeps the producer's.
+COMPRESSION_CODECS = {"uncompressed": 0, "zstd": 4, "lz4": 3, "snappy": 2, "gzip": 1}
+PRODUCER_COMPRESSION = "producer"
 
 
 def _cleanup_policy(value: str) -> str:
@@ -226,6 +313,196 @@ TOPIC_CONFIGS: dict[str, ConfigSpec] = {
             1,
             "Accepted for compatibility; a single node is always in sync.",
         ),
+        ConfigSpec(
+            "compression.type",
+            "STRING",
+            None,
+            PRODUCER_COMPRESSION,
+            _string_in(*COMPRESSION_CODECS, PRODUCER_COMPRESSION),
+            "The codec batches are stored with: 'producer' keeps the producer's; any other "
+            "recompresses a batch sent with a different codec on append.",
+        ),
+        ConfigSpec(
+            "compression.gzip.level",
+            "INT",
+            None,
+            "-1",
+            _gzip_level,
+            "The level batches recompressed with gzip get (1-9, -1: zlib's default).",
+        ),
+        _number(
+            "compression.lz4.level",
+            "INT",
+            None,
+            "9",
+            1,
+            "The level batches recompressed with lz4 get.",
+            high=17,
+        ),
+        _number(
+            "compression.zstd.level",
+            "INT",
+            None,
+            "3",
+            -131072,
+            "The level batches recompressed with zstd get.",
+            high=22,
+        ),
+        _number(
+            "flush.messages",
+            "LONG",
+            None,
+            str(2**63 - 1),
+            1,
+            "Accepted for compatibility: every append is fsynced before it is acknowledged, "
+            "which is more than any value asks.",
+        ),
+        _number(
+            "flush.ms",
+            "LONG",
+            None,
+            str(2**63 - 1),
+            0,
+            "Accepted for compatibility: every append is fsynced before it is acknowledged, "
+            "which is more than any value asks.",
+        ),
+        ConfigSpec(
+            "preallocate",
+            "BOOLEAN",
+            None,
+            "false",
+            _boolean,
+            "Stored only: segment files are not preallocated.",
+        ),
+        _number(
+            "segment.index.bytes",
+            "INT",
+            None,
+            "10485760",
+            4,
+            "Stored only: the offset index is sized by the segment, not by this.",
+        ),
+        _number(
+            "segment.jitter.ms",
+            "LONG",
+            None,
+            "0",
+            0,
+            "Stored only: segments roll at segment.ms without jitter.",
+        ),
+        _number(
+            "index.interval.bytes",
+            "INT",
+            None,
+            "4096",
+            0,
+            "Stored only: the index spacing is the server's own.",
+        ),
+        _number(
+            "file.delete.delay.ms",
+            "LONG",
+            None,
+            "60000",
+            0,
+            "Stored only: deleted segments' files are removed at once.",
+        ),
+        _number(
+            "max.decompressed.message.bytes",
+            "INT",
+            None,
+            str(2**31 - 9),
+            1,
+            "Stored only: decompressed batches are not limited beyond max.message.bytes.",
+        ),
+        ConfigSpec(
+            "errors.deadletterqueue.group.enable",
+            "BOOLEAN",
+            None,
+            "false",
+            _boolean,
+            "Stored only (share groups' dead letter queues are not served).",
+        ),
+        ConfigSpec(
+            "unclean.leader.election.enable",
+            "BOOLEAN",
+            None,
+            "false",
+            _boolean,
+            "Stored only: a single node has no other replica to elect.",
+        ),
+        ConfigSpec(
+            "leader.replication.throttled.replicas",
+            "LIST",
+            None,
+            "",
+            _throttled_replicas("leader.replication.throttled.replicas"),
+            "Stored only: there is no replication to throttle.",
+        ),
+        ConfigSpec(
+            "follower.replication.throttled.replicas",
+            "LIST",
+            None,
+            "",
+            _throttled_replicas("follower.replication.throttled.replicas"),
+            "Stored only: there is no replication to throttle.",
+        ),
+        ConfigSpec(
+            "remote.storage.enable",
+            "BOOLEAN",
+            None,
+            "false",
+            _remote_storage,
+            "Tiered storage is not served: only false is accepted, as a Kafka broker "
+            "without a remote log storage system answers.",
+        ),
+        ConfigSpec(
+            "remote.log.copy.disable",
+            "BOOLEAN",
+            None,
+            "false",
+            _boolean,
+            "Stored only (no tiered storage).",
+        ),
+        ConfigSpec(
+            "remote.log.delete.on.disable",
+            "BOOLEAN",
+            None,
+            "false",
+            _boolean,
+            "Stored only (no tiered storage).",
+        ),
+        _number(
+            "local.retention.ms",
+            "LONG",
+            None,
+            "-2",
+            -2,
+            "Stored only (no tiered storage: retention.ms applies).",
+        ),
+        _number(
+            "local.retention.bytes",
+            "LONG",
+            None,
+            "-2",
+            -2,
+            "Stored only (no tiered storage: retention.bytes applies).",
+        ),
+        _number(
+            "remote.copy.lag.ms",
+            "LONG",
+            None,
+            "0",
+            -1,
+            "Stored only (no tiered storage).",
+        ),
+        _number(
+            "remote.copy.lag.bytes",
+            "LONG",
+            None,
+            "-1",
+            -1,
+            "Stored only (no tiered storage).",
+        ),
     )
 }
 
@@ -242,5 +519,7 @@ def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, str]:
         try:
             checked[name] = spec.check(value)
         except InvalidConfig as e:
+            if e.whole:
+                raise
             raise InvalidConfig(f"Invalid value {value} for configuration {name}: {e}") from None
     return checked

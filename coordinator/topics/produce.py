@@ -1,12 +1,14 @@
 """Produce v3-v11.
 
 Emits: appends each partition's batches to its log (as sent, only the base offset stamped,
-and the timestamp type and max timestamp as message.timestamp.type asks: timestamps.py),
+the timestamp type and max timestamp as message.timestamp.type asks: timestamps.py, and
+recompressed when compression.type names another codec than the producer's: compression.py),
 then answers once the appended data is durable (one group-commit fsync covers every append
 made meanwhile), with log_append_time for LogAppendTime topics. acks=0 gets no response;
 its data is flushed all the same.
 Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE (bad CRC, length or
-magic), MESSAGE_TOO_LARGE, INVALID_RECORD (empty, records that cannot be decoded, or, with
+magic), MESSAGE_TOO_LARGE (also once recompressed), INVALID_RECORD (empty, records that
+cannot be decoded or decompressed, or, with
 record_errors, records without a key on a compacted topic), INVALID_TIMESTAMP (with
 record_errors: message.timestamp.before/after.max.ms, or a batch already marked
 LogAppendTime by its producer), OUT_OF_ORDER_SEQUENCE_NUMBER and
@@ -28,6 +30,7 @@ from groupcoord.storage import StorageError
 
 from ..observability.logging import get_logger
 from .cleanup_policy import refuse_keyless
+from .compression import CompressionPolicy
 from .context import NO_RESPONSE, TopicsContext
 from .producers import SequenceError
 from .registry import Partition, wake_waiters
@@ -144,6 +147,7 @@ def _append(
         for header in headers:
             groups.append((records[pos : pos + header.size_bytes], [header]))
             pos += header.size_bytes
+    compression = CompressionPolicy.of(partition.topic, ctx.settings)
     producers = partition.producers
     log_ = partition.log
     first_base = -1
@@ -162,6 +166,20 @@ def _append(
                 result.log_append_time = duplicate.max_timestamp
         else:
             buffer = bytearray(payload)
+            if compression is not None:
+                try:
+                    buffer, header = compression.apply(buffer, header)
+                except InvalidBatch as e:
+                    result.error = ErrorCode.INVALID_RECORD
+                    result.message = str(e)
+                    return
+                if header.size_bytes > limit:
+                    result.error = ErrorCode.MESSAGE_TOO_LARGE
+                    result.message = (
+                        f"batch of {header.size_bytes} bytes once recompressed exceeds "
+                        f"max.message.bytes {limit}"
+                    )
+                    return
             header = policy.stamp(buffer, 0, header, max_timestamp, now_ms)
             if policy.log_append_time:
                 result.log_append_time = now_ms

@@ -49,18 +49,6 @@ _IDEMPOTENT_PRODUCE = (
     "on both): Kafka answers log_start_offset=0 and error_message=null, groupcoord "
     "log_start_offset=-1 and an error message. " + _LEADER_EPOCH_IN_BATCHES
 )
-_CREATE_TOPIC_CONFIGS = (
-    "CreateTopics v5+ returns the new topic's configs: Kafka 4.4 lists 23 more than "
-    "groupcoord (compression.type, compression.gzip/lz4/zstd.level, "
-    "errors.deadletterqueue.group.enable, file.delete.delay.ms, flush.messages, flush.ms, "
-    "follower/leader.replication.throttled.replicas, index.interval.bytes, "
-    "local.retention.bytes/ms, max.decompressed.message.bytes, preallocate, "
-    "remote.copy.lag.bytes/ms, remote.log.copy.disable, remote.log.delete.on.disable, "
-    "remote.storage.enable, segment.index.bytes, segment.jitter.ms, "
-    "unclean.leader.election.enable); the ones both list agree in value, source and order "
-    "(issue 17 item 7a)."
-)
-
 KNOWN_DIVERGENCES: dict[str, str] = {
     **{f"data/produce-v{v}-then-fetch": _LEADER_EPOCH_IN_BATCHES for v in (3, 5, 7, 8, 9, 10, 11)},
     **{
@@ -73,8 +61,6 @@ KNOWN_DIVERGENCES: dict[str, str] = {
         "both as null."
     ),
     **{f"data/list-offsets-v{v}": _LIST_OFFSETS_EPOCH for v in (4, 5, 6, 7, 8, 9)},
-    "data/create-topics-v5": _CREATE_TOPIC_CONFIGS,
-    "data/create-topics-v7": _CREATE_TOPIC_CONFIGS,
     **{
         f"data/init-producer-id-v{v}-then-idempotent-produce": _IDEMPOTENT_PRODUCE
         for v in (0, 2, 3, 4, 5)

@@ -86,6 +86,13 @@ NORMALISED: tuple[Rule, ...] = (
         "it), and a batch's CRC covers its producer id",
     ),
     Rule(
+        fields="configs of a described resource",
+        apis="DescribeConfigs",
+        how="sorted by config name",
+        why="Kafka lists a resource's configs in hash-map order (CreateTopics v5+ lists "
+        "them sorted, and is compared as it is)",
+    ),
+    Rule(
         fields="cluster_id",
         apis="Metadata, DescribeCluster",
         how="set to <cluster>",
@@ -111,6 +118,7 @@ GENERATED_ID_FIELDS = frozenset({"member_id", "leader"})
 NODE_FIELDS = {"host": "<host>", "port": "<port>"}
 INIT_PRODUCER_ID = 22
 LIST_OFFSETS = 2
+DESCRIBE_CONFIGS = 32
 FETCH = 1
 NODE_APIS = frozenset({3, 10, 60})  # Metadata, FindCoordinator, DescribeCluster
 LIST_GROUPS = 16
@@ -217,6 +225,8 @@ def normalise_response(
                     and _all_have(v, "partition_index")
                 ):
                     v = sorted(v, key=_by_index)
+                if key == "configs" and api_key == DESCRIBE_CONFIGS and _all_have(v, "name"):
+                    v = sorted(v, key=lambda c: str(c["name"]))
                 if key == "members" and api_key in MEMBER_LIST_APIS and isinstance(v, list):
                     v = sorted(v, key=lambda m: str(m.get("member_id")))
             out[key] = v

@@ -10,7 +10,7 @@ from tests.conformance.ops import topic_ids as topic_ids_of
 from tests.conformance.runner import Session, sequence
 from tests.support import client_batch
 
-CREATE_TOPICS, INIT_PRODUCER_ID = 19, 22
+CREATE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS = 19, 22, 32
 BASE_TS_MS = 1_700_000_000_000
 
 
@@ -22,6 +22,7 @@ def create_topic(
     version: int = 4,
     label: str = "create",
     wait: bool = True,
+    configs: dict[str, str] | None = None,
 ) -> Any:
     """CreateTopics; with `wait`, returns once the topic serves (see Session.wait_topic)."""
     created = s.call(
@@ -35,7 +36,9 @@ def create_topic(
                 "num_partitions": partitions,
                 "replication_factor": 1,
                 "assignments": [],
-                "configs": [],
+                "configs": [
+                    {"name": key, "value": value} for key, value in (configs or {}).items()
+                ],
             }
         ],
         timeout=10_000,
@@ -267,6 +270,46 @@ for _v in (2, 4, 5, 7):
         create_topic(s, topic, 3, version=version, label="create again", wait=False)
         create_topic(s, s.name("zero"), 0, version=version, label="zero partitions", wait=False)
         create_topic(s, "bad/name", 1, version=version, label="invalid name", wait=False)
+
+
+# Kafka's standard topic configs (issue 17 item 7a): accepted with their values, then
+# described with their types and sources; bad values refused with Kafka's messages.
+STANDARD_CONFIGS = {
+    "compression.type": "lz4",
+    "compression.lz4.level": "5",
+    "flush.ms": "1000",
+    "flush.messages": "1",
+    "preallocate": "true",
+    "segment.index.bytes": "1048576",
+    "segment.jitter.ms": "10",
+    "index.interval.bytes": "8192",
+    "unclean.leader.election.enable": "true",
+    "leader.replication.throttled.replicas": "*",
+}
+
+
+@sequence("data/create-topics-v7-standard-configs")
+def _(s: Session) -> None:
+    topic = s.name("std")
+    create_topic(s, topic, 1, version=7, configs=STANDARD_CONFIGS)
+    s.call(
+        "admin",
+        DESCRIBE_CONFIGS,
+        4,
+        "describe",
+        resources=[{"resource_type": 2, "resource_name": topic, "configuration_keys": None}],
+        include_synonyms=False,
+        include_documentation=False,
+    )
+    for name, value in (
+        ("compression.type", "none"),
+        ("compression.gzip.level", "0"),
+        ("flush.messages", "0"),
+        ("preallocate", "yes"),
+        ("remote.storage.enable", "true"),
+        ("follower.replication.throttled.replicas", "0:x"),
+    ):
+        create_topic(s, s.name("bad"), 1, version=7, configs={name: value}, label=name, wait=False)
 
 
 for _v in (0, 2, 3, 4, 5):
