@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import resource
 import signal
 import socket
@@ -33,8 +34,34 @@ def serving(
         proc.kill()
 
 
+def _ephemeral_ports() -> range:
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
+# Ports for test servers come from below the kernel's ephemeral range: a port bound and
+# released there could be taken at once as the local port of any client's connection (a
+# test's, or a flood benchmark's), and the server would then fail with EADDRINUSE.
+_EPHEMERAL = _ephemeral_ports()
+_SERVER_PORTS = range(10_000, max(10_000 + 1_000, _EPHEMERAL.start))
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A loopback port that is free now and outside the ephemeral range (see above)."""
+    for _ in range(200):
+        port = random.choice(_SERVER_PORTS)
+        if port in _EPHEMERAL:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # everything tried was taken: any port the kernel gives
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
