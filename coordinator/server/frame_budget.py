@@ -89,17 +89,7 @@ class FrameBudget:
         # What this iteration left unused does not carry over to the next.
         self._armed = False
         self.left = 0
-        waiting = self._waiting
-        for _ in range(len(waiting)):
-            if self._armed and self.left <= 0:
-                break
-            resume = waiting.popleft()
-            try:
-                resume()
-            except Exception as exc:  # one connection's failure must not strand the others
-                asyncio.get_running_loop().call_exception_handler(
-                    {"message": "resuming a connection's frames failed", "exception": exc}
-                )
+        _resume_while(self._waiting, lambda: not self._armed or self.left > 0, "frames")
 
     # bytes ---------------------------------------------------------------------------------
 
@@ -129,14 +119,19 @@ class FrameBudget:
         """Let the waiting claims retry, oldest first, while there is room (a retry that is
         refused waits again, behind the others)."""
         self._bytes_resume_scheduled = False
-        waiting = self._bytes_waiting
-        for _ in range(len(waiting)):
-            if self.held_bytes >= self.held_bytes_max:
-                break
-            resume = waiting.popleft()
-            try:
-                resume()
-            except Exception as exc:  # one connection's failure must not strand the others
-                asyncio.get_running_loop().call_exception_handler(
-                    {"message": "resuming a connection's reads failed", "exception": exc}
-                )
+        _resume_while(self._bytes_waiting, lambda: self.held_bytes < self.held_bytes_max, "reads")
+
+
+def _resume_while(waiting: deque[Callable[[], None]], room: Callable[[], bool], what: str) -> None:
+    """Call the waiting resumes, oldest first, while `room()` holds; each is called at most
+    once (one that waits again goes to the back, for a later turn)."""
+    for _ in range(len(waiting)):
+        if not room():
+            break
+        resume = waiting.popleft()
+        try:
+            resume()
+        except Exception as exc:  # one connection's failure must not strand the others
+            asyncio.get_running_loop().call_exception_handler(
+                {"message": f"resuming a connection's {what} failed", "exception": exc}
+            )
