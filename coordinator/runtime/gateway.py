@@ -78,6 +78,18 @@ class GroupCoordinatorGateway:
         self._runner_for = service.runner_for
         self._group_configs = group_configs
 
+    # -- transactions (INTERFACE SKELETON, session 13) ----------------------------------------
+
+    def complete_transaction(
+        self, offsets_partition: int, producer_id: int, producer_epoch: int, commit: bool
+    ) -> Awaitable[ErrorCode]:
+        """The transaction marker for `offsets_partition` (the shard index: Kafka's
+        __consumer_offsets partition) from the transaction coordinator: commits (`commit`)
+        or drops the pending transactional offsets of `producer_id` in every group of that
+        shard, writing the marker to the shard's log; the awaitable is set once it is
+        durable. Errors: NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS as every method."""
+        raise NotImplementedError("complete_transaction: the txn-offsets branch implements it")
+
     # -- offsets -----------------------------------------------------------------------------
 
     def commit_offsets(
