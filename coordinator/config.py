@@ -261,6 +261,9 @@ class Config:
     group_consumer_assignment_interval_ms: int = _group_setting(
         "group_consumer_assignment_interval_ms"
     )
+    group_consumer_regex_refresh_interval_ms: int = _group_setting(
+        "group_consumer_regex_refresh_interval_ms"
+    )
     group_consumer_offload_min_members: int = _group_setting("group_consumer_offload_min_members")
     group_consumer_offload_min_partitions: int = _group_setting(
         "group_consumer_offload_min_partitions"

@@ -178,6 +178,12 @@ class GroupConfig:
         "least time between target assignments of a group",
         "group.consumer.assignment.interval.ms",
     )
+    consumer_regex_refresh_interval_ms: int = _server(
+        600_000,
+        "group_consumer_regex_refresh_interval_ms",
+        "how often a consumer group's regex subscriptions are resolved again at the latest",
+        "group.consumer.regex.refresh.interval.ms",
+    )
     # Lower-cased by the shard, checked by check_server_settings.
     consumer_migration_policy: str = _server(
         "bidirectional",

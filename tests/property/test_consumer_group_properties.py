@@ -252,7 +252,9 @@ class Run:
                 assert not member.partitions_pending_revocation
             # Partitions of a topic the member no longer subscribes to are only ever pending
             # revocation (no topic is deleted here).
-            assert set(member.assigned_partitions) <= subscribed_ids(group, meta, image), (
+            assert set(member.assigned_partitions) <= subscribed_ids(
+                group, meta, image, self.h.timer
+            ), (
                 member_id,
                 meta,
             )
@@ -274,7 +276,9 @@ class Run:
             if not c.active:
                 self.join(c)
         for _ in range(12):
-            self.h.sleep(max(self.interval_ms, 1))
+            # A regex resolution may wait up to 10 s after the previous one.
+            due_ms = self.h.timer.deadline(f"regex-{GROUP}")
+            self.h.sleep(max(self.interval_ms, 1, (due_ms or 0) - self.h.now))
             for c in self.consumers:
                 if c.active:
                     self.ack(c)
@@ -299,7 +303,7 @@ class Run:
             assert not member.partitions_pending_revocation
             assigned = {t: frozenset(ps) for t, ps in member.assigned_partitions.items()}
             assert assigned == dict(group.target.get(member.member_id, {}))
-            subscribed = subscribed_ids(group, meta, image)
+            subscribed = subscribed_ids(group, meta, image, self.h.timer)
             for topic, parts in assigned.items():
                 assert topic in subscribed
                 for p in parts:
@@ -331,13 +335,15 @@ def matching(subscription: Subscription, names: Any) -> list[str]:
     return list(subscription)
 
 
-def subscribed_ids(group: ConsumerGroup, meta: Any, image: Any) -> set[uuid.UUID]:
+def subscribed_ids(group: ConsumerGroup, meta: Any, image: Any, timer: Any) -> set[uuid.UUID]:
     """The member's topics as the group knows them: names, and its regex's resolution."""
     names = set(meta.subscribed_topic_names)
     if meta.subscribed_topic_regex:
         resolved = group.resolved_regexes.get(meta.subscribed_topic_regex)
-        assert resolved is not None, meta.subscribed_topic_regex
-        names.update(resolved.topics)
+        if resolved is None:  # matches nothing until its resolution, which is on its way
+            assert timer.is_scheduled(f"regex-{group.group_id}"), meta.subscribed_topic_regex
+        else:
+            names.update(resolved.topics)
     return {tid for n in names if (tid := image.topic_id(n)) is not None}
 
 

@@ -231,10 +231,10 @@ def test_s7_unknown_server_assignor() -> None:
 
 
 def test_s10_invalid_regex() -> None:
-    """S10, as we do it. Kafka answers the regex join with MemberEpoch 1 (a new regex waits
-    for its background resolution and does not bump) and the later switch to names with 2.
-    We resolve the regex in the heartbeat, so the join already bumps (2, with the resolved
-    topics assigned) and the switch to names bumps again (3). The invalid regex is rejected
+    """S10, as Kafka: the regex join answers MemberEpoch 1 with nothing assigned (a new regex
+    waits for its resolution, a shard event of its own after the heartbeat, and does not
+    bump); the resolution writes the regex and bumps to 2, and the next heartbeat gets the
+    matched topics; the switch to names bumps to 3. The invalid regex is rejected
     identically, on join and on change, with nothing written."""
     h = harness()
     response = h.heartbeat(
@@ -257,12 +257,19 @@ def test_s10_invalid_regex() -> None:
             topic_partitions=[],
         )
     )
-    assert response.member_epoch == 2
-    assert assignment(response) == parts(h, foo=list(range(6)), bar=[0, 1, 2])
-    regex = values(h.last.records, ConsumerGroupRegularExpressionKey)
-    assert regex == [
+    assert response.member_epoch == 1
+    assert assignment(response) == {}
+    assert values(h.last.records, ConsumerGroupRegularExpressionKey) == []
+
+    fired = h.sleep(0)
+    assert summary(fired.records) == [("regex", ".*", False), ("group", None, False)]
+    assert values(fired.records, ConsumerGroupRegularExpressionKey) == [
         ConsumerGroupRegularExpressionValue(("bar", "foo"), h.topics.version, START_MS)
     ]
+    assert h.group().group_epoch == 2
+    response = ok(h.heartbeat(member_id="m", member_epoch=1))
+    assert response.member_epoch == 2
+    assert assignment(response) == parts(h, foo=list(range(6)), bar=[0, 1, 2])
 
     before = len(h.log)
     response = h.heartbeat(member_id="m", member_epoch=2, subscribed_topic_regex="[")
@@ -565,8 +572,8 @@ def test_s21_duplicate_full_heartbeat_while_unreleased() -> None:
 
 def test_s22_when_the_assignment_field_is_present() -> None:
     """S22. The full heartbeat with a regex changes the subscription (names -> names and
-    regex); we resolve the regex at once, so it also bumps the epoch (Kafka would wait for
-    the resolution): the Assignment is there either way, because the request is full."""
+    regex); the new regex is resolved after the heartbeat, so it moves no epoch yet: the
+    Assignment is there anyway, because the request is full."""
     h = harness(topics={"foo": 2})
     response = ok(h.join("m", ["foo"]))
     assert (response.member_epoch, assignment(response)) == (2, parts(h, foo=[0, 1]))
@@ -582,7 +589,7 @@ def test_s22_when_the_assignment_field_is_present() -> None:
     assert assignment(response) == parts(h, foo=[0, 1])
     response = ok(h.heartbeat(member_id="m", member_epoch=2, subscribed_topic_regex="fo+", **full))
     assert assignment(response) == parts(h, foo=[0, 1])
-    assert response.member_epoch == 3
+    assert response.member_epoch == 2
     h.assert_replayed()
 
 
@@ -1277,10 +1284,11 @@ def test_reconciling_heartbeat_interval() -> None:
 
 
 def test_s47_regex_join_with_new_regex() -> None:
-    """S47, as we do it: the regex is resolved inside m2's join, so the same heartbeat writes
-    the RegularExpression record (sorted topics, image version, now) and the bump to E+1
-    with the new hash, and m2 reconciles to E+1 with the matching topics' partitions. Kafka
-    answers this join at E with nothing and bumps after a background resolution."""
+    """S47, as Kafka: m2's join with a new regex moves no epoch and gets nothing (the regex
+    matches nothing until resolved); the resolution, a shard event after the heartbeat,
+    writes the RegularExpression record (sorted topics, image version, now) and the bump to
+    E+1 with the new hash; m2's next heartbeat reconciles to E+1 with the matching topics'
+    partitions. A second member with the resolved regex bumps at once, writing no regex."""
     h = harness(topics={"foo": 2, "foobar": 1, "bar": 3})
     m1 = Client(h, "m1")
     ok(m1.join(["bar"]))
@@ -1295,23 +1303,22 @@ def test_s47_regex_join_with_new_regex() -> None:
             topic_partitions=[],
         )
     )
-    assert summary(h.last.records) == [
-        ("member", "m2", False),
-        ("regex", "foo.*", False),
-        ("group", None, False),
-        ("target", "m2", False),
-        ("target-meta", None, False),
-        ("current", "m2", False),
-    ]
-    assert values(h.last.records, ConsumerGroupRegularExpressionKey) == [
+    assert summary(h.last.records) == [("member", "m2", False), ("current", "m2", False)]
+    assert (response.member_epoch, assignment(response)) == (epoch, {})
+    assert h.timer.is_scheduled("regex-" + GROUP)
+
+    fired = h.sleep(0)
+    assert summary(fired.records) == [("regex", "foo.*", False), ("group", None, False)]
+    assert values(fired.records, ConsumerGroupRegularExpressionKey) == [
         ConsumerGroupRegularExpressionValue(("foo", "foobar"), h.topics.version, h.timer.now_ms)
     ]
-    group_meta = values(h.last.records, ConsumerGroupMetadataKey)[0]
+    group_meta = values(fired.records, ConsumerGroupMetadataKey)[0]
     assert group_meta.epoch == epoch + 1 and group_meta.metadata_hash != old_hash
+    response = ok(h.heartbeat(member_id="m2", member_epoch=epoch))
     assert response.member_epoch == epoch + 1
     assert assignment(response) == parts(h, foo=[0, 1], foobar=[0])
-    # A second member with the same regex reuses the resolution.
-    ok(
+    # A second member with the same regex reuses the resolution, and moves the epoch.
+    response = ok(
         h.heartbeat(
             member_id="m3",
             member_epoch=0,
@@ -1321,13 +1328,16 @@ def test_s47_regex_join_with_new_regex() -> None:
         )
     )
     assert ("regex", "foo.*", False) not in summary(h.last.records)
+    assert response.member_epoch == epoch + 2
+    assert not h.timer.is_scheduled("regex-" + GROUP)
     h.assert_replayed()
 
 
 def test_regex_resolution_follows_topic_creation() -> None:
-    """A topic created later that matches a regex: the next heartbeat re-resolves it,
-    records the new topic set and bumps; a topic created that matches nothing moves no
-    epoch and writes nothing."""
+    """A topic created later that matches a regex: the next heartbeat asks for a new
+    resolution, at least 10 s (Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS) after the last
+    one; it records the new topic set and bumps, and the heartbeat after gets the topic. A
+    topic created that matches nothing only refreshes the record: no epoch moves."""
     h = harness(topics={"foo": 2})
     m = Client(h, "m")
     ok(
@@ -1338,17 +1348,51 @@ def test_regex_resolution_follows_topic_creation() -> None:
             topic_partitions=[],
         )
     )
+    h.sleep(0)
+    resolved_ms = h.timer.now_ms
+    ok(m.ack())
     epoch = h.group().group_epoch
     h.topics.add("other", 4)
-    before = len(h.log)
     assert ok(m.ack()).member_epoch == epoch
-    assert_nothing_written(h, before)
+    assert h.timer.deadline("regex-" + GROUP) == resolved_ms + 10_001
+    fired = h.sleep(10_001)
+    assert summary(fired.records) == [("regex", "foo.*", False)]
+    assert ok(m.ack()).member_epoch == epoch
     h.topics.add("foo2", 1)
+    before = len(h.log)
     response = ok(m.ack())
-    assert summary(h.last.records)[:2] == [("regex", "foo.*", False), ("group", None, False)]
+    assert response.member_epoch == epoch and len(h.log) == before
+    fired = h.sleep(10_001)
+    assert summary(fired.records) == [("regex", "foo.*", False), ("group", None, False)]
+    response = ok(m.ack())
     assert response.member_epoch == epoch + 1
     assert assignment(response) == parts(h, foo=[0, 1], foo2=[0])
     h.assert_replayed()
+
+
+def test_regex_refreshed_after_the_refresh_interval() -> None:
+    """group.consumer.regex.refresh.interval.ms: a heartbeat on the full path after it
+    resolves the group's regexes again, even with no topic change."""
+    h = harness(topics={"foo": 2}, consumer_regex_refresh_interval_ms=60_000)
+    m = Client(h, "m")
+    ok(
+        m._send(
+            member_epoch=0,
+            rebalance_timeout_ms=5000,
+            subscribed_topic_regex="foo.*",
+            topic_partitions=[],
+        )
+    )
+    h.sleep(0)
+    ok(m.ack())
+    h.sleep(30_000)
+    ok(m._send(member_epoch=m.epoch, rebalance_timeout_ms=5000))
+    assert not h.timer.is_scheduled("regex-" + GROUP)
+    h.sleep(31_000)
+    ok(m._send(member_epoch=m.epoch, rebalance_timeout_ms=5000))
+    fired = h.sleep(0)
+    assert summary(fired.records) == [("regex", "foo.*", False)]
+    assert values(fired.records, ConsumerGroupRegularExpressionKey)[0].timestamp == h.now
 
 
 def test_s49_regex_removed_when_last_subscriber_leaves() -> None:
@@ -1370,6 +1414,7 @@ def test_s49_regex_removed_when_last_subscriber_leaves() -> None:
 
     join_regex("a")
     join_regex("b")
+    h.sleep(0)  # resolved
     ok(h.heartbeat(member_id="a", member_epoch=-1))
     assert ("regex", "fo+", True) not in summary(h.last.records)
     ok(h.heartbeat(member_id="b", member_epoch=-1))
@@ -1384,10 +1429,13 @@ def test_s49_regex_removed_when_last_subscriber_leaves() -> None:
     assert h.group().resolved_regexes == {}
     # Fenced by its session timeout.
     join_regex("c")
+    h.sleep(0)
     fired = h.sleep(SESSION)
     assert ("regex", "fo+", True) in summary(fired.records)
     # Switching to names.
     join_regex("d")
+    h.sleep(0)
+    ok(h.heartbeat(member_id="d", member_epoch=h.group().group_epoch - 1))
     epoch = h.group().group_epoch
     response = ok(
         h.heartbeat(

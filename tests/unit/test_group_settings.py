@@ -48,6 +48,7 @@ SERVER_TO_SHARD = {
     "group_consumer_max_heartbeat_interval_ms": "consumer_max_heartbeat_interval_ms",
     "group_consumer_max_size": "consumer_max_size",
     "group_consumer_assignment_interval_ms": "consumer_assignment_interval_ms",
+    "group_consumer_regex_refresh_interval_ms": "consumer_regex_refresh_interval_ms",
     "group_consumer_migration_policy": "consumer_migration_policy",
     "group_consumer_offload_min_members": "consumer_offload_min_members",
     "group_consumer_offload_min_partitions": "consumer_offload_min_partitions",

@@ -361,8 +361,12 @@ class ConsumerGroup:
             self.has_legacy_partition_metadata = value is not None
 
     def replay_regex(self, regex: str, value: ConsumerGroupRegularExpressionValue | None) -> None:
-        self.spec_members = None
-        self.spec_ids = {}
+        known = self.resolved_regexes.get(regex)
+        if value is None or known is None or known.topics != value.topics:
+            # The members' resolved subscriptions change (a refresh finding the same topics
+            # keeps the assignors' cached view).
+            self.spec_members = None
+            self.spec_ids = {}
         if value is None:
             self.resolved_regexes.pop(regex, None)
         else:

@@ -1,5 +1,6 @@
 """The consumer groups' timer keys (as Kafka's, plus `assignment-<group>`: a held-back or
-offloaded target, and `fence-<group>`: members whose timers fired, removed in slices)."""
+offloaded target, `fence-<group>`: members whose timers fired, removed in slices, and
+`regex-<group>`: a resolution of the group's regexes, Kafka's `<group>-regex` task)."""
 
 from __future__ import annotations
 
@@ -18,3 +19,7 @@ def assignment_key(group_id: str) -> str:
 
 def fence_key(group_id: str) -> str:
     return f"fence-{group_id}"
+
+
+def regex_key(group_id: str) -> str:
+    return f"regex-{group_id}"

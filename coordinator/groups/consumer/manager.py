@@ -14,10 +14,6 @@ request emitted: nothing is written and no timer moved.
 
 Where we deliberately differ from Kafka (README, Decisions):
 
-* Regular expressions are resolved inside the heartbeat that needs them (and again when
-  the topic image changed), not by a background task: RE2 matching over the topic names
-  is fast, and the member gets its partitions in the same round trip instead of a later
-  one. The epoch still moves only when the resolved topics change.
 * A pending target assignment (group.consumer.assignment.interval.ms) is computed by a
   timer when the interval ends, not by whichever heartbeat comes next.
 * Members that are reconciling (or whose group has a newer target coming) are asked to
@@ -67,6 +63,7 @@ from .messages import HeartbeatRequest, HeartbeatResponse, TopicPartitionList
 from .migration import ClassicMembers
 from .reconcile import FencedMemberEpoch, compute_next_assignment, replace_static_member
 from .regex import validate_regex
+from .regex_refresh import RegexRefresh
 from .targets import preferred_assignor, target_of
 
 if TYPE_CHECKING:
@@ -77,10 +74,10 @@ def _blank(value: str | None) -> bool:
     return value is not None and not value.strip()
 
 
-class ConsumerGroupManager(MemberDepartures, GroupDescriptions):
+class ConsumerGroupManager(MemberDepartures, GroupDescriptions, RegexRefresh):
     """The consumer groups of one shard. Its parts: the heartbeat pipeline (here), target
     assignments (targets.py, offload.py), departures and member timers (departures.py),
-    describe/list/delete (describe.py)."""
+    regex resolutions (regex_refresh.py), describe/list/delete (describe.py)."""
 
     def __init__(self, shard: ShardView) -> None:
         self.shard = shard
@@ -347,26 +344,40 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions):
         old_names = old_meta.subscribed_topic_names if old_meta else ()
         old_regex = (old_meta.subscribed_topic_regex if old_meta else None) or ""
         new_regex = new_meta.subscribed_topic_regex or ""
-        subscription_changed = (
-            new_meta.subscribed_topic_names != old_names or new_regex != old_regex
-        )
-        if new_regex != old_regex and new_regex and group.regex_subscribers[new_regex] == 0:
+        names_changed = new_meta.subscribed_topic_names != old_names
+        regex_changed = new_regex != old_regex
+        subscription_changed = names_changed or regex_changed
+        if regex_changed and new_regex and group.regex_subscribers[new_regex] == 0:
             message = validate_regex(new_regex)
             if message is not None:
                 raise HeartbeatError(ErrorCode.INVALID_REGULAR_EXPRESSION, message)
-        bump = subscription_changed
+        # As Kafka: a new group moves off epoch 0; a regex moves the epoch only when it was
+        # dropped or is already resolved: a new one does once it is (regex_refresh.py).
+        bump = (
+            names_changed
+            or group.group_epoch == 0
+            or (
+                regex_changed
+                and (
+                    not new_regex
+                    or (
+                        group.regex_subscribers[new_regex] > 0
+                        and new_regex in group.resolved_regexes
+                    )
+                )
+            )
+        )
         old_assignor = old_meta.server_assignor if old_meta else None
         if not bump and new_meta.server_assignor != old_assignor:
             # Only the most popular assignor counts (counting members costs O(members)).
             bump = preferred_assignor(group, change) != group.preferred_assignor()
         image = self.shard.topics
         image_moved = group.checked_image_version != image.version
-        if new_regex != old_regex or image_moved:
-            self._refresh_regexes(group, change, records, now_ms)
+        self._maybe_refresh_regexes(group, change, records, now_ms)
         metadata_hash = group.metadata_hash
-        if bump or image_moved or change.resolved:
+        if bump or image_moved:
             metadata_hash = self.metadata_hash(group, change)
-            bump = bump or metadata_hash != group.metadata_hash or bool(change.resolved)
+            bump = bump or metadata_hash != group.metadata_hash
         group_epoch = group.group_epoch
         if bump:
             group_epoch += 1
@@ -555,7 +566,8 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions):
 
     def on_loaded(self, now_ms: int) -> None:
         """After a load: every member's session starts now, members still revoking get
-        their rebalance timeout again, and held-back targets their timer."""
+        their rebalance timeout again, held-back targets their timer, and regexes a
+        resolution (regex_refresh.py)."""
         for group in self.groups.values():
             for meta, member in group.iter_members():
                 classic = meta.classic_member_metadata
@@ -568,6 +580,8 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions):
                     self._schedule_rebalance_timeout(group.group_id, member, meta)
             if group.group_epoch > group.assignment_epoch and group.metadata:
                 self._schedule_assignment(group, now_ms)
+            if group.regex_subscribers:
+                self._arm_regex_resolution(group, now_ms)
 
 
 # -- helpers -----------------------------------------------------------------------------------

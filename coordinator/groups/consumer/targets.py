@@ -2,7 +2,7 @@
 the target it computes on the loop. A mixin of ConsumerGroupManager (manager.py).
 
 The assignor's inputs are the members' subscriptions as the heartbeat's change leaves them
-(regexes resolved against the topic image, `_refresh_regexes`; the group's cached
+(regexes as last resolved, regex_refresh.py; the group's cached
 MemberSubscription view, `_spec_members`), the previous target with the hints it takes
 (`_previous_target`), and the assignor the members prefer. `_compute_target` runs it and
 emits the TargetAssignmentMember records of the members whose target changed, then the
@@ -22,8 +22,6 @@ from typing import TYPE_CHECKING, NamedTuple
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.protocol.records import (
     ConsumerGroupMemberMetadataValue,
-    ConsumerGroupRegularExpressionKey,
-    ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
@@ -43,7 +41,6 @@ from ..topics import TopicImage
 from .change import GroupChange, HeartbeatError
 from .group import ConsumerGroup, TopicAssignment, most_popular, target_to_record
 from .keys import assignment_key
-from .regex import resolve_regex
 
 if TYPE_CHECKING:
     from ..shard_view import ShardView
@@ -59,36 +56,6 @@ class TargetAssignment:
     @property
     def groups(self) -> dict[str, ConsumerGroup]:
         return self.shard.consumer_groups
-
-    def _refresh_regexes(
-        self, group: ConsumerGroup, change: GroupChange, records: list[Record], now_ms: int
-    ) -> None:
-        """Resolve the regexes the group uses after this change: new ones now, all of them
-        again when the topic image moved since they were resolved. Records a regex whose
-        topics changed, and a tombstone for one nobody uses any more."""
-        used = regex_users(group, change)
-        image = self.shard.topics
-        names: list[str] | None = None
-        for regex in used:
-            known = group.resolved_regexes.get(regex)
-            if known is not None and known.version == image.version:
-                continue
-            if names is None:
-                names = list(image.topic_names())
-            topics = resolve_regex(regex, names)
-            if known is not None and known.topics == topics:
-                continue
-            change.resolved[regex] = topics
-            records.append(
-                (
-                    ConsumerGroupRegularExpressionKey(group.group_id, regex),
-                    ConsumerGroupRegularExpressionValue(topics, image.version, now_ms),
-                )
-            )
-        for regex in group.resolved_regexes:
-            if regex not in used:
-                change.resolved[regex] = None
-                records.append((ConsumerGroupRegularExpressionKey(group.group_id, regex), None))
 
     def _subscribed_names(self, group: ConsumerGroup, change: GroupChange) -> set[str]:
         """Every topic name the group subscribes to once `change` applies."""
