@@ -71,13 +71,6 @@ KNOWN_DIVERGENCES: dict[str, str] = {
         "assignment_epoch=0; groupcoord -1 and -1. " + _REGEX_EMPTY
     ),
     "consumer/v1-static-member-leave-and-return": _REGEX_EMPTY,
-    "consumer/regex-subscription": (
-        "Issue 17 item 7b. ConsumerGroupHeartbeat v1 joining with SubscribedTopicNames=[cf-t] "
-        "and SubscribedTopicRegex='cf-u.*': Kafka's first answer (epoch 2) assigns cf-t "
-        "[0,1,2] only and the regex's cf-u [0] arrives later (a heartbeat 2 s on: epoch 3, "
-        "cf-t [0,1,2] + cf-u [0]); groupcoord's first answer (epoch 2) already assigns cf-t "
-        "[0,1,2] + cf-u [0], and 2 s on answers epoch 2 with no assignment change."
-    ),
     "admin/describe-groups-include-authorized-operations": (
         "DescribeGroups v5 with include_authorized_operations=true, no authorizer: Kafka "
         "answers authorized_operations=3400 (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, "

@@ -300,3 +300,67 @@ def _(s: Session) -> None:
 def _(s: Session) -> None:
     group = s.group()
     consumer_heartbeat(s, "a", group, _member(s), 0, topics=None, regex="cf-(", label="join")
+
+
+@sequence("consumer/regex-resolved-later-acknowledged")
+def _(s: Session) -> None:
+    """Issue 17 item 7b step by step: the literal topic first, the regex's topic a heartbeat
+    after its asynchronous resolution, then acknowledged; the group described."""
+    group = s.group()
+    ids = topic_ids(s)
+    a = _member(s, "a")
+    first = consumer_heartbeat(
+        s, "a", group, a, 0, topics=[TOPIC], regex="cf-u.*", label="a joins: cf-t, regex"
+    )
+    s.sleep(2.0)
+    second = consumer_heartbeat(
+        s,
+        "a",
+        group,
+        a,
+        first.member_epoch,
+        owned=owned_from(first, ids),
+        topic_ids=ids,
+        label="a 2 s on: the regex's topic arrives",
+    )
+    consumer_heartbeat(
+        s,
+        "a",
+        group,
+        a,
+        second.member_epoch,
+        owned=owned_from(second, ids),
+        topic_ids=ids,
+        label="a acknowledges",
+    )
+    _describe(s, [group])
+
+
+@sequence("consumer/regex-only-then-names")
+def _(s: Session) -> None:
+    """A member subscribed by a new regex alone gets nothing until the regex is resolved;
+    dropping the regex for the same topics by name moves the epoch at once."""
+    group = s.group()
+    ids = topic_ids(s)
+    a = _member(s)
+    first = consumer_heartbeat(
+        s, "a", group, a, 0, topics=[], regex="cf-[tu]", label="join with a regex only"
+    )
+    s.sleep(2.0)
+    second = consumer_heartbeat(
+        s, "a", group, a, first.member_epoch, owned={}, topic_ids=ids, label="2 s on"
+    )
+    s.sleep(1.5)  # past the assignment interval
+    consumer_heartbeat(
+        s,
+        "a",
+        group,
+        a,
+        second.member_epoch,
+        regex="",
+        topics=[TOPIC, TOPIC2],
+        owned=owned_from(second, ids),
+        topic_ids=ids,
+        label="the same topics by name",
+    )
+    _describe(s, [group])
