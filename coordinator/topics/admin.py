@@ -24,14 +24,16 @@ from groupcoord.protocol.errors import ErrorCode
 from ..config import Config
 from ..observability.logging import get_logger
 from ..runtime.partitioning import OFFSETS_TOPIC
-from .configs import TOPIC_CONFIGS, ConfigSpec
+from .configs import TOPIC_CONFIG_BROKER_NAMES, TOPIC_CONFIGS, ConfigSpec
 from .context import TopicsContext
+from .kafka_broker_configs import DYNAMIC_BROKER_CONFIGS
 from .registry import Topic, TopicError, check_topic_name, collision_key
 
 log = get_logger("groupcoord.admin")
 
 # DescribeConfigs ConfigSource values.
 SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
+SOURCE_BROKER = 2  # DYNAMIC_BROKER_CONFIG
 SOURCE_CLUSTER_DEFAULT = 3  # DYNAMIC_DEFAULT_BROKER_CONFIG
 SOURCE_STATIC_BROKER = 4  # STATIC_BROKER_CONFIG
 SOURCE_DEFAULT = 5  # DEFAULT_CONFIG
@@ -62,41 +64,6 @@ _RESOURCE_NAMES = {
     RESOURCE_GROUP: "GROUP",
 }
 
-# The broker config each topic config falls back to, by its Kafka name (for synonyms).
-TOPIC_CONFIG_BROKER_NAMES = {
-    "retention.ms": "log.retention.ms",
-    "retention.bytes": "log.retention.bytes",
-    "segment.bytes": "log.segment.bytes",
-    "segment.ms": "log.roll.ms",
-    "max.message.bytes": "message.max.bytes",
-    "cleanup.policy": "log.cleanup.policy",
-    "delete.retention.ms": "log.cleaner.delete.retention.ms",
-    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
-    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
-    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
-    "message.timestamp.type": "log.message.timestamp.type",
-    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
-    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
-    "min.insync.replicas": "min.insync.replicas",
-    "compression.type": "compression.type",
-    "compression.gzip.level": "compression.gzip.level",
-    "compression.lz4.level": "compression.lz4.level",
-    "compression.zstd.level": "compression.zstd.level",
-    "file.delete.delay.ms": "log.segment.delete.delay.ms",
-    "flush.messages": "log.flush.interval.messages",
-    "index.interval.bytes": "log.index.interval.bytes",
-    "local.retention.bytes": "log.local.retention.bytes",
-    "local.retention.ms": "log.local.retention.ms",
-    "max.decompressed.message.bytes": "max.decompressed.message.bytes",
-    "preallocate": "log.preallocate",
-    "remote.copy.lag.bytes": "log.remote.copy.lag.bytes",
-    "remote.copy.lag.ms": "log.remote.copy.lag.ms",
-    "segment.index.bytes": "log.index.size.max.bytes",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
-    # The rest have no broker synonym with a value (Kafka lists none for them): flush.ms
-    # (log.flush.interval.ms is unset), segment.jitter.ms (log.roll.jitter.ms is unset),
-    # the throttled replica lists, the remote log switches, the dead letter queue switch.
-}
 # Topic configs a Kafka 4 cluster holds as a dynamic cluster-wide default from its start.
 _CLUSTER_DEFAULTS = frozenset({"min.insync.replicas"})
 # Topic configs whose broker synonym Kafka leaves unset: DescribeConfigs lists no synonym
@@ -248,14 +215,45 @@ BROKER_CONFIGS: tuple[_BrokerConfig, ...] = (
 
 
 def broker_config_entries(ctx: TopicsContext) -> list[_Entry]:
+    """This broker's configs: the server's settings under Kafka's names (read-only unless
+    Kafka updates them dynamically), each replaced by its dynamic value where one is set
+    (source DYNAMIC_BROKER_CONFIG on this broker's resource, DYNAMIC_DEFAULT_BROKER_CONFIG
+    on the cluster default ""), then the other dynamic configs set, in Kafka's order of
+    precedence in the synonyms."""
+    dynamic = ctx.topics.dynamic_broker_configs()
+    defaults = ctx.topics.broker_configs.overrides("")
     entries = []
+    described = set()
     for bc in BROKER_CONFIGS:
+        described.add(bc.name)
         value = bc.value(ctx)
         source = _setting_source(ctx.settings, bc.setting)
+        synonyms = _dynamic_synonyms(ctx, bc.name, defaults) + [(bc.name, value, source)]
+        if bc.name in dynamic:
+            value, source = synonyms[0][1], synonyms[0][2]
+        read_only = bc.name not in DYNAMIC_BROKER_CONFIGS
+        entries.append(_Entry(bc.name, value, source, bc.kind, bc.doc, read_only, tuple(synonyms)))
+    for name in sorted(set(dynamic) - described):
+        kind = DYNAMIC_BROKER_CONFIGS.get(name)
+        if kind is None:
+            continue  # unknown to Kafka: kept, not described (as Kafka does)
+        synonyms = _dynamic_synonyms(ctx, name, defaults)
         entries.append(
-            _Entry(bc.name, value, source, bc.kind, bc.doc, True, ((bc.name, value, source),))
+            _Entry(name, synonyms[0][1], synonyms[0][2], kind, "", False, tuple(synonyms))
         )
     return entries
+
+
+def _dynamic_synonyms(
+    ctx: TopicsContext, name: str, defaults: Mapping[str, str]
+) -> list[tuple[str, str, int]]:
+    own = ctx.topics.broker_configs.overrides(str(ctx.node.node_id))
+    synonyms = []
+    if name in own:
+        synonyms.append((name, own[name], SOURCE_BROKER))
+    if name in defaults:
+        synonyms.append((name, defaults[name], SOURCE_CLUSTER_DEFAULT))
+    return synonyms
 
 
 # CreateTopics -------------------------------------------------------------------------------
@@ -319,7 +317,7 @@ async def handle_create_topics(ctx: TopicsContext, request: Request) -> Any:
                     config_source=e.source,
                     is_sensitive=False,
                 )
-                for e in topic_config_entries(topic, ctx.settings)
+                for e in topic_config_entries(topic, ctx.topics.config)
             )
             if request.api_version >= 5
             else ()
@@ -713,7 +711,7 @@ def _describe_resource(
         topic = ctx.topics.get(rname)
         if topic is None:
             return (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{rname}' does not exist.", [])
-        return ErrorCode.NONE, None, topic_config_entries(topic, ctx.settings)
+        return ErrorCode.NONE, None, topic_config_entries(topic, ctx.topics.config)
     if rtype == RESOURCE_BROKER:
         if rname not in ("", str(ctx.node.node_id)):
             return (

@@ -523,3 +523,40 @@ def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, str]:
                 raise
             raise InvalidConfig(f"Invalid value {value} for configuration {name}: {e}") from None
     return checked
+
+
+# The broker config each topic config falls back to, by its Kafka name (for synonyms).
+TOPIC_CONFIG_BROKER_NAMES = {
+    "retention.ms": "log.retention.ms",
+    "retention.bytes": "log.retention.bytes",
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+    "max.message.bytes": "message.max.bytes",
+    "cleanup.policy": "log.cleanup.policy",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "local.retention.bytes": "log.local.retention.bytes",
+    "local.retention.ms": "log.local.retention.ms",
+    "max.decompressed.message.bytes": "max.decompressed.message.bytes",
+    "preallocate": "log.preallocate",
+    "remote.copy.lag.bytes": "log.remote.copy.lag.bytes",
+    "remote.copy.lag.ms": "log.remote.copy.lag.ms",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    # The rest have no broker synonym with a value (Kafka lists none for them): flush.ms
+    # (log.flush.interval.ms is unset), segment.jitter.ms (log.roll.jitter.ms is unset),
+    # the throttled replica lists, the remote log switches, the dead letter queue switch.
+}

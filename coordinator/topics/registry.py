@@ -50,8 +50,9 @@ from groupcoord.storage.checkpoint import atomic_write, read_json_file, state_fi
 
 from ..config import Config
 from ..runtime.partitioning import OFFSETS_TOPIC
+from .broker_config_store import BrokerConfigStore
 from .cleanup_policy import CleanupPolicy, lag_conflict
-from .configs import TOPIC_CONFIGS, validate_topic_configs
+from .configs import TOPIC_CONFIG_BROKER_NAMES, TOPIC_CONFIGS, validate_topic_configs
 from .producers import ProducerStates
 
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -112,7 +113,10 @@ class Topic:
 
 class TopicRegistry:
     def __init__(self, config: Config) -> None:
-        self.config = config
+        # `config` with the dynamic broker configs that set topic defaults applied
+        # (set_broker_configs); `base_config`: as the server was started.
+        self.config = self.base_config = config
+        self.broker_configs = BrokerConfigStore(config.data_path / "broker_configs.json")
         self.root = config.data_path / "topics"
         self.meta_path = config.data_path / "topics.json"
         self.by_name: dict[str, Topic] = {}
@@ -135,6 +139,8 @@ class TopicRegistry:
         when topics.json is unreadable, or a partition it lists has no directory, or
         topics.json is missing while partition directories hold data."""
         self.root.mkdir(parents=True, exist_ok=True)
+        self.broker_configs.load()
+        self.config = self._effective_config()
         data = read_json_file(self.meta_path)
         if data is None:
             check_no_unlisted_data(self.root, self.meta_path)
@@ -319,7 +325,41 @@ class TopicRegistry:
         for partition in topic.partitions:
             partition.log.reconfigure(log_config)
 
+    def dynamic_broker_configs(self) -> dict[str, tuple[str, bool]]:
+        """The dynamic broker configs in force: name -> (value, set on this broker's own
+        resource rather than the cluster default "")."""
+        merged = {name: (value, False) for name, value in self.broker_configs.overrides("").items()}
+        own = self.broker_configs.overrides(str(self.base_config.node_id))
+        merged.update((name, (value, True)) for name, value in own.items())
+        return merged
+
+    def set_broker_configs(self, resource: str, configs: dict[str, str]) -> None:
+        """Make `configs` (checked by alter_broker_configs.py) BROKER resource `resource`'s
+        dynamic configs: saved to broker_configs.json, then the topic defaults they set
+        applied to every live log. A failed save (OSError) changes nothing."""
+        self.broker_configs.replace(resource, configs)
+        self.config = self._effective_config()
+        for topic in self.by_name.values():
+            log_config = self._log_config(topic)
+            for partition in topic.partitions:
+                partition.log.reconfigure(log_config)
+
     # internals ---------------------------------------------------------------------------
+
+    def _effective_config(self) -> Config:
+        """The server's settings with the dynamic broker configs that are a topic config's
+        broker default and have a setting of ours behind it (log.retention.ms ->
+        log_retention_ms, ...)."""
+        by_broker_name = {broker: topic for topic, broker in TOPIC_CONFIG_BROKER_NAMES.items()}
+        changes: dict[str, object] = {}
+        for name, (value, _own) in self.dynamic_broker_configs().items():
+            topic_config = by_broker_name.get(name)
+            spec = TOPIC_CONFIGS.get(topic_config) if topic_config else None
+            if spec is None or spec.broker_setting is None:
+                continue
+            current = getattr(self.base_config, spec.broker_setting)
+            changes[spec.broker_setting] = int(value) if isinstance(current, int) else value
+        return dataclasses.replace(self.base_config, **changes) if changes else self.base_config
 
     def _checked_configs(self, configs: dict[str, str | None]) -> dict[str, str]:
         from groupcoord.protocol.errors import ErrorCode

@@ -1,7 +1,8 @@
 """Topic configs with confluent-kafka's AdminClient: IncrementalAlterConfigs on a TOPIC
 resource (SET, DELETE), seen by DescribeConfigs with its source and kept across a SIGKILL;
-a broker config is refused as not dynamic; and CreateTopics refuses a name that collides
-with an existing topic once '.' and '_' are unified."""
+a broker config Kafka cannot update dynamically is refused, dynamic ones kept and applied;
+and CreateTopics refuses a name that collides with an existing topic once '.' and '_' are
+unified."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tests.support import ServerProcess
+from tests.support import ServerProcess, serving
 
 TOPIC = "orders.v1"
 
@@ -89,11 +90,11 @@ def test_topic_configs_are_altered_described_and_persisted(tmp_path: Any) -> Non
         assert bad.value.args[0].name() == "INVALID_CONFIG"
         assert describe(admin, TOPIC)["segment.bytes"].value == "1048576"
 
-        # Broker configs are not dynamic here: refused as Kafka refuses a static one.
+        # A broker config Kafka cannot update dynamically is refused as Kafka refuses it.
         with pytest.raises(KafkaException) as bad:
-            alter(admin, ResourceType.BROKER, "0", ("log.retention.ms", "1"))
+            alter(admin, ResourceType.BROKER, "0", ("log.dirs", "/tmp/elsewhere"))
         assert bad.value.args[0].name() == "INVALID_REQUEST"
-        assert "Cannot update these configs dynamically" in bad.value.args[0].str()
+        assert bad.value.args[0].str() == "Cannot update these configs dynamically: [log.dirs]"
 
         # A colliding name is refused (Kafka: INVALID_TOPIC_EXCEPTION, 17).
         with pytest.raises(KafkaException) as bad:
@@ -116,3 +117,54 @@ def test_topic_configs_are_altered_described_and_persisted(tmp_path: Any) -> Non
         assert described["segment.bytes"].value == "1048576"
     finally:
         server.kill()
+
+
+def test_dynamic_broker_configs_apply_and_survive_sigkill(tmp_path: Any) -> None:
+    """IncrementalAlterConfigs on BROKER resources as Kafka 4.4 answers it (issue 17 item
+    7c): dynamic configs are accepted (log.retention.ms becomes the retention of topics
+    without their own, compression.type, max.connections and a name Kafka does not know
+    are kept), bad values refused with Kafka's message; DescribeConfigs shows them with
+    Kafka's sources; a SIGKILL and a restart keep them."""
+    with serving(tmp_path / "data") as server:
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        create(admin, "plain")
+        alter(admin, ResourceType.BROKER, "0", ("log.retention.ms", "3600000"))
+        alter(
+            admin,
+            ResourceType.BROKER,
+            "0",
+            ("log.retention.ms", "3600000"),
+            ("compression.type", "gzip"),
+            ("max.connections", "500"),
+            ("custom.plugin.setting", "x"),
+        )
+        with pytest.raises(KafkaException) as bad:
+            alter(admin, ResourceType.BROKER, "0", ("max.connections", "-5"))
+        assert bad.value.args[0].name() == "INVALID_REQUEST"
+        assert bad.value.args[0].str() == (
+            "Invalid value -5 for configuration max.connections: Value must be at least 0"
+        )
+        with pytest.raises(KafkaException) as bad:
+            alter(admin, ResourceType.BROKER, "0", ("compression.type", "nope"))
+        assert bad.value.args[0].str() == (
+            "Invalid value nope for configuration compression.type: String must be one of: "
+            "uncompressed, zstd, lz4, snappy, gzip, producer"
+        )
+
+        def check(admin: AdminClient) -> None:
+            broker = ConfigResource(ResourceType.BROKER, "0")
+            described = admin.describe_configs([broker])[broker].result(timeout=10)
+            retention = described["log.retention.ms"]
+            assert retention.value == "3600000"
+            assert retention.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+            assert not retention.is_read_only
+            assert described["compression.type"].value == "gzip"
+            assert described["max.connections"].value == "500"
+            assert described["log.dirs"].is_read_only
+            topic = describe(admin, "plain")
+            assert topic["retention.ms"].value == "3600000"
+
+        check(admin)
+        server.kill()
+        server.restart()
+        check(AdminClient({"bootstrap.servers": server.bootstrap}))

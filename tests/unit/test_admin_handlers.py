@@ -30,6 +30,7 @@ from groupcoord.coordinator.topics.admin import (
 )
 from groupcoord.coordinator.topics.alter_configs import handle_incremental_alter_configs
 from groupcoord.coordinator.topics.configs import TOPIC_CONFIGS
+from groupcoord.coordinator.topics.kafka_broker_configs import DYNAMIC_BROKER_CONFIGS
 from groupcoord.coordinator.topics.metadata import (
     handle_describe_cluster,
     handle_describe_topic_partitions,
@@ -990,7 +991,11 @@ def test_describe_configs_broker(ctx: Any, name: str) -> None:
     assert configs["message.max.bytes"].value == str(ctx.settings.message_bytes_max)
     assert configs["log.retention.ms"].config_source == 5
     assert configs["log.dirs"].config_source == 4  # data_dir was configured
-    assert all(c.read_only for c in result.configs)
+    # Read-only as Kafka 4.4 reports them: what it cannot update dynamically.
+    assert [c.name for c in result.configs if not c.read_only] == [
+        c.name for c in result.configs if c.name in DYNAMIC_BROKER_CONFIGS
+    ]
+    assert not configs["log.retention.ms"].read_only and configs["log.dirs"].read_only
 
 
 def test_describe_configs_broker_reports_configured_settings(tmp_path: Any) -> None:
@@ -1233,7 +1238,10 @@ def test_incremental_alter_configs_topic_max_message_bytes_applies_at_once(ctx: 
 
 
 @pytest.mark.parametrize("name", ["", "0"])
-def test_incremental_alter_configs_broker_configs_are_not_dynamic(ctx: Any, name: str) -> None:
+def test_incremental_alter_configs_broker_configs_as_kafka(ctx: Any, name: str) -> None:
+    """Issue 17 item 7c: Kafka 4.4 updates log.retention.ms dynamically and refuses
+    num.partitions; "" is the cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG), "0" this
+    broker's own (DYNAMIC_BROKER_CONFIG); DELETE falls back to the server's setting."""
     results = alter_configs(
         ctx,
         (4, name, [("log.retention.ms", SET, "1000"), ("num.partitions", SET, "3")]),
@@ -1242,19 +1250,30 @@ def test_incremental_alter_configs_broker_configs_are_not_dynamic(ctx: Any, name
     )
     static, other, not_a_number = results
     assert static.error_code == ErrorCode.INVALID_REQUEST
-    assert static.error_message.startswith(
-        "Cannot update these configs dynamically: Set(log.retention.ms, num.partitions)"
-    )
+    assert static.error_message == "Cannot update these configs dynamically: [num.partitions]"
     assert other.error_code == ErrorCode.INVALID_REQUEST
     assert other.error_message == "Unexpected broker id, expected 0, but received 7"
     assert not_a_number.error_code == ErrorCode.INVALID_REQUEST
     assert not_a_number.error_message == "Node id must be an integer, but it is: x"
-    results = alter_configs(
-        ctx,
-        (4, name, [("log.retention.ms", DELETE, None)]),
-        (2, "unrelated", [("retention.ms", SET, "1")]),
+    (bad,) = alter_configs(ctx, (4, name, [("log.retention.ms", SET, "abc")]))
+    assert (bad.error_code, bad.error_message) == (
+        ErrorCode.INVALID_REQUEST,
+        "Invalid value abc for configuration log.retention.ms: Not a number of type LONG",
     )
-    assert results[0].error_code == ErrorCode.NONE  # nothing to delete, as in Kafka
+    (broker,) = describe_configs(ctx, 4, (4, name, ("log.retention.ms",)))
+    assert broker.configs[0].value == str(ctx.settings.log_retention_ms)
+
+    (done,) = alter_configs(ctx, (4, name, [("log.retention.ms", SET, "1000")]))
+    assert done.error_code == ErrorCode.NONE
+    (broker,) = describe_configs(ctx, 4, (4, name, ("log.retention.ms",)))
+    assert broker.configs[0].value == "1000"
+    assert broker.configs[0].config_source == (3 if name == "" else 2)
+    assert ctx.topics.config.log_retention_ms == 1000  # topics without an override
+
+    results = alter_configs(ctx, (4, name, [("log.retention.ms", DELETE, None)]))
+    assert results[0].error_code == ErrorCode.NONE
+    (broker,) = describe_configs(ctx, 4, (4, name, ("log.retention.ms",)))
+    assert broker.configs[0].value == str(ctx.settings.log_retention_ms)
     results = alter_configs(
         ctx,
         (4, name, [("log.retention.ms", APPEND, "1")]),
@@ -1265,8 +1284,6 @@ def test_incremental_alter_configs_broker_configs_are_not_dynamic(ctx: Any, name
         "Config value append is not allowed for config key: log.retention.ms"
     )
     assert results[1].error_message == "Unknown config name: no.such.config"
-    (broker,) = describe_configs(ctx, 4, (4, name, ("log.retention.ms",)))
-    assert broker.configs[0].value == str(ctx.settings.log_retention_ms)
 
 
 def test_incremental_alter_configs_group_and_other_resources(ctx: Any) -> None:

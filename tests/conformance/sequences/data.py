@@ -334,3 +334,48 @@ for _v in (0, 2, 3, 4, 5):
         produce(s, topic, 0, batch(3, 2, seq=3, **kw), label="seq 3 again: duplicate")
         produce(s, topic, 0, batch(9, 1, seq=9, **kw), label="seq 9: out of order")
         fetch(s, topic, {0: 0}, version=12)
+
+
+INCREMENTAL_ALTER_CONFIGS = 44
+_BROKER_CHANGES = (
+    ("log.retention.ms", "3600000"),
+    ("compression.type", "gzip"),
+    ("max.connections", "1000"),
+    ("log.cleaner.threads", "2"),
+    ("cf.no.such.config", "x"),
+    ("broker.id", "5"),
+    ("log.dirs", "/tmp/elsewhere"),
+    ("log.retention.ms", "abc"),
+    ("compression.type", "nope"),
+    ("max.connections", "-5"),
+    ("log.segment.bytes", "10"),
+)
+
+
+def _alter_broker(s: Session, resource: str, name: str, value: str, validate_only: bool) -> None:
+    s.call(
+        "admin",
+        INCREMENTAL_ALTER_CONFIGS,
+        1,
+        f"{resource or 'default'}: {name}={value}",
+        resources=[
+            {
+                "resource_type": 4,
+                "resource_name": resource,
+                "configs": [{"name": name, "config_operation": 0, "value": value}],
+            }
+        ],
+        validate_only=validate_only,
+    )
+
+
+for _resource in ("0", ""):
+
+    @sequence(f"data/incremental-alter-broker-{_resource or 'default'}-configs")
+    def _(s: Session, resource: str = _resource) -> None:
+        """Issue 17 item 7c: which broker configs Kafka updates dynamically, which it
+        refuses, and how it checks values (validate_only: other sequences see no change)."""
+        for name, value in _BROKER_CHANGES:
+            _alter_broker(s, resource, name, value, validate_only=True)
+        # Refused for real too (nothing changes either way).
+        _alter_broker(s, resource, "log.dirs", "/tmp/elsewhere", validate_only=False)
