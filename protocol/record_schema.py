@@ -301,7 +301,9 @@ class SchemaCompiler:
             if name not in index:
                 raise TypeError(f"{where}: {cls.__name__} has no field {name}")
             i = index[name]
-            present = version in _Versions.parse(f["versions"])
+            # A tagged-only field may omit "versions" (Kafka's generator then takes its
+            # taggedVersions: TransactionLogValue's tagged fields).
+            present = version in _Versions.parse(f.get("versions") or f.get("taggedVersions"))
             tagged = flexible and version in _Versions.parse(f.get("taggedVersions"))
             nullable = version in _Versions.parse(f.get("nullableVersions"))
             if not present or tagged:

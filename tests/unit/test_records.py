@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from groupcoord.protocol import record_schema as rs
 from groupcoord.protocol import records as r
 from groupcoord.protocol.frozen import fast_new
+from groupcoord.protocol.txn_records import TXN_SCHEMAS
 from groupcoord.protocol.records import (
     ClassicMemberMetadata,
     ClassicProtocol,
@@ -120,7 +121,8 @@ def test_schema_copies_are_unmodified() -> None:
     for line in (copies / "SHA256SUMS").read_text().splitlines():
         digest, file = line.split()
         sums[file] = digest
-    assert set(sums) == {f"{name}.json" for name in rs.SCHEMAS}
+    # The transaction state log's schemas (protocol/txn_records.py) sit beside them.
+    assert set(sums) == {f"{name}.json" for name in (*rs.SCHEMAS, *TXN_SCHEMAS)}
     for file, digest in sums.items():
         assert hashlib.sha256((copies / file).read_bytes()).hexdigest() == digest, file
     shared = Path(__file__).resolve().parents[3] / "shared/kafka-schemas/coordinator-records"
