@@ -33,13 +33,15 @@ class MarkerJob:
 
 @dataclass(frozen=True, slots=True)
 class DescribedTransaction:
+    """An error's fields are the schema's defaults (0, ""), as Kafka leaves them."""
+
     transactional_id: str
     error: ErrorCode
     state: str = ""
-    producer_id: int = -1
-    producer_epoch: int = -1
-    timeout_ms: int = -1
-    start_ms: int = -1
+    producer_id: int = 0
+    producer_epoch: int = 0
+    timeout_ms: int = 0
+    start_ms: int = 0
     partitions: tuple[TopicPartition, ...] = ()
 
 

@@ -374,7 +374,9 @@ class TxnShard:
 
     # -- loading and replay ----------------------------------------------------------------
 
-    def replay(self, key: TransactionLogKey, value: TransactionLogValue | None, now_ms: int) -> None:
+    def replay(
+        self, key: TransactionLogKey, value: TransactionLogValue | None, now_ms: int
+    ) -> None:
         """The only mutator of durable state: the value becomes the id's state (a tombstone
         removes it). `last_producer_epoch` is kept for a live entry, -1 for a loaded one."""
         txn_id = key.transactional_id
@@ -423,7 +425,8 @@ class TxnShard:
         below 2): Ongoing -> PrepareEpochFence -> PrepareAbort, epoch + 1 (MAX stays MAX),
         lastProducerEpoch -1 so the fenced producer cannot pass as a retry."""
         check_transition(meta.state, PREPARE_EPOCH_FENCE)
-        fence_epoch = meta.producer_epoch if meta.producer_epoch >= EPOCH_MAX else meta.producer_epoch + 1
+        epoch = meta.producer_epoch
+        fence_epoch = epoch if epoch >= EPOCH_MAX else epoch + 1
         fenced = replace_meta(meta, state=PREPARE_EPOCH_FENCE, producer_epoch=fence_epoch)
         self._prepare(fenced, PREPARE_ABORT, result, now_ms)
         meta.last_producer_epoch = NO_EPOCH
