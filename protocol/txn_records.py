@@ -148,6 +148,7 @@ __all__ = [
     "TransactionLogKey",
     "TransactionLogValue",
     "TxnTopicPartitions",
+    "UnsupportedRecordVersion",
     "decode_txn_key",
     "decode_txn_value",
     "encode_txn_key",

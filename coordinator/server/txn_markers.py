@@ -10,8 +10,9 @@ plane's `write_txn_marker` (topics/txn_markers.py), an offsets partition
 returns once its marker is durable. Per partition, as Kafka's completion handler:
 
 * NONE: done. UNSUPPORTED_FOR_MESSAGE_FORMAT / UNSUPPORTED_VERSION: done, as if written.
-* UNKNOWN_TOPIC_OR_PARTITION for a topic (or partition) that no longer exists: done (Kafka
-  drops a partition without a leader: the topic was deleted).
+* A topic (or partition) that no longer exists: done, whatever the write answered
+  (UNKNOWN_TOPIC_OR_PARTITION), checked before every try (Kafka drops a partition without
+  a leader: the topic was deleted).
 * INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED: the job stops; the transaction
   stays in its Prepare state until its shard is loaded again (as Kafka).
 * Anything else (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT,
@@ -136,6 +137,8 @@ class TxnMarkerRouter:
     async def _write(self, job: MarkerJob, topic: str, partition: int) -> None:
         backoff_ms = MARKER_RETRY_BACKOFF_MS
         while True:
+            if self._deleted(topic, partition):
+                return  # checked before every try: Kafka drops a partition without a leader
             try:
                 if topic == OFFSETS_TOPIC:
                     error = await self.complete_offsets(
@@ -165,8 +168,6 @@ class TxnMarkerRouter:
                 return
             if error in _STOP:
                 raise _Stopped(error)
-            if error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and self._deleted(topic, partition):
-                return
             await asyncio.sleep(backoff_ms / 1000)
             backoff_ms = min(2 * backoff_ms, MARKER_RETRY_BACKOFF_MAX_MS)
 

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from groupcoord.protocol import record_schema as rs
 from groupcoord.protocol import records as r
 from groupcoord.protocol.frozen import fast_new
-from groupcoord.protocol.txn_records import TXN_SCHEMAS
 from groupcoord.protocol.records import (
     ClassicMemberMetadata,
     ClassicProtocol,
@@ -56,6 +55,7 @@ from groupcoord.protocol.records import (
     encode_key,
     encode_value,
 )
+from groupcoord.protocol.txn_records import TXN_SCHEMAS
 
 TOPIC_ID = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
 TOPIC_ID_HEX = "00112233445566778899aabbccddeeff"
