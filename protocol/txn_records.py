@@ -20,11 +20,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .record_fields import DECODE_ERRORS
-from .record_schema import SchemaCompiler, load_schema
-from .record_types import MalformedRecord, UnknownRecordType, UnsupportedRecordVersion
-
-_I16 = struct.Struct(">h")
+from .record_schema import SchemaCompiler, decode_prefixed, encode_prefixed, load_schema
+from .record_types import UnknownRecordType, UnsupportedRecordVersion
 
 KEY_VERSION: Final = 0
 # TransactionVersion.transactionLogValueVersion(): 0 for TV0, 1 from TV1.
@@ -67,8 +64,12 @@ TXN_SCHEMAS: Final[dict[str, dict[str, type]]] = {
     },
 }
 
-_KEY_CODEC = SchemaCompiler(load_schema("TransactionLogKey"), TXN_SCHEMAS["TransactionLogKey"], 0)
-_KEY_READ, _KEY_WRITE = _KEY_CODEC.message()
+_KEY_CODECS = {
+    KEY_VERSION: SchemaCompiler(
+        load_schema("TransactionLogKey"), TXN_SCHEMAS["TransactionLogKey"], 0
+    ).message()
+}
+_KEY_WRITE = _KEY_CODECS[KEY_VERSION][1]
 _VALUE_SCHEMA = load_schema("TransactionLogValue")
 _VALUE_CODECS = {
     v: SchemaCompiler(_VALUE_SCHEMA, TXN_SCHEMAS["TransactionLogValue"], v).message()
@@ -77,23 +78,13 @@ _VALUE_CODECS = {
 
 
 def encode_txn_key(key: TransactionLogKey) -> bytes:
-    out = [_I16.pack(KEY_VERSION)]
-    _KEY_WRITE(key, out)
-    return b"".join(out)
+    return encode_prefixed(KEY_VERSION, _KEY_WRITE, key)
 
 
 def decode_txn_key(data: bytes) -> TransactionLogKey:
     """Raises UnknownRecordType (an unknown key version: skip the record, as Kafka's
     loader does) or MalformedRecord."""
-    try:
-        (version,) = _I16.unpack_from(data, 0)
-        if version != KEY_VERSION:
-            raise UnknownRecordType(version)
-        key, pos = _KEY_READ(data, 2)
-    except DECODE_ERRORS as e:
-        raise MalformedRecord(f"transaction log key: {e}") from e
-    if pos != len(data):
-        raise MalformedRecord(f"transaction log key: {len(data) - pos} trailing bytes")
+    key = decode_prefixed(_KEY_CODECS, data, "transaction log key", UnknownRecordType)
     assert isinstance(key, TransactionLogKey)
     return key
 
@@ -107,28 +98,21 @@ def encode_txn_value(value: TransactionLogValue, version: int = VALUE_VERSION_TV
     if version == VALUE_VERSION_TV0:
         # The v0 schema lacks the tagged fields; Kafka's writer simply does not write them.
         value = _without_tagged(value)
-    out = [_I16.pack(version)]
     try:
-        codec[1](value, out)
+        return encode_prefixed(version, codec[1], value)
     except struct.error as e:
         raise ValueError(f"TransactionLogValue: {e}") from e
-    return b"".join(out)
 
 
 def decode_txn_value(data: bytes) -> TransactionLogValue:
     """Raises UnsupportedRecordVersion or MalformedRecord."""
-    try:
-        (version,) = _I16.unpack_from(data, 0)
-        codec = _VALUE_CODECS.get(version)
-        if codec is None:
-            raise UnsupportedRecordVersion(f"TransactionLogValue version {version}")
-        value, pos = codec[0](data, 2)
-    except DECODE_ERRORS as e:
-        raise MalformedRecord(f"transaction log value: {e}") from e
-    if pos != len(data):
-        raise MalformedRecord(f"transaction log value: {len(data) - pos} trailing bytes")
+    value = decode_prefixed(_VALUE_CODECS, data, "transaction log value", _unsupported)
     assert isinstance(value, TransactionLogValue)
     return value
+
+
+def _unsupported(version: int) -> UnsupportedRecordVersion:
+    return UnsupportedRecordVersion(f"TransactionLogValue version {version}")
 
 
 def _without_tagged(value: TransactionLogValue) -> Any:
