@@ -227,6 +227,48 @@ class Config:
     offsets_tombstone_retention_ms: int = field(
         default=DAY_MS, metadata={"help": "how long compaction keeps tombstones"}
     )
+    transaction_state_partitions: int = field(
+        default=50,
+        metadata={
+            "help": "transaction coordinator shards, logs __transaction_state-N "
+            "(transaction.state.log.num.partitions); like offsets_partitions, it applies to "
+            "a new data directory only"
+        },
+    )
+    transaction_state_segment_bytes: int = field(
+        default=100 * MiB,
+        metadata={
+            "help": "transaction state log segment size (transaction.state.log.segment.bytes)"
+        },
+    )
+    transaction_max_timeout_ms: int = field(
+        default=900_000,
+        metadata={
+            "help": "largest transaction timeout a producer may ask for; above it "
+            "InitProducerId answers INVALID_TRANSACTION_TIMEOUT (transaction.max.timeout.ms)"
+        },
+    )
+    transaction_abort_interval_ms: int = field(
+        default=10_000,
+        metadata={
+            "help": "how often transactions past their timeout are aborted "
+            "(transaction.abort.timed.out.transaction.cleanup.interval.ms)"
+        },
+    )
+    transactional_id_expiration_ms: int = field(
+        default=7 * DAY_MS,
+        metadata={
+            "help": "a transactional id with no transaction in progress and no update for "
+            "this long is forgotten (transactional.id.expiration.ms)"
+        },
+    )
+    transaction_expiration_interval_ms: int = field(
+        default=3_600_000,
+        metadata={
+            "help": "how often expired transactional ids are removed "
+            "(transaction.remove.expired.transaction.cleanup.interval.ms)"
+        },
+    )
     group_min_session_timeout_ms: int = _group_setting("group_min_session_timeout_ms")
     group_max_session_timeout_ms: int = _group_setting("group_max_session_timeout_ms")
     group_initial_rebalance_delay_ms: int = _group_setting("group_initial_rebalance_delay_ms")
@@ -375,6 +417,12 @@ def validate(config: Config) -> None:
         "log_segment_bytes",
         "log_cleaner_interval_ms",
         "offsets_partitions",
+        "transaction_state_partitions",
+        "transaction_state_segment_bytes",
+        "transaction_max_timeout_ms",
+        "transaction_abort_interval_ms",
+        "transactional_id_expiration_ms",
+        "transaction_expiration_interval_ms",
         "thread_switch_interval_us",
         "group_member_metadata_bytes_max",
         "group_member_assignment_bytes_max",

@@ -55,6 +55,7 @@ from .record_types import (
     OffsetCommitKey,
     OffsetCommitValue,
     PartitionMetadata,
+    RecordError,
     TopicMetadata,
     TopicPartitions,
     TopicPartitionsWithEpochs,
@@ -301,7 +302,9 @@ class SchemaCompiler:
             if name not in index:
                 raise TypeError(f"{where}: {cls.__name__} has no field {name}")
             i = index[name]
-            present = version in _Versions.parse(f["versions"])
+            # A tagged-only field may omit "versions" (Kafka's generator then takes its
+            # taggedVersions: TransactionLogValue's tagged fields).
+            present = version in _Versions.parse(f.get("versions") or f.get("taggedVersions"))
             tagged = flexible and version in _Versions.parse(f.get("taggedVersions"))
             nullable = version in _Versions.parse(f.get("nullableVersions"))
             if not present or tagged:
@@ -483,48 +486,59 @@ def _compile_all() -> None:
 _compile_all()
 
 
+def decode_prefixed(
+    codecs: Mapping[int, tuple[_Reader, _Writer]],
+    data: bytes,
+    what: str,
+    unknown: Callable[[int], RecordError],
+) -> Any:
+    """An int16 prefix (a record type, or a version) choosing the codec in `codecs`, then
+    its struct, which must end with the data. Raises `unknown(prefix)` for a prefix
+    without a codec, MalformedRecord for bad bytes (`what` names them)."""
+    try:
+        (prefix,) = _I16.unpack_from(data, 0)
+        codec = codecs.get(prefix)
+        if codec is None:
+            raise unknown(prefix)
+        obj, pos = codec[0](data, 2)
+    except DECODE_ERRORS as e:
+        raise MalformedRecord(f"{what}: {e}") from e
+    if pos != len(data):
+        raise MalformedRecord(f"{what}: {len(data) - pos} trailing bytes")
+    return obj
+
+
+def encode_prefixed(prefix: int, write: _Writer, obj: Any) -> bytes:
+    """The int16 prefix, then `obj` written by `write`."""
+    out = [_I16.pack(prefix)]
+    write(obj, out)
+    return b"".join(out)
+
+
 def generic_decode_key(data: bytes) -> Key:
     """The schema-driven key decoder (the fast paths are checked against it)."""
-    try:
-        (record_type,) = _I16.unpack_from(data, 0)
-        codec = GENERIC_KEYS.get(record_type)
-        if codec is None:
-            raise UnknownRecordType(record_type)
-        key, pos = codec[0](data, 2)
-    except DECODE_ERRORS as e:
-        raise MalformedRecord(f"coordinator key: {e}") from e
-    if pos != len(data):
-        raise MalformedRecord(f"coordinator key: {len(data) - pos} trailing bytes")
-    return cast(Key, key)
+    return cast(Key, decode_prefixed(GENERIC_KEYS, data, "coordinator key", UnknownRecordType))
 
 
 def generic_encode_key(key: Key) -> bytes:
-    out = [_I16.pack(key.RECORD_TYPE)]
-    GENERIC_KEYS[key.RECORD_TYPE][1](key, out)
-    return b"".join(out)
+    return encode_prefixed(key.RECORD_TYPE, GENERIC_KEYS[key.RECORD_TYPE][1], key)
 
 
 def generic_decode_value(record_type: int, data: bytes) -> Value:
     versions = GENERIC_VALUES.get(record_type)
     if versions is None:
         raise UnknownRecordType(record_type)
-    try:
-        (version,) = _I16.unpack_from(data, 0)
-        codec = versions.get(version)
-        if codec is None:
-            raise UnsupportedRecordVersion(f"record type {record_type} value version {version}")
-        value, pos = codec[0](data, 2)
-    except DECODE_ERRORS as e:
-        raise MalformedRecord(f"record type {record_type} value: {e}") from e
-    if pos != len(data):
-        raise MalformedRecord(f"record type {record_type} value: {len(data) - pos} trailing bytes")
-    return cast(Value, value)
+
+    def unsupported(version: int) -> RecordError:
+        return UnsupportedRecordVersion(f"record type {record_type} value version {version}")
+
+    return cast(
+        Value, decode_prefixed(versions, data, f"record type {record_type} value", unsupported)
+    )
 
 
 def generic_encode_value(value: Value, version: int) -> bytes:
     versions = GENERIC_VALUES[value.RECORD_TYPE]
     if version not in versions:
         raise UnsupportedRecordVersion(f"{type(value).__name__} has no version {version}")
-    out = [_I16.pack(version)]
-    versions[version][1](value, out)
-    return b"".join(out)
+    return encode_prefixed(version, versions[version][1], value)

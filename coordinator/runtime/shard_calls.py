@@ -21,8 +21,9 @@ from groupcoord.protocol.errors import ErrorCode
 
 from ..groups.result import Result
 from ..groups.shard import GroupShard
+from .log_runner import CoordinatorShardRunner, NotActive, ShardState, StorageFailure
 from .pending import Pending
-from .runner import NotActive, ShardRunner, ShardState, StorageFailure
+from .runner import ShardRunner
 
 # An event of a request: `event(shard, call, now_ms)` runs it with `call.request`, handing
 # `call` to the shard as the reply.
@@ -63,10 +64,16 @@ class ShardCall(Pending):
         )
 
 
-def run_on_shard(runner: ShardRunner, event: ShardEvent, call: ShardCall, read_at: float) -> Any:
+def run_on_shard(
+    runner: CoordinatorShardRunner,
+    event: Callable[[Any, ShardCall, int], Result],
+    call: ShardCall,
+    read_at: float,
+) -> Any:
     """Run `event` for `call` on `runner`'s shard: the response when the shard answered at
     once, else `call` (a Pending of it); `failed(...)` when the shard is not active.
-    `read_at` (time.perf_counter): when the request was read, for the queue-time metric."""
+    `read_at` (time.perf_counter): when the request was read, for the queue-time metric.
+    Any family of shards: the group coordinator's, the transaction coordinator's."""
     try:
         runner.call(event, call, read_at)
     except NotActive as e:

@@ -27,15 +27,25 @@ from groupcoord.storage.checkpoint import fsync_directory, read_offset_file, wri
 from ..observability.logging import get_logger
 
 SHARD_COUNT_FILE = "coordinator_shards"
+# The transaction coordinator's shards (`__transaction_state-N`) are settled the same way.
+TXN_SHARD_COUNT_FILE = "transaction_shards"
 
 log = get_logger("groupcoord.coordinator")
 
 
-def settled_shard_count(data_dir: Path, configured: int, offsets_topic: str) -> int:
+def settled_shard_count(
+    data_dir: Path,
+    configured: int,
+    offsets_topic: str,
+    count_file: str = SHARD_COUNT_FILE,
+    setting: str = "offsets_partitions",
+) -> int:
     """The shard count to serve `data_dir` with: the one it holds, else `configured`,
     which is then recorded (durably) as the directory's own, after the shard directories.
-    Raises DataDirError when a shard directory is missing."""
-    path = data_dir / SHARD_COUNT_FILE
+    Raises DataDirError when a shard directory is missing. `offsets_topic`, `count_file`,
+    `setting`: the family's log name prefix, count file and setting (the group
+    coordinator's by default)."""
+    path = data_dir / count_file
     # A small durable integer file, as offsets are kept; 0 shards cannot be (unreadable:
     # inferred again from the shard directories, which carry the count themselves).
     stored = read_offset_file(path) or None
@@ -50,8 +60,8 @@ def settled_shard_count(data_dir: Path, configured: int, offsets_topic: str) -> 
         _check_shard_directories(data_dir, stored, offsets_topic, path)
     if stored != configured:
         log.warning(
-            "offsets_partitions differs from the data directory's shard count; keeping the "
-            "directory's (as Kafka keeps __consumer_offsets' partition count)",
+            f"{setting} differs from the data directory's shard count; keeping the "
+            f"directory's (as Kafka keeps {offsets_topic}' partition count)",
             configured=configured,
             kept=stored,
         )

@@ -34,7 +34,10 @@ from ..observability.storage_metrics import StorageCollector
 from ..runtime.gateway import GroupCoordinatorGateway
 from ..runtime.group_config_store import GroupConfigStore
 from ..runtime.service import OFFSETS_TOPIC, CoordinatorService, group_config
-from ..runtime.shard_count import settled_shard_count
+from ..runtime.shard_count import TXN_SHARD_COUNT_FILE, settled_shard_count
+from ..runtime.shard_family import ShardFamily
+from ..runtime.txn_gateway import TxnCoordinatorGateway
+from ..runtime.txn_service import TRANSACTION_STATE_TOPIC, TxnCoordinatorService
 from ..topics.compaction import TopicCompactor
 from ..topics.context import HandlerContext, Node
 from ..topics.registry import TopicRegistry, wake_waiters
@@ -58,6 +61,7 @@ from .recovery_report import (
     take_clean_shutdown_marker,
     take_same_boot_marker,
 )
+from .txn_markers import TxnMarkerRouter
 
 log = get_logger("groupcoord.server")
 
@@ -90,7 +94,16 @@ class Server:
         # The shard count is the data directory's once it has one (runtime/shard_count.py);
         # the config then says the count served, for DescribeConfigs and the rest.
         shards = settled_shard_count(data, config.offsets_partitions, OFFSETS_TOPIC)
-        config = dataclasses.replace(config, offsets_partitions=shards)
+        txn_shards = settled_shard_count(
+            data,
+            config.transaction_state_partitions,
+            TRANSACTION_STATE_TOPIC,
+            TXN_SHARD_COUNT_FILE,
+            "transaction_state_partitions",
+        )
+        config = dataclasses.replace(
+            config, offsets_partitions=shards, transaction_state_partitions=txn_shards
+        )
         self.config = config
         _apply_fd_limits(config)
         self.metrics = ServerMetrics()
@@ -120,6 +133,21 @@ class Server:
         self.metrics.registry.register(CoordinatorCollector(self.coordinator.shard_stats))
         # The only door the network layer has into groups and offsets.
         self.gateway = GroupCoordinatorGateway(self.coordinator, self.group_configs)
+        # The transaction coordinator: its shards on the same storage and committer, and
+        # its door.
+        self.txn_coordinator = TxnCoordinatorService(
+            config.data_path,
+            config.transaction_state_partitions,
+            LogConfig(
+                segment_bytes_max=config.transaction_state_segment_bytes,
+                retention_ms=-1,
+                retention_bytes=-1,
+            ),
+            self.committer,
+            self.allocate_producer_id,
+            config.transaction_max_timeout_ms,
+        )
+        self.txn_gateway = TxnCoordinatorGateway(self.txn_coordinator)
         self.connections: set[Connection] = set()
         self.frame_budget = FrameBudget(
             config.frames_per_loop_iteration_max, config.queued_request_bytes_max
@@ -141,7 +169,12 @@ class Server:
             self.spawn,
             self.allocate_producer_id,
             self.supported_versions,
+            self.txn_gateway,
         )
+        # Completes prepared transactions: writes their markers through the data plane and
+        # the group coordinator, then the Complete record (txn_markers.py).
+        self.marker_router = TxnMarkerRouter(self.context)
+        self.txn_coordinator.set_marker_sink(self.marker_router.submit)
         self.ready = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._listener: Listener | None = None
@@ -149,6 +182,7 @@ class Server:
         self._stopped = asyncio.Event()
         self._retention_task: asyncio.Task[None] | None = None
         self._compaction_task: asyncio.Task[None] | None = None
+        self._txn_tasks: list[asyncio.Task[None]] = []
         # The log cleaner of compacted topics (cleanup.policy=compact).
         self.topic_compactor = TopicCompactor(self.topics, config)
         self._topic_compaction_task: asyncio.Task[None] | None = None
@@ -174,13 +208,31 @@ class Server:
         take_clean_shutdown_marker(data)
         # Shards load in the background: until a shard is active its groups' requests get
         # COORDINATOR_LOAD_IN_PROGRESS, and the data plane is served meanwhile.
-        self._coordinator_load = asyncio.ensure_future(self._load_coordinator())
+        self._coordinator_load = asyncio.ensure_future(self._load_shards(self.coordinator))
         self._compaction_task = asyncio.ensure_future(
             self.coordinator.compaction_loop(
                 self.config.offsets_compaction_interval_ms,
                 self.config.offsets_tombstone_retention_ms,
             )
         )
+        # The transaction shards load beside the group shards (a transaction whose markers
+        # wait for an offsets shard retries until that shard is active).
+        self._txn_tasks = [
+            asyncio.ensure_future(self._load_shards(self.txn_coordinator)),
+            asyncio.ensure_future(
+                self.txn_coordinator.compaction_loop(
+                    self.config.offsets_compaction_interval_ms,
+                    self.config.offsets_tombstone_retention_ms,
+                )
+            ),
+            asyncio.ensure_future(
+                self.txn_coordinator.maintenance_loop(
+                    self.config.transaction_abort_interval_ms,
+                    self.config.transaction_expiration_interval_ms,
+                    self.config.transactional_id_expiration_ms,
+                )
+            ),
+        ]
         host, port = self.config.listen_address
         self._listener = await Listener.start(
             host,
@@ -225,9 +277,10 @@ class Server:
             load_seconds=round(time.monotonic() - started, 3),
         )
 
-    async def _load_coordinator(self) -> None:
+    async def _load_shards(self, family: ShardFamily[Any]) -> None:
+        """Load a family of coordinator shards (the group or the transaction coordinator's)."""
         try:
-            await self.coordinator.load(salvage=self._salvage)
+            await family.load(salvage=self._salvage)
         except DataDirError as e:
             # A shard log's files disagree with its data: refuse as a start would (the
             # data plane served meanwhile; nothing of the shard was opened or changed).
@@ -236,7 +289,7 @@ class Server:
             await self.stop(clean=False)
             return
         report_recovery(
-            ((r.directory.name, r.log) for r in self.coordinator.runners if r.log is not None),
+            ((r.directory.name, r.log) for r in family.runners if r.log is not None),
             self._after_clean_shutdown,
             self.metrics,
         )
@@ -270,6 +323,10 @@ class Server:
             self._compaction_task.cancel()
         if self._topic_compaction_task is not None:
             self._topic_compaction_task.cancel()
+        for task in self._txn_tasks:
+            task.cancel()
+        await self.marker_router.close()  # a restart resumes the prepared transactions
+        await self.txn_coordinator.close()
         await self.coordinator.close()
         await self.committer.close()
         for connection in list(self.connections):

@@ -9,6 +9,7 @@ from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 
 from .context import GroupContext
+from .txn_api import init_transactional_producer_id
 
 COORDINATOR_GROUP = 0
 COORDINATOR_TRANSACTION = 1
@@ -35,21 +36,17 @@ def api_versions_response(
 
 
 def handle_find_coordinator(ctx: GroupContext, request: Request) -> Any:
-    """Emits this node for every group key (v0-v3: one key; v4+: batched keys).
-    Errors: INVALID_REQUEST for an unknown key type; TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    for transaction coordinators (transactions are not served: as a Kafka broker that
-    refuses the transactional id, so clients fail at once instead of retrying a retriable
-    COORDINATOR_NOT_AVAILABLE until their own timeout, forever for aiokafka)."""
+    """Emits this node for every group key and every transactional id (key type 1: the
+    node coordinates every `__transaction_state` shard), v0-v3: one key; v4+: batched keys.
+    Errors: INVALID_REQUEST for an unknown key type."""
     node = ctx.node
     version = request.api_version
     body = request.body
     m = response_types(ApiKey.FIND_COORDINATOR, version)
 
     def answer(key_type: int) -> tuple[ErrorCode, str | None]:
-        if key_type == COORDINATOR_GROUP:
+        if key_type in (COORDINATOR_GROUP, COORDINATOR_TRANSACTION):
             return ErrorCode.NONE, None
-        if key_type == COORDINATOR_TRANSACTION:
-            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported"
         return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}"
 
     key_type = getattr(body, "key_type", COORDINATOR_GROUP)
@@ -84,18 +81,13 @@ def handle_find_coordinator(ctx: GroupContext, request: Request) -> Any:
 
 def handle_init_producer_id(ctx: GroupContext, request: Request) -> Any:
     """Emits a new producer id with epoch 0, or (v3+, KIP-360) the same id with its epoch
-    bumped when the producer passes its current id and epoch.
-    Errors: TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a transactional id (transactions are
-    not served)."""
+    bumped when the producer passes its current id and epoch. With a transactional id:
+    the transaction coordinator's answer (txn_api.init_transactional_producer_id, which
+    says what it emits and its errors)."""
     body = request.body
-    m = response_types(ApiKey.INIT_PRODUCER_ID, request.api_version)
     if body.transactional_id is not None:
-        return build(
-            m.InitProducerIdResponse,
-            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
+        return init_transactional_producer_id(ctx, request)
+    m = response_types(ApiKey.INIT_PRODUCER_ID, request.api_version)
     producer_id = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)
     if producer_id >= 0 and 0 <= epoch < 32766:

@@ -28,7 +28,8 @@ from groupcoord.storage.checkpoint import atomic_write, read_json_file, state_fi
 from groupcoord.storage.dir_lock import LOCK_FILE
 
 from ..runtime.partitioning import OFFSETS_TOPIC
-from ..runtime.shard_count import SHARD_COUNT_FILE
+from ..runtime.shard_count import SHARD_COUNT_FILE, TXN_SHARD_COUNT_FILE
+from ..runtime.txn_service import TRANSACTION_STATE_TOPIC
 from .recovery_report import BOOT_ID_FILE, CLEAN_SHUTDOWN_FILE
 
 CLUSTER_FILE = "cluster.json"  # the marker: this directory is groupcoord's
@@ -47,12 +48,15 @@ _OWN_NAMES = frozenset(
         PRODUCER_IDS_FILE,
         GROUP_CONFIGS_FILE,
         SHARD_COUNT_FILE,
+        TXN_SHARD_COUNT_FILE,
         CLEAN_SHUTDOWN_FILE,
         BOOT_ID_FILE,
         LOCK_FILE,
     }
 )
-_SHARD_DIR = re.compile(re.escape(OFFSETS_TOPIC) + r"-\d+")
+_SHARD_DIR = re.compile(
+    "(" + re.escape(OFFSETS_TOPIC) + "|" + re.escape(TRANSACTION_STATE_TOPIC) + r")-\d+"
+)
 _NOT_FOREIGN = frozenset({"lost+found"})
 _NAMES_SHOWN = 5
 

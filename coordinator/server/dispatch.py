@@ -34,6 +34,8 @@ from .cluster import handle_api_versions, handle_find_coordinator, handle_init_p
 from .consumer_group_api import handle_consumer_group_describe, handle_consumer_group_heartbeat
 from .group_admin_api import handle_delete_groups, handle_describe_groups, handle_list_groups
 from .offset_api import handle_offset_commit, handle_offset_delete, handle_offset_fetch
+from .txn_admin_api import handle_describe_transactions, handle_list_transactions
+from .txn_api import handle_add_offsets_to_txn, handle_add_partitions_to_txn, handle_end_txn
 
 # (handler, lowest version, highest version)
 APIS: dict[int, tuple[Any, int, int]] = {
@@ -64,6 +66,12 @@ APIS: dict[int, tuple[Any, int, int]] = {
     ApiKey.LIST_GROUPS: (handle_list_groups, 0, 5),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (handle_consumer_group_heartbeat, 0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (handle_consumer_group_describe, 0, 1),
+    # Transaction coordinator (InitProducerId with a transactional id: cluster.py's handler)
+    ApiKey.ADD_PARTITIONS_TO_TXN: (handle_add_partitions_to_txn, 0, 5),
+    ApiKey.ADD_OFFSETS_TO_TXN: (handle_add_offsets_to_txn, 0, 4),
+    ApiKey.END_TXN: (handle_end_txn, 0, 4),
+    ApiKey.DESCRIBE_TRANSACTIONS: (handle_describe_transactions, 0, 0),
+    ApiKey.LIST_TRANSACTIONS: (handle_list_transactions, 0, 2),
 }
 
 

@@ -58,6 +58,9 @@ class HandlerContext(Generic[GroupsT]):
     server's configuration. `node`: this node. `metrics`, `committer` (Produce waits on its
     fsync rounds), `spawn` (a background task the server keeps), `allocate_producer_id`
     and `supported_versions` (the dispatch table's ranges): the server's services.
+    `txns`: the transaction coordinator's door (runtime/txn_gateway.py's
+    TxnCoordinatorGateway; typed Any here, as topics/ may not import the runtime's
+    coordinators; None where a test builds a context without one).
     The client: `client_host` as Kafka prints it ("/127.0.0.1"; its client id is the
     request header's), `read_at` (time.perf_counter of the read that brought the request,
     for the queue-time metric) and `closed` (the connection is gone)."""
@@ -71,6 +74,7 @@ class HandlerContext(Generic[GroupsT]):
     spawn: Callable[[Coroutine[Any, Any, Any]], None]
     allocate_producer_id: Callable[[], int]
     supported_versions: Mapping[int, tuple[int, int]]
+    txns: Any = None
     client_host: str = "/?"
     read_at: float = 0.0
     closed: bool = False

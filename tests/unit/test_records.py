@@ -55,6 +55,7 @@ from groupcoord.protocol.records import (
     encode_key,
     encode_value,
 )
+from groupcoord.protocol.txn_records import TXN_SCHEMAS
 
 TOPIC_ID = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
 TOPIC_ID_HEX = "00112233445566778899aabbccddeeff"
@@ -120,7 +121,8 @@ def test_schema_copies_are_unmodified() -> None:
     for line in (copies / "SHA256SUMS").read_text().splitlines():
         digest, file = line.split()
         sums[file] = digest
-    assert set(sums) == {f"{name}.json" for name in rs.SCHEMAS}
+    # The transaction state log's schemas (protocol/txn_records.py) sit beside them.
+    assert set(sums) == {f"{name}.json" for name in (*rs.SCHEMAS, *TXN_SCHEMAS)}
     for file, digest in sums.items():
         assert hashlib.sha256((copies / file).read_bytes()).hexdigest() == digest, file
     shared = Path(__file__).resolve().parents[3] / "shared/kafka-schemas/coordinator-records"

@@ -1,0 +1,181 @@
+"""The transaction marker router (Kafka's TransactionMarkerChannelManager and its completion
+handler): completes a transaction in PrepareCommit/PrepareAbort.
+
+Theory of operation. A transaction shard hands over a MarkerJob once its Prepare record is
+durable (after EndTxn's answer; after a fence or a timeout abort; after a load that found
+the transaction in a Prepare state: recovery after a crash). The router writes the marker
+of every partition of the job at once, concurrently: a data partition through the data
+plane's `write_txn_marker` (topics/txn_markers.py), an offsets partition
+("__consumer_offsets", p) through the group coordinator's `complete_transaction`. Each
+returns once its marker is durable. Per partition, as Kafka's completion handler:
+
+* NONE: done. UNSUPPORTED_FOR_MESSAGE_FORMAT / UNSUPPORTED_VERSION: done, as if written.
+* A topic (or partition) that no longer exists: done, whatever the write answered
+  (UNKNOWN_TOPIC_OR_PARTITION), checked before every try (Kafka drops a partition without
+  a leader: the topic was deleted).
+* INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED: the job stops; the transaction
+  stays in its Prepare state until its shard is loaded again (as Kafka).
+* Anything else (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT,
+  KAFKA_STORAGE_ERROR, the group shard loading or failed, an exception): retried with
+  backoff (MARKER_RETRY_BACKOFF_MS doubling to MARKER_RETRY_BACKOFF_MAX_MS).
+
+Once every partition is done, the transaction shard writes CompleteCommit/CompleteAbort
+(`complete_transaction` of the transaction gateway), given up when the shard is loading
+or failed (its load hands the job over again). A job already
+running is not started twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from groupcoord.protocol.errors import ErrorCode
+
+from ..observability.logging import get_logger
+from ..runtime.partitioning import OFFSETS_TOPIC
+from ..runtime.txn_gateway import MarkerJob, TxnCoordinatorGateway
+from ..topics.txn_markers import write_txn_marker
+from .context import GroupContext
+
+log = get_logger("groupcoord.transactions")
+
+MARKER_RETRY_BACKOFF_MS = 20
+MARKER_RETRY_BACKOFF_MAX_MS = 1_000
+
+_DONE = frozenset(
+    {ErrorCode.NONE, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNSUPPORTED_VERSION}
+)
+_STOP = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+
+# write_txn_marker's shape: (ctx, topic, partition, producer id, epoch, coordinator epoch,
+# commit) -> error; complete_transaction's: (offsets partition, producer id, epoch, commit).
+WriteMarker = Callable[[Any, str, int, int, int, int, bool], Awaitable[ErrorCode]]
+CompleteOffsets = Callable[[int, int, int, bool], Awaitable[ErrorCode]]
+
+
+class _Stopped(Exception):
+    """A partition answered INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED."""
+
+
+class TxnMarkerRouter:
+    """`ctx`: the server's handler context (topics, the group gateway, the transaction
+    gateway). `write_marker` / `complete_offsets`: the two doors of the other sides,
+    replaceable by tests (defaults: write_txn_marker and the group gateway's
+    complete_transaction)."""
+
+    def __init__(
+        self,
+        ctx: GroupContext,
+        write_marker: WriteMarker | None = None,
+        complete_offsets: CompleteOffsets | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.txns: TxnCoordinatorGateway = ctx.txns
+        self.write_marker: WriteMarker = write_marker or write_txn_marker
+        self.complete_offsets: CompleteOffsets = complete_offsets or ctx.groups.complete_transaction
+        self._running: dict[MarkerJob, asyncio.Task[None]] = {}
+        self.completed = 0  # transactions this router completed (for tests and logs)
+
+    def submit(self, job: MarkerJob) -> None:
+        """Complete `job` in the background (the transaction service's marker sink)."""
+        running = self._running.get(job)
+        if running is not None and not running.done():
+            return
+        task = asyncio.ensure_future(self._complete(job))
+        self._running[job] = task
+        task.add_done_callback(lambda t: self._finished(job, t))
+
+    def _finished(self, job: MarkerJob, task: asyncio.Task[None]) -> None:
+        if self._running.get(job) is task:
+            del self._running[job]
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._running)
+
+    async def wait_idle(self) -> None:
+        while self._running:
+            await asyncio.gather(*list(self._running.values()), return_exceptions=True)
+
+    async def close(self) -> None:
+        """Stop every job (a restart resumes them from the log)."""
+        tasks = list(self._running.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _complete(self, job: MarkerJob) -> None:
+        try:
+            await asyncio.gather(*(self._write(job, topic, p) for topic, p in job.partitions))
+        except _Stopped:
+            log.error(
+                "transaction markers stopped: a partition fenced the producer epoch or the "
+                "coordinator; the transaction stays prepared until its shard reloads",
+                transactional_id=job.transactional_id,
+                producer_id=job.producer_id,
+                producer_epoch=job.producer_epoch,
+            )
+            return
+        backoff_ms = MARKER_RETRY_BACKOFF_MS
+        while True:
+            error = await self.txns.complete_transaction(job)
+            if error is ErrorCode.NONE:
+                self.completed += 1
+                return
+            if error in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR):
+                return  # the shard (re)loads, and its load hands the job over again
+            log.warning(
+                "transaction completion failed; retrying",
+                transactional_id=job.transactional_id,
+                error=error.name,
+            )
+            await asyncio.sleep(backoff_ms / 1000)
+            backoff_ms = min(2 * backoff_ms, MARKER_RETRY_BACKOFF_MAX_MS)
+
+    async def _write(self, job: MarkerJob, topic: str, partition: int) -> None:
+        backoff_ms = MARKER_RETRY_BACKOFF_MS
+        while True:
+            if self._deleted(topic, partition):
+                return  # checked before every try: Kafka drops a partition without a leader
+            try:
+                if topic == OFFSETS_TOPIC:
+                    error = await self.complete_offsets(
+                        partition, job.producer_id, job.producer_epoch, job.commit
+                    )
+                else:
+                    error = await self.write_marker(
+                        self.ctx,
+                        topic,
+                        partition,
+                        job.producer_id,
+                        job.producer_epoch,
+                        job.coordinator_epoch,
+                        job.commit,
+                    )
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # retried: the partition's side may come back
+                log.error(
+                    "transaction marker write raised; retrying",
+                    topic=topic,
+                    partition=partition,
+                    error=repr(e),
+                )
+                error = None
+            if error in _DONE:
+                return
+            if error in _STOP:
+                raise _Stopped(error)
+            await asyncio.sleep(backoff_ms / 1000)
+            backoff_ms = min(2 * backoff_ms, MARKER_RETRY_BACKOFF_MAX_MS)
+
+    def _deleted(self, topic: str, partition: int) -> bool:
+        if topic == OFFSETS_TOPIC:
+            return False
+        found = self.ctx.topics.get(topic)
+        return found is None or not 0 <= partition < len(found.partitions)
+
+
+__all__ = ["TxnMarkerRouter"]

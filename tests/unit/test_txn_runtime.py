@@ -1,0 +1,193 @@
+"""The transaction coordinator over real logs (TxnCoordinatorService, its gateway) with the
+marker router, whose two doors to the other sides (write_txn_marker, the group
+coordinator's complete_transaction) are fakes here: a transaction completes once every
+marker is written, retriable errors are retried, a deleted topic counts as done, a fenced
+epoch stops the markers, and a coordinator started on the logs of one that died in
+PrepareCommit (never closed) resumes the markers and completes."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from groupcoord.coordinator.runtime.txn_gateway import TxnCoordinatorGateway
+from groupcoord.coordinator.runtime.txn_service import TxnCoordinatorService
+from groupcoord.coordinator.server.txn_markers import TxnMarkerRouter
+from groupcoord.protocol.errors import ErrorCode
+from groupcoord.storage import GroupCommitter, LogConfig
+
+E = ErrorCode
+OFFSETS = "__consumer_offsets"
+
+
+class FakeSides:
+    """write_txn_marker and complete_transaction: each call recorded; `answers` (per
+    partition, a list of errors, the last one repeated) say what they answer; a partition
+    in `blocked` never answers."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int, int, int, bool]] = []
+        self.answers: dict[tuple[str, int], list[ErrorCode]] = {}
+        self.blocked: set[tuple[str, int]] = set()
+
+    async def _answer(self, topic: str, partition: int) -> ErrorCode:
+        if (topic, partition) in self.blocked:
+            await asyncio.Event().wait()
+        answers = self.answers.get((topic, partition), [E.NONE])
+        return answers.pop(0) if len(answers) > 1 else answers[0]
+
+    async def write_marker(
+        self, ctx: Any, topic: str, partition: int, pid: int, epoch: int, coord: int, commit: bool
+    ) -> ErrorCode:
+        self.calls.append((topic, partition, pid, epoch, commit))
+        return await self._answer(topic, partition)
+
+    async def complete_offsets(
+        self, partition: int, pid: int, epoch: int, commit: bool
+    ) -> ErrorCode:
+        self.calls.append((OFFSETS, partition, pid, epoch, commit))
+        return await self._answer(OFFSETS, partition)
+
+
+class Topics:
+    def __init__(self, *names: str) -> None:
+        self.names = set(names)
+
+    def get(self, name: str) -> Any:
+        return SimpleNamespace(partitions=[0, 1, 2]) if name in self.names else None
+
+
+class Coordinator:
+    def __init__(self, data: Path, committer: GroupCommitter, sides: FakeSides, topics: Topics):
+        self.service = TxnCoordinatorService(
+            data,
+            2,
+            LogConfig(segment_bytes_max=1 << 20),
+            committer,
+            itertools.count(1000).__next__,
+            900_000,
+        )
+        self.gateway = TxnCoordinatorGateway(self.service)
+        ctx = SimpleNamespace(txns=self.gateway, topics=topics, groups=None)
+        self.router = TxnMarkerRouter(ctx, sides.write_marker, sides.complete_offsets)  # type: ignore[arg-type]
+        self.service.set_marker_sink(self.router.submit)
+
+    async def state(self, txn: str = "tx") -> Any:
+        return (await self.gateway.describe_transactions([txn], 0.0))[txn]
+
+    async def wait_state(self, name: str, txn: str = "tx") -> Any:
+        for _ in range(2000):
+            described = await self.state(txn)
+            if described.state == name:
+                return described
+            await asyncio.sleep(0.005)
+        raise AssertionError(f"{txn} never reached {name}: {described}")
+
+    async def open_transaction(self, *partitions: tuple[str, int]) -> tuple[int, int]:
+        answer = await self.gateway.init_producer_id("tx", 60_000, -1, -1, 0.0)
+        assert answer.error is E.NONE
+        pid, epoch = answer.producer_id, answer.producer_epoch
+        assert await self.gateway.add_partitions("tx", pid, epoch, partitions, 0.0) is E.NONE
+        return pid, epoch
+
+
+async def test_commit_writes_every_marker_then_completes(tmp_path: Path) -> None:
+    committer = GroupCommitter()
+    sides = FakeSides()
+    sides.answers[("t", 1)] = [E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR, E.NONE]
+    coordinator = Coordinator(tmp_path, committer, sides, Topics("t"))
+    await coordinator.service.load()
+    pid, epoch = await coordinator.open_transaction(("t", 0), ("t", 1), (OFFSETS, 7))
+    assert await coordinator.gateway.end_transaction("tx", pid, epoch, True, 0.0) is E.NONE
+    done = await coordinator.wait_state("CompleteCommit")
+    assert done.partitions == ()
+    await coordinator.router.wait_idle()
+    assert sorted(set(sides.calls)) == [
+        (OFFSETS, 7, pid, epoch, True),
+        ("t", 0, pid, epoch, True),
+        ("t", 1, pid, epoch, True),
+    ]
+    assert sides.calls.count(("t", 1, pid, epoch, True)) == 3  # retried until written
+    assert sides.calls.count(("t", 0, pid, epoch, True)) == 1
+    assert coordinator.router.completed == 1
+    # The next transaction may begin: EndTxn retried answers NONE, InitProducerId bumps.
+    assert await coordinator.gateway.end_transaction("tx", pid, epoch, True, 0.0) is E.NONE
+    answer = await coordinator.gateway.init_producer_id("tx", 60_000, -1, -1, 0.0)
+    assert (answer.producer_id, answer.producer_epoch) == (pid, epoch + 1)
+    await coordinator.service.close()
+    await committer.close()
+
+
+async def test_deleted_topic_counts_as_written_and_fenced_epoch_stops(tmp_path: Path) -> None:
+    committer = GroupCommitter()
+    sides = FakeSides()
+    topics = Topics("t", "gone")
+    coordinator = Coordinator(tmp_path, committer, sides, topics)
+    await coordinator.service.load()
+    pid, epoch = await coordinator.open_transaction(("gone", 0), ("t", 0))
+    sides.answers[("gone", 0)] = [E.UNKNOWN_TOPIC_OR_PARTITION]
+    sides.answers[("t", 0)] = [E.NOT_LEADER_OR_FOLLOWER]
+    assert await coordinator.gateway.end_transaction("tx", pid, epoch, False, 0.0) is E.NONE
+    await asyncio.sleep(0.05)
+    assert (await coordinator.state()).state == "PrepareAbort"  # retrying both
+    topics.names.discard("gone")  # deleted: its marker is no longer needed
+    sides.answers[("t", 0)] = [E.NONE]
+    await coordinator.wait_state("CompleteAbort")
+    # A partition that fences the producer epoch stops the markers: Prepare stays.
+    pid, epoch = await coordinator.open_transaction(("t", 2))
+    sides.answers[("t", 2)] = [E.INVALID_PRODUCER_EPOCH]
+    assert await coordinator.gateway.end_transaction("tx", pid, epoch, True, 0.0) is E.NONE
+    await coordinator.router.wait_idle()
+    assert (await coordinator.state()).state == "PrepareCommit"
+    await coordinator.service.close()
+    await committer.close()
+
+
+async def test_restart_in_prepare_commit_resumes_the_markers(tmp_path: Path) -> None:
+    """The first coordinator dies with PrepareCommit durable and one marker of two written
+    (it is never closed: its files stay as they were). The second loads its logs, hands the
+    transaction to its router, which writes every marker and CompleteCommit."""
+    committer = GroupCommitter()
+    sides = FakeSides()
+    sides.blocked.add(("t", 1))
+    first = Coordinator(tmp_path, committer, sides, Topics("t"))
+    await first.service.load()
+    pid, epoch = await first.open_transaction(("t", 0), ("t", 1))
+    assert await first.gateway.end_transaction("tx", pid, epoch, True, 0.0) is E.NONE
+    await asyncio.sleep(0.05)
+    assert (await first.state()).state == "PrepareCommit"
+    assert ("t", 0, pid, epoch, True) in sides.calls
+
+    resumed = FakeSides()
+    second = Coordinator(tmp_path, GroupCommitter(), resumed, Topics("t"))
+    await second.service.load()
+    done = await second.wait_state("CompleteCommit")
+    assert (done.producer_id, done.producer_epoch) == (pid, epoch)
+    assert sorted(resumed.calls) == [("t", 0, pid, epoch, True), ("t", 1, pid, epoch, True)]
+    await second.service.close()
+    await first.router.close()
+
+
+async def test_timed_out_transaction_is_aborted_with_the_epoch_bumped(tmp_path: Path) -> None:
+    committer = GroupCommitter()
+    sides = FakeSides()
+    coordinator = Coordinator(tmp_path, committer, sides, Topics("t"))
+    await coordinator.service.load()
+    now = [1_000_000]
+    for runner in coordinator.service.runners:
+        runner.clock_ms = lambda: now[0]
+    answer = await coordinator.gateway.init_producer_id("tx", 1_000, -1, -1, 0.0)
+    pid = answer.producer_id
+    assert await coordinator.gateway.add_partitions("tx", pid, 0, [("t", 0)], 0.0) is E.NONE
+    now[0] += 1_001
+    coordinator.service.abort_timed_out()
+    done = await coordinator.wait_state("CompleteAbort")
+    assert (done.producer_id, done.producer_epoch) == (pid, 1)
+    await coordinator.router.wait_idle()
+    assert sides.calls == [("t", 0, pid, 1, False)]
+    assert await coordinator.gateway.end_transaction("tx", pid, 0, True, 0.0) is E.PRODUCER_FENCED
+    await coordinator.service.close()
+    await committer.close()
