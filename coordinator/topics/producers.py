@@ -110,14 +110,14 @@ class ProducerStates:
         the markers' records)."""
         states = cls()
         for header in log.batch_headers():  # type: ignore[attr-defined]
-            if header.producer_id == NO_PRODUCER_ID:
-                continue
             if header.is_control:
+                if header.producer_id == NO_PRODUCER_ID:
+                    continue
                 marker = _read_marker(log, header)
                 if marker is not None:
                     commit, coordinator_epoch = marker
                     states.record_marker(header, header.base_offset, coordinator_epoch, commit)
-            elif header.base_sequence != NO_SEQUENCE or header.is_transactional:
+            else:
                 states.record(header, header.base_offset)
         # Everything read back is durable: nothing holds the LSO but open transactions.
         states.unstable.clear()
@@ -168,8 +168,13 @@ class ProducerStates:
         return None
 
     def record(self, header: BatchHeader, base_offset: int) -> None:
-        """Remember a data batch that was appended at `base_offset`."""
+        """Remember a data batch that was appended at `base_offset` (nothing for a batch
+        without producer id, or without sequence outside a transaction)."""
         producer_id = header.producer_id
+        if producer_id == NO_PRODUCER_ID or (
+            header.base_sequence == NO_SEQUENCE and not header.is_transactional
+        ):
+            return
         state = self.producers.get(producer_id)
         if state is None:
             state = self.producers[producer_id] = ProducerState(header.producer_epoch)

@@ -7,6 +7,9 @@ from __future__ import annotations
 import datetime
 import threading
 import time
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.protocol.control_batches import marker_batch
 from tests.integration.test_clients import create_topic
@@ -24,7 +27,7 @@ from tests.integration.txn_support import (
     write_markers,
 )
 from tests.rawclient import RawClient
-from tests.support import ServerProcess
+from tests.support import ServerProcess, client_batch, serving
 
 NONE, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE = 0, 47, 48
 UNKNOWN_TOPIC_OR_PARTITION, TRANSACTION_COORDINATOR_FENCED = 3, 52
@@ -190,3 +193,183 @@ def test_read_committed_long_poll_wakes_when_a_marker_moves_the_lso(
         assert not thread.is_alive() and time.monotonic() - started < 25
         p = answered[0]
         assert consume(p.records, []).values == [b"v"]  # type: ignore[attr-defined]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _create(bootstrap: str, name: str, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = NewTopic(name, num_partitions=1, replication_factor=1, config=configs)
+    admin.create_topics([topic])[name].result(10)
+
+
+def _producers(client: RawClient, topic: str) -> dict[int, tuple[int, int, int, int]]:
+    """producer id -> (epoch, last sequence, coordinator epoch, txn start offset)."""
+    return {
+        s.producer_id: (
+            s.producer_epoch,
+            s.last_sequence,
+            s.coordinator_epoch,
+            s.current_txn_start_offset,
+        )
+        for s in describe_producers(client, topic, 0).active_producers
+    }
+
+
+def _committed_view(
+    client: RawClient, topic: str
+) -> tuple[list[bytes], int, list[tuple[int, int]]]:
+    """read_committed values, the LSO, and the aborted list of a fetch from the start."""
+    start = list_offset(client, topic, 0, EARLIEST, READ_COMMITTED)[1]
+    p = fetch(client, topic, 0, start, READ_COMMITTED)
+    aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions]
+    return read_all(client, topic, 0, READ_COMMITTED).values, int(p.last_stable_offset), aborted
+
+
+def test_transactions_survive_sigkill_and_restart(server: ServerProcess) -> None:
+    """An open transaction (its LSO pin, its first offset), a committed and an aborted one
+    (the index) and the producers' epochs survive a SIGKILL: rebuilt from the log at start.
+    After the restart the open transaction is still ended by its marker, and the fencing
+    rules still hold."""
+    create_topic(server.bootstrap, "k", 1)
+    with RawClient(server.bootstrap) as c:
+        _txn(c, "k", 1, 0, 0, b"aborted")  # 0
+        open_first = _txn(c, "k", 2, 4, 0, b"open-1")  # 1
+        _txn(c, "k", 3, 1, 0, b"committed")  # 2
+        assert write_markers(c, [(1, 0, False, {"k": [0]})], coordinator_epoch=3) == {
+            (1, "k", 0): NONE
+        }
+        assert write_markers(c, [(3, 1, True, {"k": [0]})], coordinator_epoch=3) == {
+            (3, "k", 0): NONE
+        }
+        _txn(c, "k", 2, 4, 1, b"open-2")
+        before = _committed_view(c, "k")
+        producers = _producers(c, "k")
+        uncommitted = read_all(c, "k", 0, READ_UNCOMMITTED).values
+    assert before == ([], open_first, [(1, 0)])
+    assert producers[2] == (4, 1, -1, open_first)
+    server.restart()
+    with RawClient(server.bootstrap) as c:
+        assert _committed_view(c, "k") == before
+        assert _producers(c, "k") == producers
+        assert read_all(c, "k", 0, READ_UNCOMMITTED).values == uncommitted
+        # Fencing survived: the marker's coordinator epoch and the producers' epochs.
+        assert write_markers(c, [(1, 0, True, {"k": [0]})], coordinator_epoch=2) == {
+            (1, "k", 0): TRANSACTION_COORDINATOR_FENCED
+        }
+        r = produce(c, "k", 0, txn_batch([b"zombie"], 2, 3, 2))
+        assert r.error_code == INVALID_PRODUCER_EPOCH
+        # The sequence continues where it was.
+        _txn(c, "k", 2, 4, 2, b"open-3")
+        assert write_markers(c, [(2, 4, True, {"k": [0]})], coordinator_epoch=3) == {
+            (2, "k", 0): NONE
+        }
+        values, stable, aborted = _committed_view(c, "k")
+        assert values == [b"open-1", b"committed", b"open-2", b"open-3"]
+        assert aborted == [(1, 0)]
+    server.restart()
+    with RawClient(server.bootstrap) as c:
+        assert _committed_view(c, "k") == (values, stable, aborted)
+
+
+def test_retention_below_an_open_transaction(tmp_path: Path) -> None:
+    """Retention deletes segments below the high watermark whatever transactions they hold
+    (as Kafka's): an aborted transaction's entry goes with its data, and an open
+    transaction whose first batches are gone pins the LSO at the log start until its
+    marker comes; after a SIGKILL the same holds."""
+    with serving(tmp_path / "data", log_retention_check_interval_ms=100) as server:
+        # One batch per segment; retention keeps at least 400 bytes.
+        _create(server.bootstrap, "r", **{"segment.bytes": "100", "retention.bytes": "400"})
+        with RawClient(server.bootstrap) as c:
+            _txn(c, "r", 1, 0, 0, b"aborted")
+            assert write_markers(c, [(1, 0, False, {"r": [0]})]) == {(1, "r", 0): NONE}
+            open_first = _txn(c, "r", 2, 0, 0, b"open")
+            for i in range(12):
+                r = produce(c, "r", 0, client_batch([(b"k", b"plain-%02d" % i, _now_ms())]), None)
+                assert r.error_code == NONE
+            start = _wait_log_start_above(c, "r", open_first)
+            values, stable, aborted = _committed_view(c, "r")
+            assert (values, stable, aborted) == ([], start, [])
+            assert write_markers(c, [(2, 0, True, {"r": [0]})]) == {(2, "r", 0): NONE}
+            # The marker's segment may let retention move once more: wait until it is done.
+            _wait_log_start_above(c, "r", start - 1)
+            values, stable, aborted = _committed_view(c, "r")
+            assert values and all(v.startswith(b"plain-") for v in values)
+            assert aborted == [] and stable == list_offset(c, "r", 0, LATEST, READ_UNCOMMITTED)[1]
+        server.restart()
+        with RawClient(server.bootstrap) as c:
+            assert _committed_view(c, "r") == (values, stable, aborted)
+
+
+def _wait_log_start_above(client: RawClient, topic: str, offset: int) -> int:
+    """The log start once retention moved it above `offset` and then left it alone for a
+    second (ten retention checks)."""
+    deadline = time.monotonic() + 30
+    last, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        start = list_offset(client, topic, 0, EARLIEST, READ_UNCOMMITTED)[1]
+        if start != last:
+            last, since = start, time.monotonic()
+        elif start > offset and time.monotonic() - since >= 1:
+            return start
+        time.sleep(0.1)
+    raise AssertionError("retention never moved the log start")
+
+
+def test_compaction_keeps_aborted_records_hidden_and_committed_ones(tmp_path: Path) -> None:
+    """A compacted topic with an aborted and a committed transaction and an open one: the
+    cleaner (every 100 ms) drops superseded plain records, but never makes the aborted
+    record visible to read_committed readers nor loses a committed one; across a SIGKILL
+    the same."""
+    with serving(tmp_path / "data", log_cleaner_interval_ms=100) as server:
+        # Any dirty segment makes the log due: a pass that ran early must not leave the
+        # later segments below the dirty ratio.
+        _create(
+            server.bootstrap,
+            "c",
+            **{
+                "cleanup.policy": "compact",
+                "segment.bytes": "100",
+                "min.cleanable.dirty.ratio": "0.01",
+            },
+        )
+        with RawClient(server.bootstrap) as c:
+
+            def plain(key: bytes, value: bytes) -> None:
+                r = produce(c, "c", 0, client_batch([(key, value, _now_ms())]), None)
+                assert r.error_code == NONE
+
+            plain(b"K", b"a1")  # 0
+            r = produce(c, "c", 0, txn_batch([b"a2"], 1, 0, 0, keys=[b"K"]))  # 1
+            assert r.error_code == NONE
+            assert write_markers(c, [(1, 0, False, {"c": [0]})]) == {(1, "c", 0): NONE}  # 2
+            r = produce(c, "c", 0, txn_batch([b"j1"], 2, 0, 0, keys=[b"J"]))  # 3
+            assert r.error_code == NONE
+            assert write_markers(c, [(2, 0, True, {"c": [0]})]) == {(2, "c", 0): NONE}  # 4
+            plain(b"L", b"l1")  # 5
+            plain(b"L", b"l2")  # 6
+            r = produce(c, "c", 0, txn_batch([b"k3"], 3, 0, 0, keys=[b"K"]))  # 7
+            assert r.error_code == NONE
+            plain(b"M", b"m")  # 8
+            plain(b"N", b"n")  # 9: the active segment
+            _wait_cleaned(c, "c", b"l1")
+            values, stable, aborted = _committed_view(c, "c")
+            assert (values, stable, aborted) == ([b"a1", b"j1", b"l2"], 7, [(1, 1)])
+            assert write_markers(c, [(3, 0, True, {"c": [0]})]) == {(3, "c", 0): NONE}
+            expected = [b"a1", b"j1", b"l2", b"k3", b"m", b"n"]
+            assert read_all(c, "c", 0, READ_COMMITTED).values == expected
+        server.restart()
+        with RawClient(server.bootstrap) as c:
+            assert read_all(c, "c", 0, READ_COMMITTED).values == expected
+            assert _committed_view(c, "c")[2] == [(1, 1)]
+
+
+def _wait_cleaned(client: RawClient, topic: str, gone: bytes) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if gone not in read_all(client, topic, 0, READ_UNCOMMITTED).values:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the cleaner never ran")

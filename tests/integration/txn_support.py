@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,9 +42,10 @@ def txn_batch(
         base_sequence=seq,
         batch_size=10**7,
     )
+    now_ms = int(time.time() * 1000)
     for delta, value in enumerate(values):
         key = keys[delta] if keys is not None else None
-        builder.append(delta, timestamp=1_000 + delta, key=key, value=value, headers=[])
+        builder.append(delta, timestamp=now_ms, key=key, value=value, headers=[])
     return bytes(builder.build())
 
 
