@@ -127,7 +127,13 @@ def _read(ctx: TopicsContext, request: Request) -> tuple[Any, int, list[Partitio
             seen.append(partition)
             log = partition.log
             high_watermark = partition.high_watermark
-            stable = partition.last_stable_offset
+            producers = partition.producers
+            # Without transactions (the common case) the LSO is the high watermark: not
+            # computed, so read_uncommitted fetches cost what they did before transactions.
+            if producers.open_txns or producers.unstable:
+                stable = partition.last_stable_offset
+            else:
+                stable = high_watermark
             # read_committed readers see offsets below the last stable offset only.
             visible_end = stable if read_committed else high_watermark
             error = ErrorCode.NONE
