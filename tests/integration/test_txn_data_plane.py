@@ -373,3 +373,38 @@ def _wait_cleaned(client: RawClient, topic: str, gone: bytes) -> None:
             return
         time.sleep(0.1)
     raise AssertionError("the cleaner never ran")
+
+
+def test_a_damaged_abort_marker_never_shows_the_aborted_records(tmp_path: Path) -> None:
+    """Flipped bytes in an ABORT marker of a stopped server: the marker fails its checks and
+    is removed at start (reported by the log's name), so its transaction reads as still
+    open: the last stable offset stays at its first offset and read_committed readers get
+    nothing past it (never the aborted record); a marker sent again (the coordinator's
+    recovery, or an admin's abort) ends it and the committed data after it shows."""
+    with serving(tmp_path / "data") as server:
+        create_topic(server.bootstrap, "d", 1)
+        with RawClient(server.bootstrap) as c:
+            _txn(c, "d", 1, 0, 0, b"secret")  # 0
+            assert write_markers(c, [(1, 0, False, {"d": [0]})]) == {(1, "d", 0): NONE}  # 1
+            _txn(c, "d", 2, 0, 0, b"kept")  # 2
+            assert write_markers(c, [(2, 0, True, {"d": [0]})]) == {(2, "d", 0): NONE}  # 3
+            assert read_all(c, "d", 0, READ_COMMITTED).values == [b"kept"]
+        assert server.terminate() == 0
+        (segment,) = (tmp_path / "data" / "topics" / "d-0").glob("*.log")
+        data = bytearray(segment.read_bytes())
+        marker_at = int.from_bytes(data[8:12], "big") + 12  # the batch after the first
+        assert int.from_bytes(data[marker_at : marker_at + 8], "big") == 1
+        data[marker_at + 70] ^= 0xFF  # inside the marker's record (the CRC covers it)
+        segment.write_bytes(bytes(data))
+        server.start()
+        with RawClient(server.bootstrap) as c:
+            assert list_offset(c, "d", 0, LATEST, READ_COMMITTED) == (NONE, 0)
+            assert read_all(c, "d", 0, READ_COMMITTED).values == []
+            assert read_all(c, "d", 0, READ_UNCOMMITTED).values == [b"secret", b"kept"]
+            assert any("log damaged" in line and "d-0" in line for line in _log(server))
+            assert write_markers(c, [(1, 0, False, {"d": [0]})]) == {(1, "d", 0): NONE}
+            assert read_all(c, "d", 0, READ_COMMITTED).values == [b"kept"]
+
+
+def _log(server: ServerProcess) -> list[str]:
+    return server.log_tail(400).splitlines()
