@@ -46,7 +46,8 @@ from dataclasses import dataclass, field
 from groupcoord.protocol.batches import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader, InvalidBatch
 from groupcoord.protocol.control_batches import marker_of
 from groupcoord.protocol.errors import ErrorCode
-from groupcoord.storage import StorageError
+from groupcoord.storage import PartitionLog
+from groupcoord.storage.control_scan import headers_and_controls
 
 from .aborted_txns import AbortedTxns
 
@@ -105,16 +106,14 @@ class ProducerStates:
         self.aborted = AbortedTxns()
 
     @classmethod
-    def rebuild(cls, log: object) -> ProducerStates:
+    def rebuild(cls, log: PartitionLog) -> ProducerStates:
         """The state `record*` leave after the log's batches, read from their headers (and
         the markers' records)."""
         states = cls()
-        for header in log.batch_headers():  # type: ignore[attr-defined]
+        for header, control in headers_and_controls(log):
             if header.is_control:
-                if header.producer_id == NO_PRODUCER_ID:
-                    continue
-                marker = _read_marker(log, header)
-                if marker is not None:
+                marker = _marker(control)
+                if marker is not None and header.producer_id != NO_PRODUCER_ID:
                     commit, coordinator_epoch = marker
                     states.record_marker(header, header.base_offset, coordinator_epoch, commit)
             else:
@@ -272,13 +271,12 @@ class ProducerStates:
         return self.producers.items()
 
 
-def _read_marker(log: object, header: BatchHeader) -> tuple[bool, int] | None:
-    """(commit, coordinator epoch) of the control batch `header` in `log`; None when it is
-    no marker or cannot be read (damage: its transaction stays open)."""
+def _marker(batch: bytes | None) -> tuple[bool, int] | None:
+    """(commit, coordinator epoch) of a stored control batch; None when it is no marker or
+    could not be read (damage: its transaction stays open)."""
+    if batch is None:
+        return None
     try:
-        data = log.read(header.base_offset, header.size_bytes)  # type: ignore[attr-defined]
-        if len(data) < header.size_bytes:
-            return None
-        return marker_of(data[: header.size_bytes])
-    except (StorageError, OSError, InvalidBatch):
+        return marker_of(batch)
+    except InvalidBatch:
         return None
