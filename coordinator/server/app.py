@@ -429,12 +429,16 @@ class Server:
         interval = self.config.log_retention_check_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
-            logs = [p.log for t in self.topics.topics() for p in t.partitions]
+            partitions = [p for t in self.topics.topics() for p in t.partitions]
             try:
-                deleted = apply_retention(logs, int(time.time() * 1000))
+                deleted = apply_retention([p.log for p in partitions], int(time.time() * 1000))
             except OSError as e:
                 log.error("retention failed", error=str(e))
                 continue
+            if deleted:
+                for partition in partitions:
+                    # Aborted-index entries below the new log start go with their data.
+                    partition.producers.forget_below(partition.log.log_start_offset)
             if deleted:
                 log.info("retention deleted segments", segments=deleted)
 

@@ -16,6 +16,7 @@ from ..topics.admin import (
     handle_describe_configs,
 )
 from ..topics.alter_configs import handle_incremental_alter_configs
+from ..topics.describe_producers import handle_describe_producers
 from ..topics.fetch import handle_fetch
 from ..topics.list_offsets import handle_list_offsets
 from ..topics.metadata import (
@@ -36,6 +37,7 @@ from .group_admin_api import handle_delete_groups, handle_describe_groups, handl
 from .offset_api import handle_offset_commit, handle_offset_delete, handle_offset_fetch
 from .txn_admin_api import handle_describe_transactions, handle_list_transactions
 from .txn_api import handle_add_offsets_to_txn, handle_add_partitions_to_txn, handle_end_txn
+from .write_txn_markers_api import handle_write_txn_markers
 
 # (handler, lowest version, highest version)
 APIS: dict[int, tuple[Any, int, int]] = {
@@ -53,6 +55,9 @@ APIS: dict[int, tuple[Any, int, int]] = {
     ApiKey.CREATE_PARTITIONS: (handle_create_partitions, 0, 3),
     ApiKey.DESCRIBE_CLUSTER: (handle_describe_cluster, 0, 1),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (handle_describe_topic_partitions, 0, 0),
+    # Transactions, partition side
+    ApiKey.WRITE_TXN_MARKERS: (handle_write_txn_markers, 1, 2),
+    ApiKey.DESCRIBE_PRODUCERS: (handle_describe_producers, 0, 0),
     # Group coordinator
     ApiKey.OFFSET_COMMIT: (handle_offset_commit, 2, 9),
     ApiKey.OFFSET_FETCH: (handle_offset_fetch, 1, 9),

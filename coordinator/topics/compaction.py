@@ -24,8 +24,13 @@ or the new ones (storage/compaction_swap.py).
 
 Where each log's last pass ended (Kafka's cleaner-offset-checkpoint) is kept in memory
 only: after a restart every log counts as wholly dirty, so its first pass cleans it, as
-Kafka does without a checkpoint. Transactions are not served, so only non-transactional
-data exists; the cleaner would keep transactional and control batches whole.
+Kafka does without a checkpoint. Transactional batches and markers are kept whole and
+never supersede older records (storage/cleaner.py): an aborted record is never dropped in
+place of the older value it would have replaced, its ABORT marker stays, so the
+aborted-transactions index rebuilt from the log at start-up (producers.py) still hides it
+from read_committed readers, and a committed record is never lost. Kafka removes aborted
+records and, after delete.retention.ms, markers; here they take their space until
+retention deletes them.
 """
 
 from __future__ import annotations

@@ -2,9 +2,14 @@
 
 Emits: for each requested partition the stored batches from the one holding `fetch_offset`,
 up to the high watermark (everything durable), within partition_max_bytes and the request's
-max_bytes (the first batch found is always returned whole, KIP-74). When less than
-min_bytes is available the request parks until a produce makes data durable on one of its
-partitions or max_wait passes (long poll); a fetch with a partition in error is answered at
+max_bytes (the first batch found is always returned whole, KIP-74), and the partition's
+last stable offset. isolation_level 1 (read_committed) reads stop at the last stable offset
+(producers.py: the first offset of an undecided transaction) and the answer lists the
+aborted transactions (producer id, first offset) overlapping the records returned
+(aborted_txns.py), whose batches the client drops; read_uncommitted answers null there.
+When less than min_bytes is available the request parks until a produce or a transaction
+marker becomes durable on one of its partitions (data arrives, or the last stable offset
+moves) or max_wait passes (long poll); a fetch with a partition in error is answered at
 once, as Kafka does (a consumer must see OFFSET_OUT_OF_RANGE to reset, not wait for it).
 Errors: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (v13+), OFFSET_OUT_OF_RANGE (below the
 log start offset or past the log end), CORRUPT_MESSAGE (the batch at the fetch offset is
@@ -20,7 +25,7 @@ import time
 from typing import Any
 
 from groupcoord.protocol.api import ApiKey, Request, build, response_types
-from groupcoord.protocol.batches import LOG_OVERHEAD, batch_size_at
+from groupcoord.protocol.batches import HEADER_SIZE, LOG_OVERHEAD, batch_size_at, header_struct
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import CorruptBatch, OffsetOutOfRange
 
@@ -29,6 +34,8 @@ from .context import TopicsContext
 from .registry import Partition
 
 _BASE_OFFSET_SIZE = 8
+_OFFSETS = header_struct("base_offset", "last_offset_delta")
+READ_COMMITTED = 1
 
 
 def handle_fetch(ctx: TopicsContext, request: Request) -> Any:
@@ -87,7 +94,8 @@ def _read(ctx: TopicsContext, request: Request) -> tuple[Any, int, list[Partitio
     total = 0
     seen: list[Partition] = []
     errors = False
-    aborted: tuple[()] | None = () if body.isolation_level == 1 else None
+    read_committed = body.isolation_level == READ_COMMITTED
+    aborted_type = m.AbortedTransaction if read_committed else None
     topics = []
     for fetch_topic in body.topics:
         if by_id:
@@ -119,17 +127,26 @@ def _read(ctx: TopicsContext, request: Request) -> tuple[Any, int, list[Partitio
             seen.append(partition)
             log = partition.log
             high_watermark = partition.high_watermark
+            producers = partition.producers
+            # Without transactions (the common case) the LSO is the high watermark: not
+            # computed, so read_uncommitted fetches cost what they did before transactions.
+            if producers.open_txns or producers.unstable:
+                stable = partition.last_stable_offset
+            else:
+                stable = high_watermark
+            # read_committed readers see offsets below the last stable offset only.
+            visible_end = stable if read_committed else high_watermark
             error = ErrorCode.NONE
             records = b""
             offset = fp.fetch_offset
             if offset < log.log_start_offset or offset > log.next_offset:
                 error = ErrorCode.OFFSET_OUT_OF_RANGE
-            elif offset < high_watermark and budget > 0:
+            elif offset < visible_end and budget > 0:
                 limit = min(fp.partition_max_bytes, budget)
                 try:
                     records = log.read(offset, limit)
-                    if log.next_offset > high_watermark:
-                        records = _visible(records, high_watermark)
+                    if log.next_offset > visible_end:
+                        records = _visible(records, visible_end)
                 except OffsetOutOfRange:
                     error = ErrorCode.OFFSET_OUT_OF_RANGE
                 except CorruptBatch as exc:
@@ -143,13 +160,16 @@ def _read(ctx: TopicsContext, request: Request) -> tuple[Any, int, list[Partitio
                 total += len(records)
                 budget -= len(records)
             errors = errors or error != ErrorCode.NONE
+            aborted: tuple[Any, ...] | None = None
+            if read_committed:
+                aborted = _aborted(partition, aborted_type, offset, records)
             partitions.append(
                 build(
                     m.PartitionData,
                     partition_index=index,
                     error_code=error,
                     high_watermark=high_watermark,
-                    last_stable_offset=high_watermark,
+                    last_stable_offset=stable,
                     log_start_offset=log.log_start_offset,
                     aborted_transactions=aborted,
                     records=records,
@@ -173,6 +193,32 @@ def _read(ctx: TopicsContext, request: Request) -> tuple[Any, int, list[Partitio
         m.FetchResponse, error_code=ErrorCode.NONE, session_id=0, responses=tuple(topics)
     )
     return response, total, seen, errors
+
+
+def _aborted(
+    partition: Partition, entry: Any, fetch_offset: int, records: bytes
+) -> tuple[Any, ...]:
+    """The aborted transactions overlapping the records returned (Kafka's
+    collectAbortedTxns up to the offset past them): the client drops their batches."""
+    if not records or not partition.producers.aborted:
+        return ()
+    found = partition.producers.aborted_between(fetch_offset, _end_offset(records))
+    return tuple(build(entry, producer_id=pid, first_offset=first) for pid, first in found)
+
+
+def _end_offset(data: bytes) -> int:
+    """The offset after the last whole batch of `data`."""
+    pos = 0
+    end = len(data)
+    last = -1
+    while pos < end:
+        size = batch_size_at(data, pos)
+        if size < HEADER_SIZE or pos + size > end:
+            break
+        base_offset, last_delta = _OFFSETS.unpack_from(data, pos)
+        last = base_offset + last_delta
+        pos += size
+    return last + 1
 
 
 def _visible(data: bytes, high_watermark: int) -> bytes:

@@ -6,7 +6,8 @@ of the record with the largest timestamp; -4 (v8+, earliest local) -> the log st
 -5 (v9+, latest tiered) -> -1 (nothing is tiered); a timestamp -> the first offset whose
 record timestamp is at least it, else offset -1 with timestamp -1. A record of a batch
 stamped LogAppendTime has the batch's append time as its timestamp. read_committed readers
-get the same answers (no transactions: the last stable offset is the high watermark).
+(isolation_level 1, v2+) get the last stable offset for -1, and the lookups by timestamp
+find nothing at or past it (Kafka's fetchOffsetForTimestamp).
 Errors: UNKNOWN_TOPIC_OR_PARTITION.
 """
 
@@ -27,24 +28,26 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
 
-def lookup(partition: Partition, timestamp: int) -> tuple[int, int]:
-    """(timestamp, offset) answering a ListOffsets query for one partition."""
+def lookup(partition: Partition, timestamp: int, read_committed: bool = False) -> tuple[int, int]:
+    """(timestamp, offset) answering a ListOffsets query for one partition; offsets at or
+    past the last stable offset are not found for `read_committed`, as Kafka's
+    fetchOffsetForTimestamp bounds them."""
     log = partition.log
-    high_watermark = partition.high_watermark
+    bound = partition.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == LATEST:
-        return -1, high_watermark
+        return -1, bound
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return -1, log.log_start_offset
     if timestamp == LATEST_TIERED:
         return -1, -1
     if timestamp == MAX_TIMESTAMP:
         found = log.max_timestamp()
-        if found is None or found[0] >= high_watermark:
+        if found is None or found[0] >= bound:
             return -1, -1
         offset, ts = found
         return ts, offset
     found = log.offset_for_timestamp(timestamp)
-    if found is None or found[0] >= high_watermark:
+    if found is None or found[0] >= bound:
         return -1, -1
     offset, ts = found
     return ts, offset
@@ -54,6 +57,8 @@ def handle_list_offsets(ctx: TopicsContext, request: Request) -> Any:
     version = request.api_version
     m = response_types(ApiKey.LIST_OFFSETS, version)
     topics = []
+    # isolation_level exists from v2 on; v1 reads uncommitted.
+    read_committed = getattr(request.body, "isolation_level", 0) == 1
     for list_topic in request.body.topics:
         topic = ctx.topics.get(list_topic.name)
         partitions = []
@@ -71,7 +76,7 @@ def handle_list_offsets(ctx: TopicsContext, request: Request) -> Any:
                     )
                 )
                 continue
-            ts, offset = lookup(topic.partitions[index], lp.timestamp)
+            ts, offset = lookup(topic.partitions[index], lp.timestamp, read_committed)
             partitions.append(
                 build(
                     m.ListOffsetsPartitionResponse,

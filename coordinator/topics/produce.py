@@ -9,12 +9,19 @@ its data is flushed all the same.
 Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE (bad CRC, length or
 magic), MESSAGE_TOO_LARGE (also once recompressed), INVALID_RECORD (empty, records that
 cannot be decoded or decompressed, or, with
-record_errors, records without a key on a compacted topic), INVALID_TIMESTAMP (with
+record_errors, records without a key on a compacted topic; a control batch; a
+transactional batch without producer id or sequence), INVALID_TIMESTAMP (with
 record_errors: message.timestamp.before/after.max.ms, or a batch already marked
 LogAppendTime by its producer), OUT_OF_ORDER_SEQUENCE_NUMBER and
-INVALID_PRODUCER_EPOCH (idempotence), INVALID_REQUIRED_ACKS, KAFKA_STORAGE_ERROR (the write or
-fsync failed, now or earlier, or the log is closed), TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-(transactions are not served).
+INVALID_PRODUCER_EPOCH (idempotence), INVALID_TXN_STATE (a non-transactional batch while the
+producer's transaction is open), INVALID_REQUIRED_ACKS, KAFKA_STORAGE_ERROR (the write or
+fsync failed, now or earlier, or the log is closed); for every partition of the request,
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED (a transactional batch without a transactional id)
+and INVALID_PRODUCER_ID_MAPPING (transactional batches of several producer ids).
+Transactional batches (attribute bit 0x10) are checked as idempotent ones, and the first
+opens the producer's transaction on the partition (producers.py) until a marker ends it
+(txn_markers.py). The transaction coordinator is not asked whether the partition is part
+of the transaction (Kafka's KIP-890 verification).
 """
 
 from __future__ import annotations
@@ -24,7 +31,16 @@ import time
 from typing import Any
 
 from groupcoord.protocol.api import ApiKey, Request, build, response_types
-from groupcoord.protocol.batches import InvalidBatch, split_batches
+from groupcoord.protocol.batches import (
+    ATTRIBUTES_AT,
+    HEADER_SIZE,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    TRANSACTIONAL_MASK,
+    InvalidBatch,
+    header_struct,
+    split_batches,
+)
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import StorageError
 
@@ -41,6 +57,7 @@ log = get_logger("groupcoord.produce")
 # log_append_time is a datetime in kio's schema; built from whole milliseconds so that it
 # encodes back to exactly the append time.
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_PRODUCER_ID = header_struct("producer_id")
 
 
 class _PartitionResult:
@@ -70,6 +87,7 @@ def handle_produce(ctx: TopicsContext, request: Request) -> Any:
     body = request.body
     acks = body.acks
     results: list[tuple[str, list[_PartitionResult]]] = []
+    refused = _refuse_transactional(body)
     for topic_data in body.topic_data:
         name = topic_data.name
         topic = ctx.topics.get(name)
@@ -77,9 +95,8 @@ def handle_produce(ctx: TopicsContext, request: Request) -> Any:
         for data in topic_data.partition_data:
             result = _PartitionResult(data.index)
             partition_results.append(result)
-            if body.transactional_id is not None:
-                result.error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-                result.message = "transactions are not supported by this server"
+            if refused is not None:
+                result.error, result.message = refused
             elif acks not in (0, 1, -1):
                 result.error = ErrorCode.INVALID_REQUIRED_ACKS
             elif topic is None or not 0 <= data.index < len(topic.partitions):
@@ -98,6 +115,35 @@ def handle_produce(ctx: TopicsContext, request: Request) -> Any:
     return _respond_when_durable(ctx, request, results, appended)
 
 
+def _refuse_transactional(body: Any) -> tuple[ErrorCode, str] | None:
+    """Kafka's request-wide checks of transactional batches (each partition's first batch,
+    as ProduceRequest.hasTransactionalRecords reads them): they need a transactional id,
+    else TRANSACTIONAL_ID_AUTHORIZATION_FAILED; and one producer id, else
+    INVALID_PRODUCER_ID_MAPPING. None when the request passes."""
+    producer_ids: set[int] | None = None
+    for topic_data in body.topic_data:
+        for data in topic_data.partition_data:
+            records = data.records
+            if not records or len(records) < HEADER_SIZE:
+                continue
+            if not records[ATTRIBUTES_AT + 1] & TRANSACTIONAL_MASK:
+                continue
+            if body.transactional_id is None:
+                return (
+                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    "transactional batches need a transactional id",
+                )
+            if producer_ids is None:
+                producer_ids = set()
+            producer_ids.add(_PRODUCER_ID.unpack_from(records)[0])
+    if producer_ids is not None and len(producer_ids) > 1:
+        return (
+            ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+            "transactional batches of more than one producer id in one request",
+        )
+    return None
+
+
 def _append(
     ctx: TopicsContext, partition: Partition, records: bytes | None, result: _PartitionResult
 ) -> None:
@@ -113,6 +159,19 @@ def _append(
         return
     limit = int(partition.topic.config_value("max.message.bytes", ctx.settings))
     for header in headers:
+        if header.is_control or (
+            header.is_transactional
+            and (header.producer_id == NO_PRODUCER_ID or header.base_sequence == NO_SEQUENCE)
+        ):
+            # Kafka's LogValidator: markers come from coordinators only, and a
+            # transactional batch must carry its producer id and sequence.
+            result.error = ErrorCode.INVALID_RECORD
+            result.message = (
+                "control batches are written by the transaction coordinator only"
+                if header.is_control
+                else "a transactional batch needs a producer id and a base sequence"
+            )
+            return
         if header.size_bytes > limit:
             result.error = ErrorCode.MESSAGE_TOO_LARGE
             result.message = f"batch of {header.size_bytes} bytes exceeds max.message.bytes {limit}"

@@ -98,6 +98,13 @@ class Partition:
         """Offsets below it are durable and visible to consumers (last offset + 1)."""
         return self.log.durable_offset
 
+    @property
+    def last_stable_offset(self) -> int:
+        """Offsets below it are visible to read_committed consumers: the high watermark,
+        or the first offset of the earliest undecided transaction (producers.py)."""
+        log = self.log
+        return self.producers.last_stable_offset(log.durable_offset, log.log_start_offset)
+
 
 @dataclass(eq=False)
 class Topic:

@@ -1,0 +1,64 @@
+"""DescribeProducers v0 (KIP-664): the producers a partition knows, from its producer state
+(producers.py), as Kafka answers from the local log.
+
+Emits per partition each producer's id, epoch, last sequence (-1 when no data batch of its
+current epoch is known), last timestamp, coordinator epoch (-1 until a marker is seen) and
+the first offset of its open transaction (-1 when none is open).
+Errors per partition: UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from groupcoord.protocol.api import ApiKey, Request, build, response_types
+from groupcoord.protocol.errors import ErrorCode
+
+from .context import TopicsContext
+
+
+def handle_describe_producers(ctx: TopicsContext, request: Request) -> Any:
+    """See the module docstring."""
+    m = response_types(ApiKey.DESCRIBE_PRODUCERS, request.api_version)
+    topics = []
+    for wanted in request.body.topics:
+        partitions = []
+        for index in wanted.partition_indexes:
+            partition = ctx.topics.partition(wanted.name, index)
+            if partition is None:
+                partitions.append(
+                    build(
+                        m.PartitionResponse,
+                        partition_index=index,
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_message=None,
+                        active_producers=(),
+                    )
+                )
+                continue
+            producers = tuple(
+                build(
+                    m.ProducerState,
+                    producer_id=producer_id,
+                    producer_epoch=state.epoch,
+                    last_sequence=state.last_sequence,
+                    last_timestamp=state.last_timestamp,
+                    coordinator_epoch=state.coordinator_epoch,
+                    current_txn_start_offset=state.txn_first_offset,
+                )
+                for producer_id, state in partition.producers.describe()
+            )
+            partitions.append(
+                build(
+                    m.PartitionResponse,
+                    partition_index=index,
+                    error_code=ErrorCode.NONE,
+                    error_message=None,
+                    active_producers=producers,
+                )
+            )
+        topics.append(build(m.TopicResponse, name=wanted.name, partitions=tuple(partitions)))
+    return build(
+        m.DescribeProducersResponse, throttle_time=datetime.timedelta(0), topics=tuple(topics)
+    )
