@@ -34,11 +34,15 @@ from groupcoord.protocol.batches import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
+    NO_PRODUCER_ID,
+    TRANSACTIONAL_MASK,
     DefaultRecordBatch,
     DefaultRecordBatchBuilder,
     header_struct,
     parse_header,
 )
+from groupcoord.protocol.control_batches import end_txn_marker_batch, marker_commits
+from groupcoord.protocol.errors import ErrorCode
 from groupcoord.protocol.records import (
     GroupMetadataKey,
     OffsetCommitKey,
@@ -111,11 +115,18 @@ def _run_event(shard: GroupShard, event: Callable[[int], Result], now_ms: int) -
 
 
 class _Batch:
-    __slots__ = ("records", "replies")
+    """Records gathered for one record batch, and the replies waiting on it. A
+    transactional batch (TxnOffsetCommit) carries its producer id and epoch; a marker
+    (`marker` COMMIT True / ABORT False) is written as a control batch."""
+
+    __slots__ = ("records", "replies", "producer_id", "producer_epoch", "marker")
 
     def __init__(self) -> None:
         self.records: list[tuple[bytes, bytes | None]] = []
         self.replies: list[tuple[Reply, Any]] = []
+        self.producer_id = NO_PRODUCER_ID
+        self.producer_epoch = -1
+        self.marker: bool | None = None
 
 
 class ShardRunner:
@@ -292,6 +303,74 @@ class ShardRunner:
         if self.state is ShardState.ACTIVE:
             self.run(callback, None if late_s is None else time.perf_counter() - late_s)
 
+    def call_transactional(
+        self,
+        call: Callable[[GroupShard, _A, int], Result],
+        argument: _A,
+        queued_at: float | None,
+        producer_id: int,
+        producer_epoch: int,
+    ) -> None:
+        """`call` of an event whose records belong to the transaction of `producer_id`
+        (TxnOffsetCommit): they are replayed as pending transactional offsets and written
+        as their own transactional batch, after the records gathered before them (Kafka
+        flushes the current batch first). Raises NotActive as `call`."""
+        if self.state is not ShardState.ACTIVE:
+            raise NotActive(self.state)
+        now_ms = self.clock_ms()
+        if queued_at is not None and self.metrics is not None:
+            self.metrics.event_queue.observe(time.perf_counter() - queued_at)
+        result = call(self.shard, argument, now_ms)
+        if not result.records:
+            self._apply(result, now_ms)
+            return
+        self._seal()
+        if self.state is not ShardState.ACTIVE:  # the batch before failed: so does this one
+            failure = StorageFailure("an earlier write of the shard failed")
+            for reply, _ in result.replies:
+                reply(failure)
+            return
+        shard = self.shard
+        for key, value in result.records:
+            shard.replay_transactional(key, value, producer_id, producer_epoch, now_ms)
+        batch = self._batch = _Batch()
+        batch.producer_id = producer_id
+        batch.producer_epoch = producer_epoch
+        batch.records = [
+            (encode_key(key), None if value is None else encode_value(value))
+            for key, value in result.records
+        ]
+        batch.replies = result.replies
+        self._seal()
+
+    def complete_transaction(
+        self, producer_id: int, producer_epoch: int, commit: bool, reply: Reply
+    ) -> None:
+        """A transaction marker for this shard: replayed (COMMIT makes the producer's
+        pending offsets committed in every group here, ABORT drops them), then written as a
+        control batch after the records gathered before it; `reply(ErrorCode.NONE)` once
+        durable (a StorageFailure if the write fails). A marker older than the producer's
+        epoch here is answered INVALID_PRODUCER_EPOCH at once, nothing written. Raises
+        NotActive as `call`."""
+        if self.state is not ShardState.ACTIVE:
+            raise NotActive(self.state)
+        error = self.shard.end_transaction_error(producer_id, producer_epoch)
+        if error is not ErrorCode.NONE:
+            reply(error)
+            return
+        self._seal()
+        if self.state is not ShardState.ACTIVE:  # the batch before failed: so does this one
+            reply(StorageFailure("an earlier write of the shard failed"))
+            return
+        self.shard.replay_end_transaction(producer_id, producer_epoch, commit)
+        batch = self._batch = _Batch()
+        batch.producer_id = producer_id
+        batch.producer_epoch = producer_epoch
+        batch.marker = commit
+        batch.records = [(b"", None)]  # one control record, built by _seal
+        batch.replies = [(reply, ErrorCode.NONE)]
+        self._seal()
+
     def _apply(self, result: Result, now_ms: int) -> None:
         shard = self.shard
         for key, value in result.records:
@@ -332,14 +411,27 @@ class ShardRunner:
         last_offset = log_.next_offset - 1
         if batch.records:
             flush_started = time.perf_counter()
-            # Positional arguments (magic 2, no compression, not transactional, no producer
-            # id, epoch or sequence, no size limit): the C builder parses keywords slowly.
-            builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30)
             timestamp = self.clock_ms()
-            append = builder.append
-            for delta, (key, value) in enumerate(batch.records):
-                append(delta, timestamp, key, value, [])  # offset delta, ts, key, value, headers
-            data = builder.build()  # a bytearray: the log stamps the base offset into it
+            if batch.producer_id == NO_PRODUCER_ID:
+                # Positional arguments (magic 2, no compression, not transactional, no
+                # producer id, epoch or sequence, no size limit): the C builder parses
+                # keywords slowly.
+                builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30)
+            elif batch.marker is None:  # a transactional batch: base sequence 0, as Kafka
+                builder = DefaultRecordBatchBuilder(
+                    2, 0, 1, batch.producer_id, batch.producer_epoch, 0, 1 << 30
+                )
+            else:
+                builder = None
+            if builder is None:
+                data = end_txn_marker_batch(
+                    batch.producer_id, batch.producer_epoch, bool(batch.marker), timestamp
+                )
+            else:
+                append = builder.append
+                for delta, (key, value) in enumerate(batch.records):
+                    append(delta, timestamp, key, value, [])  # delta, ts, key, value, headers
+                data = builder.build()  # a bytearray: the log stamps the base offset into it
             try:
                 base = log_.append(data, [parse_header(data)])
             except (OSError, RecordError, StorageError) as e:
@@ -476,6 +568,7 @@ _BATCH_HEAD = header_struct(
     "records_count",
 )
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+_TRANSACTIONAL_OR_CONTROL = TRANSACTIONAL_MASK | CONTROL_MASK
 
 _gc_pauses = 0
 _gc_was_enabled = False
@@ -556,7 +649,9 @@ class _LogReplayer:
             if end > total:
                 break
             # Batches read from the log passed their CRC check (PartitionLog.read).
-            if not attributes & CONTROL_MASK:
+            if attributes & _TRANSACTIONAL_OR_CONTROL:
+                self._replay_transactional(view[pos:end], offset)
+            else:
                 batch = view[pos:end]
                 if base >= offset:
                     pairs = list(map(_KEY_VALUE, DefaultRecordBatch(batch)))
@@ -592,6 +687,36 @@ class _LogReplayer:
         self._indexed = 0
         self._by_group.clear()
         self._new_groups = False
+
+    def _replay_transactional(self, batch: memoryview, offset: int) -> None:
+        """A transactional batch (TxnOffsetCommit records: pending offsets of its producer)
+        or a control batch (a transaction marker), replayed after the run before it (records
+        below `offset` skipped). Rare next to plain commits: decoded record by record."""
+        self.flush()
+        header = parse_header(batch)
+        shard = self.shard
+        for record in DefaultRecordBatch(batch):
+            if record.offset < offset:
+                continue
+            if header.is_control:
+                commit = marker_commits(record.key)
+                if commit is not None:
+                    shard.replay_end_transaction(header.producer_id, header.producer_epoch, commit)
+                continue
+            try:
+                key, value = decode_record(record.key, record.value)
+            except UnknownRecordType as e:
+                log.warning(
+                    "skipping unknown record type",
+                    shard=self.shard_id,
+                    offset=record.offset,
+                    error=str(e),
+                )
+                continue
+            shard.replay_transactional(
+                key, value, header.producer_id, header.producer_epoch, self.now_ms
+            )
+            self.count += 1
 
     def _replay_pairs(self, pairs: list[tuple[Any, Any]], batch: memoryview, skipped: int) -> None:
         """A batch that is not all commits: the commits between its other records join the
