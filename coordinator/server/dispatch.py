@@ -34,6 +34,7 @@ from .cluster import handle_api_versions, handle_find_coordinator, handle_init_p
 from .consumer_group_api import handle_consumer_group_describe, handle_consumer_group_heartbeat
 from .group_admin_api import handle_delete_groups, handle_describe_groups, handle_list_groups
 from .offset_api import handle_offset_commit, handle_offset_delete, handle_offset_fetch
+from .txn_offset_api import handle_txn_offset_commit
 
 # (handler, lowest version, highest version)
 APIS: dict[int, tuple[Any, int, int]] = {
@@ -55,6 +56,7 @@ APIS: dict[int, tuple[Any, int, int]] = {
     ApiKey.OFFSET_COMMIT: (handle_offset_commit, 2, 9),
     ApiKey.OFFSET_FETCH: (handle_offset_fetch, 1, 9),
     ApiKey.OFFSET_DELETE: (handle_offset_delete, 0, 0),
+    ApiKey.TXN_OFFSET_COMMIT: (handle_txn_offset_commit, 0, 5),
     ApiKey.DELETE_GROUPS: (handle_delete_groups, 0, 2),
     ApiKey.JOIN_GROUP: (handle_join_group, 0, 9),
     ApiKey.SYNC_GROUP: (handle_sync_group, 0, 5),
