@@ -2,7 +2,8 @@
 transaction's marker (which only the transaction coordinator sends: the end-to-end tests
 drive it), OffsetFetch with require_stable answering UNSTABLE_OFFSET_COMMIT for them and
 without it the last committed offset, pending offsets surviving a SIGKILL, and the classic
-group's KIP-447 fencing (generation, member id, group instance id)."""
+group's KIP-447 fencing (generation, member id, group instance id), and the KIP-1251
+cases on a consumer group."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from groupcoord.protocol.api import build
 from groupcoord.protocol.errors import ErrorCode
 from tests.integration.raw_groups import commit, join_until_member, sync
 from tests.integration.test_clients import create_topic
+from tests.integration.test_kip848_raw import RawMember, owned_of
 from tests.rawclient import RawClient, request_class
 from tests.support import ServerProcess, serving
 
@@ -195,3 +197,58 @@ def test_classic_group_fencing(server: ServerProcess) -> None:
             ("t", 0): ErrorCode.ILLEGAL_GENERATION
         }
         assert txn_commit(client, "simple", {("t", 0): 1}) == ok
+
+
+def test_kip1251_fencing_of_transactional_commits(tmp_path: Path) -> None:
+    """Issue 18's KIP-1251 cases on TxnOffsetCommit v5 in a consumer group, driven by raw
+    ConsumerGroupHeartbeats: the previous epoch for a partition still owned is accepted, a
+    zombie commit for a partition given to another member and an epoch above the member's
+    are ILLEGAL_GENERATION (not STALE_MEMBER_EPOCH), and a mixed request writes nothing."""
+    with serving(
+        tmp_path / "data",
+        group_consumer_assignment_interval_ms=0,
+        group_consumer_session_timeout_ms=20000,
+    ) as proc:
+        topic, group = "t", "g-txn-1251"
+        create_topic(proc.bootstrap, topic, 4)
+        a = RawMember(proc.bootstrap, group, [topic])
+        b = RawMember(proc.bootstrap, group, [topic])
+        try:
+            a.join()
+            e1 = a.epoch
+            (topic_id,) = a.assigned
+            b.join()
+            e2 = b.epoch
+            assert a.beat(owned_of(topic_id, {0, 1, 2, 3})).member_epoch == e1
+            kept = a.partitions()
+            moved = {0, 1, 2, 3} - kept
+            keep_p, move_p = min(kept), min(moved)
+            assert a.ack().error_code == 0 and a.epoch == e2
+            assert b.ack().error_code == 0 and b.partitions() == moved
+
+            def commit_at(offsets: dict[int, int], epoch: int) -> dict[int, int]:
+                answer = txn_commit(
+                    a.client,
+                    group,
+                    {("t", p): o for p, o in offsets.items()},
+                    generation=epoch,
+                    member_id=a.member_id,
+                    version=5,
+                )
+                return {p: e for (_, p), e in answer.items()}
+
+            assert commit_at({keep_p: 10}, e1) == {keep_p: ErrorCode.NONE}
+            assert commit_at({move_p: 11}, e1) == {move_p: ErrorCode.ILLEGAL_GENERATION}
+            assert commit_at({keep_p: 12}, e2 + 1) == {keep_p: ErrorCode.ILLEGAL_GENERATION}
+            assert commit_at({keep_p: 13, move_p: 13}, e1) == {
+                keep_p: ErrorCode.ILLEGAL_GENERATION,
+                move_p: ErrorCode.ILLEGAL_GENERATION,
+            }
+            # Only the accepted commit is pending: the mixed request wrote nothing.
+            assert fetch(a.client, group, [keep_p, move_p], True) == (
+                0,
+                {keep_p: (-1, UNSTABLE), move_p: (-1, 0)},
+            )
+        finally:
+            a.close()
+            b.close()
