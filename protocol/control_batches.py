@@ -109,10 +109,25 @@ def marker_of(batch: bytes | bytearray | memoryview) -> tuple[bool, int] | None:
     return kind == CONTROL_COMMIT, coordinator_epoch
 
 
+def marker_commits(key: bytes | None) -> bool | None:
+    """Of a control record's key: True for a COMMIT marker, False for an ABORT one, None
+    for any other control record (or a key too short to be one). An unknown key version
+    is read as version 0, as Kafka reads it as its highest known."""
+    if key is None or len(key) < _KEY.size:
+        return None
+    kind = _KEY.unpack_from(key)[1]
+    if kind == CONTROL_COMMIT:
+        return True
+    if kind == CONTROL_ABORT:
+        return False
+    return None
+
+
 __all__ = [
     "CONTROL_ABORT",
     "CONTROL_COMMIT",
     "MARKER_ATTRIBUTES",
     "marker_batch",
+    "marker_commits",
     "marker_of",
 ]

@@ -20,7 +20,8 @@ shard. Compaction rewrites every segment except the active one so that:
 * records without a key are dropped (Kafka's cleaner does the same).
 * transactional and control batches are kept whole and never supersede anything
   (nothing here knows whether their transaction committed); tombstones of keys that
-  appear in them are kept.
+  appear in them are kept, even when a later record supersedes them (replaying one drops
+  the key's pending transactional offsets in the group coordinator).
 * the latest batch of each producer id stays, emptied of its records if none survives
   (Kafka's RETAIN_EMPTY: a 61-byte header keeping base offset, last offset delta,
   producer id, epoch and base sequence), so the producer state rebuilt from batch headers
@@ -573,7 +574,12 @@ def _filter_batch(
     tombstones = 0
     for record in records:
         _, _, delta, key, tombstone = record
-        if key is None or latest.get(key, -1) > base + delta:
+        if key is None:
+            continue
+        # A tombstone of a key written in a transaction stays even when a later record
+        # supersedes it: replaying it drops that key's pending transactional records (the
+        # group coordinator's replay), which the later record alone would not.
+        if latest.get(key, -1) > base + delta and not (tombstone and key in pinned):
             continue
         if tombstone and expired and key not in pinned:
             tombstones += 1

@@ -46,6 +46,7 @@ from groupcoord.protocol.records import (
 from .classic.group import ClassicGroup, GroupState
 from .consumer.fencing import validate_offset_commit
 from .consumer.group import ConsumerGroup
+from .pending_offsets import PendingOffsets
 from .result import Record, Reply, Result
 
 if TYPE_CHECKING:
@@ -287,6 +288,10 @@ class OffsetManager:
         # group -> topic -> partition -> packed entry. Empty inner dicts are removed.
         self._offsets: dict[str, dict[str, dict[int, Entry]]] = {}
         self._count = 0
+        # Transactional offsets waiting for their markers (pending_offsets.py); `_open` is
+        # its index, falsy when nothing is pending (all a plain commit's replay checks).
+        self.pending = PendingOffsets()
+        self._open = self.pending.open
         # Metrics counters (Kafka's offset-commit/-expiration/-deletion sensors), counted when
         # the records are emitted.
         self.commits = 0
@@ -330,6 +335,8 @@ class OffsetManager:
         tombstone for an unknown offset is a no-op."""
         group_id = key.group
         if value is None:
+            if self._open:
+                self.pending.drop(group_id, key.topic, key.partition)
             topics = self._offsets.get(group_id)
             if topics is None:
                 return
@@ -354,6 +361,39 @@ class OffsetManager:
         if key.partition not in parts:
             self._count += 1
         parts[key.partition] = _pack(value)
+        if self._open:
+            self.pending.supersede(group_id, key.topic, key.partition)
+
+    def replay_transactional(
+        self,
+        key: OffsetCommitKey,
+        value: OffsetCommitValue | None,
+        producer_id: int,
+        producer_epoch: int,
+        now_ms: int,
+    ) -> None:
+        """An OffsetCommit record of a transactional batch: the producer's pending offset
+        (a missing group is created, as for a plain commit); a tombstone there deletes as
+        anywhere else."""
+        if value is None:
+            self.replay(key, None, now_ms)
+            return
+        if not self.shard.has_group(key.group):
+            self.shard.get_or_create_classic_group(key.group, now_ms)
+        self.pending.add(
+            producer_id, producer_epoch, key.group, key.topic, key.partition, _pack(value)
+        )
+
+    def replay_end_transaction(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """A transaction marker: a COMMIT makes the producer's pending offsets that no newer
+        record beat the committed ones; an ABORT drops them (pending_offsets.py)."""
+        for group_id, topic, partition, entry in self.pending.end(
+            producer_id, producer_epoch, commit
+        ):
+            parts = self._offsets.setdefault(group_id, {}).setdefault(topic, {})
+            if partition not in parts:
+                self._count += 1
+            parts[partition] = entry
 
     def replay_commits(
         self, commits: Iterable[tuple[tuple[str, str, int], bytes]], now_ms: int
@@ -367,6 +407,10 @@ class OffsetManager:
         overwrites the entry (a dict keeps the position of the first insertion) and the
         only other effect, creating a missing group, happens at the group's first commit.
         Deduplicating the run that way is the caller's part."""
+        if self._open:  # the run is newer than every pending entry
+            commits = list(commits)
+            for (group_id, topic, partition), _ in commits:
+                self.pending.supersede(group_id, topic, partition)
         shard = self.shard
         offsets = self._offsets
         count = self._count
@@ -504,7 +548,9 @@ class OffsetManager:
         """OffsetFetch for one group; writes nothing. A missing or Dead group is no error:
         requested partitions answer offset -1 (fetch-all: no topics). An offset stored under
         another (non-zero) topic id than the requested one answers -1: the topic was
-        re-created. `require_stable` changes nothing until transactional offsets exist.
+        re-created. With `require_stable`, a partition with a pending transactional offset
+        answers UNSTABLE_OFFSET_COMMIT (offset -1), as Kafka's (partition level, every
+        version); without it, the committed offset.
         A consumer group checks the member when the request names one (v9): group-level
         UNKNOWN_MEMBER_ID, or STALE_MEMBER_EPOCH unless the epoch is the member's (strict:
         no KIP-1251 leniency for fetches)."""
@@ -521,11 +567,18 @@ class OffsetManager:
         elif group is not None and group.state is not GroupState.DEAD:
             stored = self._offsets.get(request.group_id, {})
         topics: list[OffsetFetchTopicResult] = []
+        unstable = self.pending.has if request.require_stable and self._open else None
+        group_id = request.group_id
         if request.topics is None:
             for name, parts in stored.items():
                 ids = {_entry_topic_id(e) for e in parts.values()}
                 topic_id = ids.pop() if len(ids) == 1 else None
-                partitions = [_fetched(p, _unpack(e)) for p, e in parts.items()]
+                partitions = [
+                    _UNSTABLE(p)
+                    if unstable and unstable(group_id, name, p)
+                    else _fetched(p, _unpack(e))
+                    for p, e in parts.items()
+                ]
                 topics.append(OffsetFetchTopicResult(name, topic_id, partitions))
         else:
             for topic in request.topics:
@@ -535,7 +588,9 @@ class OffsetManager:
                 for index in topic.partitions:
                     entry = parts.get(index)
                     stored_id = None if entry is None else _entry_topic_id(entry)
-                    if entry is None or (
+                    if unstable and unstable(group_id, topic.name, index):
+                        partitions.append(_UNSTABLE(index))
+                    elif entry is None or (
                         wanted is not None and stored_id is not None and stored_id != wanted
                     ):
                         partitions.append(OffsetFetchPartition(index))
@@ -550,7 +605,8 @@ class OffsetManager:
     def delete_offsets(
         self, group_id: str, topics: Mapping[str, list[int]], reply: Reply, now_ms: int
     ) -> Result:
-        """OffsetDelete. Emits a tombstone per requested partition that has an offset.
+        """OffsetDelete. Emits a tombstone per requested partition that has an offset,
+        committed or pending transactional (Kafka's rule).
         Top-level GROUP_ID_NOT_FOUND (missing or Dead group), NON_EMPTY_GROUP (a classic group
         with members whose protocol type is not "consumer"); per partition
         GROUP_SUBSCRIBED_TO_TOPIC for every partition of a topic the group consumes."""
@@ -578,7 +634,7 @@ class OffsetManager:
                 partitions = [PartitionResult(i) for i in indexes]
                 parts = stored.get(name, {})
                 for index in dict.fromkeys(indexes):
-                    if index in parts:
+                    if index in parts or self.pending.has(group_id, name, index):
                         result.records.append((OffsetCommitKey(group_id, name, index), None))
             results.append(OffsetDeleteTopicResult(name, partitions))
         self.deletions += len(result.records)
@@ -617,10 +673,15 @@ class OffsetManager:
         return result
 
     def delete_all_offsets(self, group_id: str, records: list[Record]) -> int:
-        """Append a tombstone for every offset of the group; returns how many."""
+        """Append a tombstone for every offset of the group, pending transactional ones
+        included (as Kafka's deleteAllOffsets); returns how many."""
         before = len(records)
-        for topic, parts in self._offsets.get(group_id, {}).items():
+        stored = self._offsets.get(group_id, {})
+        for topic, parts in stored.items():
             for partition in parts:
+                records.append((OffsetCommitKey(group_id, topic, partition), None))
+        for topic, partition in self.pending.partitions(group_id):
+            if partition not in stored.get(topic, {}):
                 records.append((OffsetCommitKey(group_id, topic, partition), None))
         return len(records) - before
 
@@ -638,15 +699,18 @@ class OffsetManager:
     def expire(self, now_ms: int) -> Result:
         """One expiration cycle (Kafka's cleanupGroupMetadata): tombstones for expired
         offsets of topics the group does not consume, then a GroupMetadata tombstone for each
-        Empty group left without offsets (including groups that never had any)."""
+        Empty group left without offsets (including groups that never had any). A partition
+        with a pending transactional offset keeps its offset, and a group with one is not
+        deleted (Kafka's cleanupExpiredOffsets)."""
         result = Result()
+        pending = self.pending
         for group_id, group in list(self.shard.groups.items()):
             if self._expire_group(group, now_ms, result.records):
-                if group.state is GroupState.EMPTY:
+                if group.state is GroupState.EMPTY and not pending.has_group(group_id):
                     result.records.append((GroupMetadataKey(group_id), None))
         for consumer_group in list(self.shard.consumer_groups.values()):
             if self._expire_consumer_group(consumer_group, now_ms, result.records):
-                if consumer_group.is_empty():
+                if consumer_group.is_empty() and not pending.has_group(consumer_group.group_id):
                     result.records.extend(self.shard.consumer.deletion_records(consumer_group))
         return result
 
@@ -706,7 +770,7 @@ class OffsetManager:
                     expired = now_ms >= expire_ts
                 else:
                     expired = now_ms - (commit_ts if since_ms is None else since_ms) >= retention_ms
-                if expired:
+                if expired and not (self._open and self.pending.has(group_id, topic, partition)):
                     records.append((OffsetCommitKey(group_id, topic, partition), None))
                     self.expirations += 1
                 else:
@@ -729,6 +793,13 @@ class OffsetManager:
                 for partition, entry in parts.items():
                     stored_id = _entry_topic_id(entry)
                     if deleted_id is None or stored_id is None or stored_id == deleted_id:
+                        result.records.append((OffsetCommitKey(group_id, name, partition), None))
+        # Pending transactional offsets of those topics too (Kafka's onPartitionsDeleted).
+        for group_id, pending_topics in self._open.items():
+            stored = self._offsets.get(group_id, {})
+            for name in topics:
+                for partition in pending_topics.get(name, {}):
+                    if partition not in stored.get(name, {}):
                         result.records.append((OffsetCommitKey(group_id, name, partition), None))
         return result
 
@@ -796,6 +867,10 @@ def _validate_consumer_fetch(group: ConsumerGroup, request: OffsetFetchRequest) 
         classic_member = group.metadata[member.member_id].classic_member_metadata is not None
         return ErrorCode.ILLEGAL_GENERATION if classic_member else ErrorCode.STALE_MEMBER_EPOCH
     return ErrorCode.NONE
+
+
+def _UNSTABLE(index: int) -> OffsetFetchPartition:  # noqa: N802 - reads as a constant
+    return OffsetFetchPartition(index, error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
 
 
 def _fetched(index: int, stored: OffsetAndMetadata) -> OffsetFetchPartition:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from groupcoord.protocol.errors import ErrorCode
 from groupcoord.protocol.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
@@ -55,6 +56,7 @@ from .offsets import (
 )
 from .result import IdSource, Reply, Result, Timer
 from .topics import StaticTopicImage, TopicImage
+from .txn_commit import TxnOffsetCommitRequest, txn_commit_offsets
 
 # The consumer-group (KIP-848) record keys: replayed into their group.
 _CONSUMER_GROUP_KEYS = frozenset(
@@ -132,6 +134,39 @@ class GroupShard:
     def delete_groups(self, group_ids: list[str], reply: Reply, now_ms: int) -> Result:
         """DeleteGroups of this shard's `group_ids`: replies with a DeleteGroupsResponse."""
         return self.offsets.delete_groups(group_ids, reply, now_ms)
+
+    # -- transactional offsets (txn_commit.py, pending_offsets.py) ---------------------------
+
+    def txn_commit_offsets(
+        self, request: TxnOffsetCommitRequest, reply: Reply, now_ms: int
+    ) -> Result:
+        """TxnOffsetCommit: replies with an OffsetCommitResponse; the records are the
+        producer's transactional batch (the runtime replays them with replay_transactional)."""
+        return txn_commit_offsets(self, self.offsets, request, reply, now_ms)
+
+    def end_transaction_error(self, producer_id: int, producer_epoch: int) -> ErrorCode:
+        """Why a marker of (producer_id, producer_epoch) may not be written: an epoch older
+        than the producer's last one here is INVALID_PRODUCER_EPOCH (a fenced producer's
+        marker, refused by Kafka's log layer); else NONE."""
+        if self.offsets.pending.fenced(producer_id, producer_epoch):
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        return ErrorCode.NONE
+
+    def replay_transactional(
+        self, key: Any, value: Any, producer_id: int, producer_epoch: int, now_ms: int
+    ) -> None:
+        """Apply a record of a transactional batch of `producer_id`: an offset commit is
+        pending until the transaction's marker; any other record type (Kafka writes none
+        there) is replayed as anywhere else."""
+        if type(key) is OffsetCommitKey:
+            self.offsets.replay_transactional(key, value, producer_id, producer_epoch, now_ms)
+        else:
+            self.replay(key, value, now_ms)
+
+    def replay_end_transaction(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """Apply a transaction marker (a control batch): COMMIT makes the producer's
+        pending offsets committed, in every group of the shard; ABORT drops them."""
+        self.offsets.replay_end_transaction(producer_id, producer_epoch, commit)
 
     def topics_deleted(self, topics: Mapping[str, uuid.UUID | None], now_ms: int) -> Result:
         """Deleted topics (name -> id): tombstones for the offsets committed to them."""

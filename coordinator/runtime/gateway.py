@@ -57,11 +57,12 @@ from .group_messages import (
     OffsetFetchResponse,
     SyncGroupRequest,
     SyncGroupResponse,
+    TxnOffsetCommitRequest,
 )
 from .pending import Pending
-from .runner import NotActive, ShardState
+from .runner import NotActive, ShardState, StorageFailure
 from .service import CoordinatorService
-from .shard_calls import ShardCall, run_by_shard, run_on_shard, when_all
+from .shard_calls import ShardCall, not_active_error, run_by_shard, run_on_shard, when_all
 
 log = get_logger("groupcoord.coordinator")
 
@@ -78,7 +79,7 @@ class GroupCoordinatorGateway:
         self._runner_for = service.runner_for
         self._group_configs = group_configs
 
-    # -- transactions (INTERFACE SKELETON, session 13) ----------------------------------------
+    # -- transactions ------------------------------------------------------------------------
 
     def complete_transaction(
         self, offsets_partition: int, producer_id: int, producer_epoch: int, commit: bool
@@ -86,9 +87,42 @@ class GroupCoordinatorGateway:
         """The transaction marker for `offsets_partition` (the shard index: Kafka's
         __consumer_offsets partition) from the transaction coordinator: commits (`commit`)
         or drops the pending transactional offsets of `producer_id` in every group of that
-        shard, writing the marker to the shard's log; the awaitable is set once it is
-        durable. Errors: NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS as every method."""
-        raise NotImplementedError("complete_transaction: the txn-offsets branch implements it")
+        shard, writing the marker to the shard's log (a control batch, as Kafka's); the
+        awaitable is set once it is durable. Errors: NOT_COORDINATOR /
+        COORDINATOR_LOAD_IN_PROGRESS as every method (NOT_COORDINATOR also for a shard
+        index this server does not have, or a write that failed); INVALID_PRODUCER_EPOCH
+        for an epoch older than the producer's last one in that shard (nothing written)."""
+        done = Pending()
+        runners = self._service.runners
+        if not 0 <= offsets_partition < len(runners):
+            done.set(ErrorCode.NOT_COORDINATOR)
+            return done
+        try:
+            runners[offsets_partition].complete_transaction(
+                producer_id, producer_epoch, commit, _MarkerReply(done)
+            )
+        except NotActive as e:
+            done.set(not_active_error(e))
+        return done
+
+    def txn_commit_offsets(
+        self,
+        request: TxnOffsetCommitRequest,
+        read_at: float,
+        respond: Callable[[OffsetCommitResponse], R],
+        failed: Callable[[ErrorCode], R],
+    ) -> R | Pending:
+        """TxnOffsetCommit: the OffsetCommit records of the accepted partitions, written as
+        the producer's transactional batch and pending until its marker; the shard's
+        errors are txn_commit.py's."""
+        call = ShardCall(request, respond, failed)
+        try:
+            self._runner_for(request.group_id).call_transactional(
+                _txn_commit_offsets, call, read_at, request.producer_id, request.producer_epoch
+            )
+        except NotActive as e:
+            return failed(not_active_error(e))
+        return call.value if call.done else call
 
     # -- offsets -----------------------------------------------------------------------------
 
@@ -398,6 +432,23 @@ class GroupCoordinatorGateway:
 
 def _commit_offsets(shard: GroupShard, call: ShardCall, now_ms: int) -> Result:
     return shard.commit_offsets(call.request, call, now_ms)
+
+
+def _txn_commit_offsets(shard: GroupShard, call: ShardCall, now_ms: int) -> Result:
+    return shard.txn_commit_offsets(call.request, call, now_ms)
+
+
+class _MarkerReply:
+    """A marker's answer: the shard's error code, or NOT_COORDINATOR when the write
+    failed."""
+
+    __slots__ = ("done",)
+
+    def __init__(self, done: Pending) -> None:
+        self.done = done
+
+    def __call__(self, answer: ErrorCode | StorageFailure) -> None:
+        self.done.set(ErrorCode.NOT_COORDINATOR if isinstance(answer, StorageFailure) else answer)
 
 
 def _fetch_offsets(shard: GroupShard, call: ShardCall, now_ms: int) -> Result:

@@ -43,6 +43,7 @@ from ..groups.offsets import (
     new_commit_request,
     new_commit_topic,
 )
+from ..groups.txn_commit import TxnOffsetCommitRequest
 
 __all__ = [
     "ClassicHeartbeatRequest",
@@ -75,6 +76,7 @@ __all__ = [
     "OffsetFetchTopicResult",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "TxnOffsetCommitRequest",
     "new_commit_partition",
     "new_commit_request",
     "new_commit_topic",

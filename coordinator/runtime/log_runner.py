@@ -33,7 +33,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from groupcoord.protocol.batches import DefaultRecordBatchBuilder, parse_header
+from groupcoord.protocol.batches import NO_PRODUCER_ID, DefaultRecordBatchBuilder, parse_header
+from groupcoord.protocol.control_batches import marker_batch
 from groupcoord.protocol.records import RecordError
 from groupcoord.storage import (
     CorruptBatch,
@@ -86,11 +87,18 @@ def _run_event(shard: Any, event: Callable[[int], Result], now_ms: int) -> Resul
 
 
 class _Batch:
-    __slots__ = ("records", "replies")
+    """Records gathered for one record batch, and the replies waiting on it. A
+    transactional batch (the group shards' TxnOffsetCommit) carries its producer id and
+    epoch; a marker (`marker` COMMIT True / ABORT False) is written as a control batch."""
+
+    __slots__ = ("records", "replies", "producer_id", "producer_epoch", "marker")
 
     def __init__(self) -> None:
         self.records: list[tuple[bytes, bytes | None]] = []
         self.replies: list[tuple[Reply, Any]] = []
+        self.producer_id = NO_PRODUCER_ID
+        self.producer_epoch = -1
+        self.marker: bool | None = None
 
 
 class CoordinatorShardRunner:
@@ -305,14 +313,23 @@ class CoordinatorShardRunner:
         last_offset = log_.next_offset - 1
         if batch.records:
             flush_started = time.perf_counter()
-            # Positional arguments (magic 2, no compression, not transactional, no producer
-            # id, epoch or sequence, no size limit): the C builder parses keywords slowly.
-            builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30)
             timestamp = self.clock_ms()
-            append = builder.append
-            for delta, (key, value) in enumerate(batch.records):
-                append(delta, timestamp, key, value, [])  # offset delta, ts, key, value, headers
-            data = builder.build()  # a bytearray: the log stamps the base offset into it
+            if batch.producer_id == NO_PRODUCER_ID:
+                # Positional arguments (magic 2, no compression, not transactional, no
+                # producer id, epoch or sequence, no size limit): the C builder parses
+                # keywords slowly.
+                data = _build(
+                    DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30), batch, timestamp
+                )
+            elif batch.marker is None:  # a transactional batch: base sequence 0, as Kafka
+                builder = DefaultRecordBatchBuilder(
+                    2, 0, 1, batch.producer_id, batch.producer_epoch, 0, 1 << 30
+                )
+                data = _build(builder, batch, timestamp)
+            else:  # the marker's coordinator epoch: 0, this node's only epoch
+                data = marker_batch(
+                    batch.producer_id, batch.producer_epoch, 0, batch.marker, timestamp
+                )[0]
             try:
                 base = log_.append(data, [parse_header(data)])
             except (OSError, RecordError, StorageError) as e:
@@ -398,6 +415,16 @@ class CoordinatorShardRunner:
 
 _gc_pauses = 0
 _gc_was_enabled = False
+
+
+def _build(builder: Any, batch: _Batch, timestamp: int) -> bytearray:
+    """The batch's records in `builder`, built: a bytearray (the log stamps the base offset
+    into it)."""
+    append = builder.append
+    for delta, (key, value) in enumerate(batch.records):
+        append(delta, timestamp, key, value, [])  # offset delta, ts, key, value, headers
+    data: bytearray = builder.build()
+    return data
 
 
 def _pause_gc() -> None:

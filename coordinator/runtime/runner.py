@@ -6,20 +6,24 @@ group shards' fast loader (_LogReplayer, below)."""
 from __future__ import annotations
 
 import operator
+import time
 from collections.abc import Callable
 from itertools import compress, count, islice, repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from groupcoord.protocol.batches import (
     CONTROL_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
+    TRANSACTIONAL_MASK,
     DefaultRecordBatch,
     header_struct,
     parse_header,
 )
+from groupcoord.protocol.control_batches import marker_commits
+from groupcoord.protocol.errors import ErrorCode
 from groupcoord.protocol.records import (
     GroupMetadataKey,
     OffsetCommitKey,
@@ -32,6 +36,7 @@ from groupcoord.protocol.records import (
 from groupcoord.storage import GroupCommitter, LogConfig
 
 from ..groups.config import GroupConfig, GroupConfigSource
+from ..groups.result import Reply, Result
 from ..groups.shard import GroupShard
 from ..groups.topics import TopicImage
 from ..observability.logging import get_logger
@@ -43,9 +48,12 @@ from .log_runner import (
     NotActive,
     ShardState,
     StorageFailure,
+    _Batch,
 )
 
 log = get_logger("groupcoord.shard")
+
+_A = TypeVar("_A")
 
 LOAD_CHUNK_BYTES = 5 * 1024 * 1024  # offsets.load.buffer.size
 
@@ -104,6 +112,74 @@ class ShardRunner(CoordinatorShardRunner):
         replayer.flush()
         return replayer.count
 
+    def call_transactional(
+        self,
+        call: Callable[[GroupShard, _A, int], Result],
+        argument: _A,
+        queued_at: float | None,
+        producer_id: int,
+        producer_epoch: int,
+    ) -> None:
+        """`call` of an event whose records belong to the transaction of `producer_id`
+        (TxnOffsetCommit): they are replayed as pending transactional offsets and written
+        as their own transactional batch, after the records gathered before them (Kafka
+        flushes the current batch first). Raises NotActive as `call`."""
+        if self.state is not ShardState.ACTIVE:
+            raise NotActive(self.state)
+        now_ms = self.clock_ms()
+        if queued_at is not None and self.metrics is not None:
+            self.metrics.event_queue.observe(time.perf_counter() - queued_at)
+        result = call(self.shard, argument, now_ms)
+        if not result.records:
+            self._apply(result, now_ms)
+            return
+        self._seal()
+        if self.state is not ShardState.ACTIVE:  # the batch before failed: so does this one
+            failure = StorageFailure("an earlier write of the shard failed")
+            for reply, _ in result.replies:
+                reply(failure)
+            return
+        shard = self.shard
+        for key, value in result.records:
+            shard.replay_transactional(key, value, producer_id, producer_epoch, now_ms)
+        batch = self._batch = _Batch()
+        batch.producer_id = producer_id
+        batch.producer_epoch = producer_epoch
+        batch.records = [
+            (encode_key(key), None if value is None else encode_value(value))
+            for key, value in result.records
+        ]
+        batch.replies = result.replies
+        self._seal()
+
+    def complete_transaction(
+        self, producer_id: int, producer_epoch: int, commit: bool, reply: Reply
+    ) -> None:
+        """A transaction marker for this shard: replayed (COMMIT makes the producer's
+        pending offsets committed in every group here, ABORT drops them), then written as a
+        control batch after the records gathered before it; `reply(ErrorCode.NONE)` once
+        durable (a StorageFailure if the write fails). A marker older than the producer's
+        epoch here is answered INVALID_PRODUCER_EPOCH at once, nothing written. Raises
+        NotActive as `call`."""
+        if self.state is not ShardState.ACTIVE:
+            raise NotActive(self.state)
+        error = self.shard.end_transaction_error(producer_id, producer_epoch)
+        if error is not ErrorCode.NONE:
+            reply(error)
+            return
+        self._seal()
+        if self.state is not ShardState.ACTIVE:  # the batch before failed: so does this one
+            reply(StorageFailure("an earlier write of the shard failed"))
+            return
+        self.shard.replay_end_transaction(producer_id, producer_epoch, commit)
+        batch = self._batch = _Batch()
+        batch.producer_id = producer_id
+        batch.producer_epoch = producer_epoch
+        batch.marker = commit
+        batch.records = [(b"", None)]  # one control record, built by _seal
+        batch.replies = [(reply, ErrorCode.NONE)]
+        self._seal()
+
 
 # -- loading ---------------------------------------------------------------------------------
 #
@@ -158,6 +234,7 @@ _BATCH_HEAD = header_struct(
     "records_count",
 )
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+_TRANSACTIONAL_OR_CONTROL = TRANSACTIONAL_MASK | CONTROL_MASK
 
 
 def _commit_keys(pairs: list[tuple[Any, bytes]]) -> bool:
@@ -219,7 +296,9 @@ class _LogReplayer:
             if end > total:
                 break
             # Batches read from the log passed their CRC check (PartitionLog.read).
-            if not attributes & CONTROL_MASK:
+            if attributes & _TRANSACTIONAL_OR_CONTROL:
+                self._replay_transactional(view[pos:end], offset)
+            else:
                 batch = view[pos:end]
                 if base >= offset:
                     pairs = list(map(_KEY_VALUE, DefaultRecordBatch(batch)))
@@ -255,6 +334,36 @@ class _LogReplayer:
         self._indexed = 0
         self._by_group.clear()
         self._new_groups = False
+
+    def _replay_transactional(self, batch: memoryview, offset: int) -> None:
+        """A transactional batch (TxnOffsetCommit records: pending offsets of its producer)
+        or a control batch (a transaction marker), replayed after the run before it (records
+        below `offset` skipped). Rare next to plain commits: decoded record by record."""
+        self.flush()
+        header = parse_header(batch)
+        shard = self.shard
+        for record in DefaultRecordBatch(batch):
+            if record.offset < offset:
+                continue
+            if header.is_control:
+                commit = marker_commits(record.key)
+                if commit is not None:
+                    shard.replay_end_transaction(header.producer_id, header.producer_epoch, commit)
+                continue
+            try:
+                key, value = decode_record(record.key, record.value)
+            except UnknownRecordType as e:
+                log.warning(
+                    "skipping unknown record type",
+                    shard=self.shard_id,
+                    offset=record.offset,
+                    error=str(e),
+                )
+                continue
+            shard.replay_transactional(
+                key, value, header.producer_id, header.producer_epoch, self.now_ms
+            )
+            self.count += 1
 
     def _replay_pairs(self, pairs: list[tuple[Any, Any]], batch: memoryview, skipped: int) -> None:
         """A batch that is not all commits: the commits between its other records join the

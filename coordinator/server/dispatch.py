@@ -37,6 +37,7 @@ from .group_admin_api import handle_delete_groups, handle_describe_groups, handl
 from .offset_api import handle_offset_commit, handle_offset_delete, handle_offset_fetch
 from .txn_admin_api import handle_describe_transactions, handle_list_transactions
 from .txn_api import handle_add_offsets_to_txn, handle_add_partitions_to_txn, handle_end_txn
+from .txn_offset_api import handle_txn_offset_commit
 from .write_txn_markers_api import handle_write_txn_markers
 
 # (handler, lowest version, highest version)
@@ -62,6 +63,7 @@ APIS: dict[int, tuple[Any, int, int]] = {
     ApiKey.OFFSET_COMMIT: (handle_offset_commit, 2, 9),
     ApiKey.OFFSET_FETCH: (handle_offset_fetch, 1, 9),
     ApiKey.OFFSET_DELETE: (handle_offset_delete, 0, 0),
+    ApiKey.TXN_OFFSET_COMMIT: (handle_txn_offset_commit, 0, 5),
     ApiKey.DELETE_GROUPS: (handle_delete_groups, 0, 2),
     ApiKey.JOIN_GROUP: (handle_join_group, 0, 9),
     ApiKey.SYNC_GROUP: (handle_sync_group, 0, 5),

@@ -1,0 +1,104 @@
+"""TxnOffsetCommit (API 28) v0-v5: from the kio request to the shard's message, through the
+gateway, and the shard's answer back to the request's version.
+
+The commit is the producer's: its offsets are written as a transactional batch of the
+producer id and epoch and stay pending until the transaction's marker reaches the group's
+shard (GroupCoordinatorGateway.complete_transaction). Kafka's broker first verifies with the
+transaction coordinator that the offsets partition is in the transaction (TV2: adds it);
+that check belongs to the transaction coordinator and is not made here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from groupcoord.protocol.api import ApiKey, Request, build, response_types
+from groupcoord.protocol.errors import ErrorCode
+
+from ..runtime import group_messages as gm
+from .context import GroupContext
+from .encoded_responses import NO_THROTTLE
+
+
+def handle_txn_offset_commit(ctx: GroupContext, request: Request) -> Any:
+    """TxnOffsetCommit v0-v5. Emits OffsetCommit records in the producer's transactional
+    batch for accepted partitions. Errors: INVALID_GROUP_ID (null or empty group id);
+    per partition UNKNOWN_TOPIC_OR_PARTITION (no such topic or partition, as Kafka's
+    KafkaApis); the shard's (groups/txn_commit.py: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+    FENCED_INSTANCE_ID, COORDINATOR_NOT_AVAILABLE, INVALID_PRODUCER_EPOCH,
+    OFFSET_METADATA_TOO_LARGE); COORDINATOR_LOAD_IN_PROGRESS (COORDINATOR_NOT_AVAILABLE
+    below v2, as Kafka maps it) and NOT_COORDINATOR for the whole request."""
+    body = request.body
+    version = request.api_version
+    registry = ctx.topics
+    topics: list[gm.OffsetCommitTopic] = []
+    invalid: list[tuple[str, int]] = []
+    for t in body.topics:
+        topic = registry.get(t.name)
+        valid = []
+        for p in t.partitions:
+            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                invalid.append((t.name, p.partition_index))
+            else:
+                valid.append(
+                    gm.new_commit_partition(
+                        p.partition_index,
+                        p.committed_offset,
+                        getattr(p, "committed_leader_epoch", -1),
+                        p.committed_metadata,
+                    )
+                )
+        if valid:
+            topics.append(gm.new_commit_topic(t.name, valid, topic.topic_id if topic else None))
+
+    def respond(results: list[tuple[str, int, ErrorCode]]) -> Any:
+        merged: dict[str, list[tuple[int, ErrorCode]]] = {}
+        for name, index, error in results + [
+            (name, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for name, index in invalid
+        ]:
+            merged.setdefault(name, []).append((index, error))
+        m = response_types(ApiKey.TXN_OFFSET_COMMIT, version)
+        return build(
+            m.TxnOffsetCommitResponse,
+            throttle_time=NO_THROTTLE,
+            topics=tuple(
+                build(
+                    m.TxnOffsetCommitResponseTopic,
+                    name=name,
+                    partitions=tuple(
+                        build(m.TxnOffsetCommitResponsePartition, partition_index=i, error_code=e)
+                        for i, e in parts
+                    ),
+                )
+                for name, parts in merged.items()
+            ),
+        )
+
+    def failed(error: ErrorCode) -> Any:
+        if version < 2 and error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return respond([(t.name, p.index, error) for t in topics for p in t.partitions])
+
+    if not body.group_id:
+        return failed(ErrorCode.INVALID_GROUP_ID)
+    if not topics:
+        return respond([])
+    commit = gm.TxnOffsetCommitRequest(
+        transactional_id=body.transactional_id,
+        group_id=body.group_id,
+        producer_id=body.producer_id,
+        producer_epoch=body.producer_epoch,
+        generation_id=getattr(body, "generation_id", -1),
+        member_id=getattr(body, "member_id", ""),
+        group_instance_id=getattr(body, "group_instance_id", None),
+        version=version,
+        topics=topics,
+    )
+    return ctx.groups.txn_commit_offsets(
+        commit,
+        ctx.read_at,
+        lambda answer: respond(
+            [(t.name, p.index, p.error) for t in answer.topics for p in t.partitions]
+        ),
+        failed,
+    )
