@@ -109,31 +109,56 @@ class ProgramRun:
         )
 
 
-def run_program(
-    classes: Path, main: str, args: list[str], log_dir: Path, label: str, timeout_s: float
-) -> ProgramRun:
-    """Runs `main` in its own JVM; SIGKILLs its process group after `timeout_s`."""
+@dataclass
+class StartedProgram:
+    """A program running in its own JVM (start_program); `finish` waits for it."""
+
+    label: str
+    proc: subprocess.Popen[bytes]
+    stdout_path: Path
+    stderr_path: Path
+
+    def events(self) -> list[dict[str, Any]]:
+        """The JSON lines printed so far."""
+        return [
+            json.loads(line)
+            for line in self.stdout_path.read_text(errors="replace").splitlines()
+            if line.startswith("{")  # the JVM itself may print warnings on stdout
+        ]
+
+    def finish(self, timeout_s: float) -> ProgramRun:
+        """Waits at most `timeout_s` for the program to exit; SIGKILLs its process group then
+        and fails, naming its last lines."""
+        try:
+            returncode = self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+            returncode = -1
+        run = ProgramRun(self.label, self.events(), returncode, self.stderr_path)
+        if returncode == -1:
+            raise AssertionError(
+                f"{self.label}: killed after {timeout_s:.0f} s; last lines {run.events[-5:]}\n"
+                f"stderr:\n{run.stderr_tail()}"
+            )
+        return run
+
+
+def start_program(
+    classes: Path, main: str, args: list[str], log_dir: Path, label: str
+) -> StartedProgram:
+    """Starts `main` in its own JVM (its own process group), its output in `log_dir`."""
     log_dir.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = log_dir / f"{label}.out", log_dir / f"{label}.err"
     cmd = [JAVA, *JVM_FLAGS, "-cp", f"{classes}{os.pathsep}{classpath('clients')}", main, *args]
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, start_new_session=True)
-        try:
-            returncode = proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-            returncode = -1
-    events = [
-        json.loads(line)
-        for line in stdout_path.read_text(errors="replace").splitlines()
-        if line.startswith("{")  # the JVM itself may print warnings on stdout
-    ]
-    run = ProgramRun(label, events, returncode, stderr_path)
-    if returncode == -1:
-        raise AssertionError(
-            f"{label}: killed after {timeout_s:.0f} s; last lines {events[-5:]}\n"
-            f"stderr:\n{run.stderr_tail()}"
-        )
-    return run
+    return StartedProgram(label, proc, stdout_path, stderr_path)
+
+
+def run_program(
+    classes: Path, main: str, args: list[str], log_dir: Path, label: str, timeout_s: float
+) -> ProgramRun:
+    """Runs `main` in its own JVM; SIGKILLs its process group after `timeout_s`."""
+    return start_program(classes, main, args, log_dir, label).finish(timeout_s)
