@@ -103,6 +103,7 @@ _CRC = struct.Struct(">" + _CODE["crc"])
 _ATTRIBUTES = struct.Struct(">" + _CODE["attributes"])
 _MAX_TIMESTAMP = struct.Struct(">" + _CODE["max_timestamp"])
 _LENGTH = header_struct("base_offset", "batch_length")
+_OFFSET_LENGTH_EPOCH = header_struct("base_offset", "batch_length", "partition_leader_epoch")
 
 
 class InvalidBatch(ValueError):
@@ -218,6 +219,15 @@ def split_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
 def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
     """Stamp the offset the log assigned; outside the CRC, so the batch stays valid."""
     _BASE_OFFSET.pack_into(buf, pos, base_offset)
+
+
+def set_base_offset_and_leader_epoch(
+    buf: bytearray, pos: int, base_offset: int, batch_length: int, leader_epoch: int
+) -> None:
+    """Stamp the offset the log assigned and the leader's epoch, as Kafka's leader does on
+    append (LogValidator: setPartitionLeaderEpoch); both sit outside the CRC. One pack of
+    the first three header fields (`batch_length` is written back as it is)."""
+    _OFFSET_LENGTH_EPOCH.pack_into(buf, pos, base_offset, batch_length, leader_epoch)
 
 
 def set_max_timestamp(

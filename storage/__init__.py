@@ -23,6 +23,7 @@ from .errors import (
 from .group_commit import GroupCommitter
 from .log import LogConfig, PartitionLog
 from .retention import apply_retention
+from .segment import LEADER_EPOCH
 
 __all__ = [
     "CleanableRange",
@@ -33,6 +34,7 @@ __all__ = [
     "CompactionStats",
     "CorruptBatch",
     "GroupCommitter",
+    "LEADER_EPOCH",
     "LogClosed",
     "LogConfig",
     "LogFailed",

@@ -62,12 +62,17 @@ from groupcoord.protocol.batches import (
     crc_ok,
     header_struct,
     parse_header,
-    set_base_offset,
+    set_base_offset_and_leader_epoch,
 )
 
 from .errors import CorruptBatch
 from .open_files import OPEN_FILES, FileHandle
 from .salvage import CHUNK_BYTES, next_valid_batch, rewrite_without
+
+# The only leader epoch of a single node that has led every partition from the start: each
+# appended batch is stamped with it (as Kafka's leader stamps its epoch, 0 on a new
+# single-node cluster), and Metadata and ListOffsets answer it.
+LEADER_EPOCH = 0
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -242,11 +247,12 @@ class Segment:
     # -- appending ----------------------------------------------------------------------
 
     def append(self, buf: bytearray, headers: Sequence[BatchHeader], now_ms: int) -> int:
-        """Stamp offsets into the batches of `buf`, write it with one syscall, index it.
+        """Stamp offsets and the leader epoch into the batches of `buf`, write it with one
+        syscall, index it.
 
         Returns the first batch's base offset. The buffer is mutated in place (base
-        offsets sit outside the CRC). On a write error the file is cut back to its old
-        size and nothing changes here; if even that fails, `torn` is set.
+        offsets and leader epochs sit outside the CRC). On a write error the file is cut
+        back to its old size and nothing changes here; if even that fails, `torn` is set.
         """
         first_offset = self.next_offset
         offset = first_offset
@@ -257,7 +263,7 @@ class Segment:
             # here would corrupt the log for good.
             if batch_size_at(buf, pos) != size:
                 raise ValueError(f"batch at byte {pos} does not match its header")
-            set_base_offset(buf, pos, offset)
+            set_base_offset_and_leader_epoch(buf, pos, offset, header.batch_length, LEADER_EPOCH)
             offset += header.last_offset_delta + 1
             pos += size
         if pos != len(buf):

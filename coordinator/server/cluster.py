@@ -56,7 +56,8 @@ def handle_find_coordinator(ctx: GroupContext, request: Request) -> Any:
         return build(
             m.FindCoordinatorResponse,
             error_code=error,
-            error_message=message,
+            # Kafka's v0-v3 answer carries Errors.message(): "NONE" when there is no error.
+            error_message="NONE" if ok else message,
             node_id=node.node_id if ok else -1,
             host=node.host if ok else "",
             port=node.port if ok else -1,
@@ -73,7 +74,8 @@ def handle_find_coordinator(ctx: GroupContext, request: Request) -> Any:
                 host=node.host if ok else "",
                 port=node.port if ok else -1,
                 error_code=error,
-                error_message=message,
+                # Kafka's v4+ answer never sets a coordinator's message: "" by default.
+                error_message="" if ok else message,
             )
         )
     return build(m.FindCoordinatorResponse, coordinators=tuple(coordinators))

@@ -13,6 +13,7 @@ import datetime
 import functools
 from typing import Any
 
+from groupcoord.protocol.acl_operations import GROUP_OPERATIONS_ALL
 from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 
@@ -174,8 +175,8 @@ def handle_consumer_group_describe(ctx: GroupContext, request: Request) -> Any:
                 )
                 for x in described.members
             ),
-            # No authorizer: everything is allowed when asked (READ, DESCRIBE, DELETE).
-            authorized_operations=(1 << 3 | 1 << 6 | 1 << 8)
+            # No authorizer: everything a group supports is allowed, as Kafka reports it.
+            authorized_operations=GROUP_OPERATIONS_ALL
             if include_ops and described.error_code == ErrorCode.NONE
             else -(2**31),
         )

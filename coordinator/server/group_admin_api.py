@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from groupcoord.protocol.acl_operations import GROUP_OPERATIONS_ALL
 from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 
 from ..runtime import group_messages as gm
 from .context import GroupContext
 
-# No authorizer: everything is allowed when asked (READ, DESCRIBE, DELETE bits).
-_ALL_OPERATIONS = 1 << 3 | 1 << 6 | 1 << 8
 _OPERATIONS_OMITTED = -(2**31)
 
 
@@ -60,7 +59,8 @@ def handle_describe_groups(ctx: GroupContext, request: Request) -> Any:
                 )
                 for x in described.members
             ),
-            authorized_operations=_ALL_OPERATIONS
+            # No authorizer: everything a group supports is allowed, as Kafka reports it.
+            authorized_operations=GROUP_OPERATIONS_ALL
             if include_ops
             else described.authorized_operations,
         )

@@ -147,13 +147,15 @@ class _CommitReplies:
 
     def respond(self, results: list[tuple[str, list[tuple[int, ErrorCode]]]]) -> Any:
         if self.invalid:
-            merged: dict[str, list[tuple[int, ErrorCode]]] = {}
+            # Kafka's order (OffsetCommitResponse.Builder.merge): the partitions refused
+            # before the coordinator first, in the request's order, then the coordinator's
+            # answer, its partitions added to a topic already listed.
+            merged: dict[str, list[tuple[int, ErrorCode]]] = {
+                name: [(i, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for i in indexes]
+                for name, indexes in self.invalid.items()
+            }
             for name, parts in results:
                 merged.setdefault(name, []).extend(parts)
-            for name, indexes in self.invalid.items():
-                merged.setdefault(name, []).extend(
-                    (i, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for i in indexes
-                )
             results = list(merged.items())
         return _commit_response(self.version, results)
 

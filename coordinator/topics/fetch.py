@@ -11,7 +11,8 @@ When less than min_bytes is available the request parks until a produce or a tra
 marker becomes durable on one of its partitions (data arrives, or the last stable offset
 moves) or max_wait passes (long poll); a fetch with a partition in error is answered at
 once, as Kafka does (a consumer must see OFFSET_OUT_OF_RANGE to reset, not wait for it).
-Errors: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (v13+), OFFSET_OUT_OF_RANGE (below the
+Errors (answered as Kafka does: high watermark, last stable and log start offsets -1, no
+records): UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (v13+), OFFSET_OUT_OF_RANGE (below the
 log start offset or past the log end), CORRUPT_MESSAGE (the batch at the fetch offset is
 damaged on disk: never served; the batches before it are, and the error is logged and
 counted once, observability/storage_damage.py), FETCH_SESSION_ID_NOT_FOUND (a session id we
@@ -110,6 +111,8 @@ def _read(ctx: TopicsContext, request: Request) -> tuple[Any, int, list[Partitio
             if topic is None or not 0 <= index < len(topic.partitions):
                 error = unknown if topic is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 errors = True
+                # Kafka's FetchResponse.partitionResponse(error): the schema's defaults, so
+                # an empty record set and no aborted transactions ([], not null).
                 partitions.append(
                     build(
                         m.PartitionData,
@@ -118,8 +121,8 @@ def _read(ctx: TopicsContext, request: Request) -> tuple[Any, int, list[Partitio
                         high_watermark=-1,
                         last_stable_offset=-1,
                         log_start_offset=-1,
-                        aborted_transactions=None,
-                        records=None,
+                        aborted_transactions=(),
+                        records=b"",
                     )
                 )
                 continue
@@ -159,20 +162,36 @@ def _read(ctx: TopicsContext, request: Request) -> tuple[Any, int, list[Partitio
                     records = b""
                 total += len(records)
                 budget -= len(records)
-            errors = errors or error != ErrorCode.NONE
-            aborted: tuple[Any, ...] | None = None
-            if read_committed:
-                aborted = _aborted(partition, aborted_type, offset, records)
+            if error == ErrorCode.NONE:
+                aborted: tuple[Any, ...] | None = None
+                if read_committed:
+                    aborted = _aborted(partition, aborted_type, offset, records)
+                partitions.append(
+                    build(
+                        m.PartitionData,
+                        partition_index=index,
+                        error_code=error,
+                        high_watermark=high_watermark,
+                        last_stable_offset=stable,
+                        log_start_offset=log.log_start_offset,
+                        aborted_transactions=aborted,
+                        records=records,
+                    )
+                )
+                continue
+            errors = True
+            # Kafka answers a read that failed with none of the log's offsets (its
+            # LogReadResult for an error: -1s, no records, no aborted transactions).
             partitions.append(
                 build(
                     m.PartitionData,
                     partition_index=index,
                     error_code=error,
-                    high_watermark=high_watermark,
-                    last_stable_offset=stable,
-                    log_start_offset=log.log_start_offset,
-                    aborted_transactions=aborted,
-                    records=records,
+                    high_watermark=-1,
+                    last_stable_offset=-1,
+                    log_start_offset=-1,
+                    aborted_transactions=None,
+                    records=b"",
                 )
             )
         if by_id:

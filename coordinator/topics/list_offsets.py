@@ -4,7 +4,8 @@ Emits per partition: timestamp -2 -> the log start offset; -1 -> the high waterm
 offset + 1, never the last batch's base offset + 1); -3 (v7+) -> the offset and timestamp
 of the record with the largest timestamp; -4 (v8+, earliest local) -> the log start offset;
 -5 (v9+, latest tiered) -> -1 (nothing is tiered); a timestamp -> the first offset whose
-record timestamp is at least it, else offset -1 with timestamp -1. A record of a batch
+record timestamp is at least it, else offset -1 with timestamp -1 (and leader epoch -1;
+every offset found is of leader epoch 0). A record of a batch
 stamped LogAppendTime has the batch's append time as its timestamp. read_committed readers
 (isolation_level 1, v2+) get the last stable offset for -1, and the lookups by timestamp
 find nothing at or past it (Kafka's fetchOffsetForTimestamp).
@@ -17,6 +18,7 @@ from typing import Any
 
 from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
+from groupcoord.storage import LEADER_EPOCH
 
 from .context import TopicsContext
 from .registry import Partition
@@ -84,7 +86,8 @@ def handle_list_offsets(ctx: TopicsContext, request: Request) -> Any:
                     error_code=ErrorCode.NONE,
                     timestamp=ts,
                     offset=offset,
-                    leader_epoch=0,
+                    # The leader epoch of the offset found; -1 with no offset, as Kafka.
+                    leader_epoch=-1 if offset < 0 else LEADER_EPOCH,
                 )
             )
         topics.append(

@@ -13,6 +13,7 @@ import uuid
 from enum import IntEnum
 from typing import Any
 
+from groupcoord.protocol.acl_operations import CLUSTER_OPERATIONS_ALL, TOPIC_OPERATIONS_ALL
 from groupcoord.protocol.api import (
     AUTHORIZED_OPERATIONS_OMITTED,
     ZERO_UUID,
@@ -22,38 +23,13 @@ from groupcoord.protocol.api import (
     response_types,
 )
 from groupcoord.protocol.errors import ErrorCode
+from groupcoord.storage import LEADER_EPOCH
 
 from ..observability.logging import get_logger
 from .context import TopicsContext
 from .registry import Topic, TopicError, check_topic_name
 
 log = get_logger("groupcoord.metadata")
-
-# AclOperation codes, as bits of the "authorized operations" fields.
-_READ, _WRITE, _CREATE, _DELETE, _ALTER, _DESCRIBE = 3, 4, 5, 6, 7, 8
-_CLUSTER_ACTION, _DESCRIBE_CONFIGS, _ALTER_CONFIGS, _IDEMPOTENT_WRITE = 9, 10, 11, 12
-_CREATE_TOKENS, _DESCRIBE_TOKENS = 13, 14
-
-
-def _bits(*operations: int) -> int:
-    return sum(1 << op for op in operations)
-
-
-# What Kafka reports for a principal allowed everything on a topic / the cluster.
-TOPIC_OPERATIONS_ALL = _bits(
-    _READ, _WRITE, _CREATE, _DELETE, _ALTER, _DESCRIBE, _DESCRIBE_CONFIGS, _ALTER_CONFIGS
-)
-CLUSTER_OPERATIONS_ALL = _bits(
-    _CREATE,
-    _ALTER,
-    _DESCRIBE,
-    _CLUSTER_ACTION,
-    _DESCRIBE_CONFIGS,
-    _ALTER_CONFIGS,
-    _IDEMPOTENT_WRITE,
-    _CREATE_TOKENS,
-    _DESCRIBE_TOKENS,
-)
 
 # Internal topic names are never auto-created as data topics: Kafka creates them itself with
 # their own layout, and the group coordinator keeps its offsets elsewhere.
@@ -91,7 +67,7 @@ def _partitions(
             error_code=ErrorCode.NONE,
             partition_index=index,
             leader_id=node_id,
-            leader_epoch=0,
+            leader_epoch=LEADER_EPOCH,
             replica_nodes=(node_id,),
             isr_nodes=(node_id,),
             offline_replicas=(),

@@ -4,7 +4,8 @@ Emits: appends each partition's batches to its log (as sent, only the base offse
 the timestamp type and max timestamp as message.timestamp.type asks: timestamps.py, and
 recompressed when compression.type names another codec than the producer's: compression.py),
 then answers once the appended data is durable (one group-commit fsync covers every append
-made meanwhile), with log_append_time for LogAppendTime topics. acks=0 gets no response;
+made meanwhile), with log_append_time for LogAppendTime topics (and, as Kafka, for a
+duplicate of an idempotent producer's batch: its original's max timestamp). acks=0 gets no response;
 its data is flushed all the same.
 Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE (bad CRC, length or
 magic), MESSAGE_TOO_LARGE (also once recompressed), INVALID_RECORD (empty, records that
@@ -13,8 +14,8 @@ record_errors, records without a key on a compacted topic; a control batch; a
 transactional batch without producer id or sequence), INVALID_TIMESTAMP (with
 record_errors: message.timestamp.before/after.max.ms, or a batch already marked
 LogAppendTime by its producer), OUT_OF_ORDER_SEQUENCE_NUMBER and
-INVALID_PRODUCER_EPOCH (idempotence), INVALID_TXN_STATE (a non-transactional batch while the
-producer's transaction is open), INVALID_REQUIRED_ACKS, KAFKA_STORAGE_ERROR (the write or
+INVALID_PRODUCER_EPOCH (idempotence; with the log start offset and no message, as Kafka),
+INVALID_TXN_STATE (a non-transactional batch while the producer's transaction is open), INVALID_REQUIRED_ACKS, KAFKA_STORAGE_ERROR (the write or
 fsync failed, now or earlier, or the log is closed); for every partition of the request,
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED (a transactional batch without a transactional id)
 and INVALID_PRODUCER_ID_MAPPING (transactional batches of several producer ids).
@@ -69,6 +70,7 @@ class _PartitionResult:
         "partition",
         "last_offset",
         "log_append_time",
+        "log_start_offset",
         "record_errors",
     )
 
@@ -79,7 +81,8 @@ class _PartitionResult:
         self.message: str | None = None
         self.partition: Partition | None = None
         self.last_offset = -1
-        self.log_append_time = -1  # ms; -1 unless the topic is LogAppendTime
+        self.log_append_time = -1  # ms; -1 unless LogAppendTime or a duplicate
+        self.log_start_offset = -1  # answered when refused by the producer's state
         self.record_errors: list[tuple[int, str]] = []
 
 
@@ -215,14 +218,17 @@ def _append(
         try:
             duplicate = producers.check(header)
         except SequenceError as e:
+            # As Kafka (ReplicaManager: an error other than a record's): the log start
+            # offset, and no message.
             result.error = e.code
-            result.message = str(e)
+            result.log_start_offset = log_.log_start_offset
             return
         if duplicate is not None:
             base, last = duplicate.base_offset, duplicate.last_offset
-            if policy.log_append_time:
-                # As Kafka: a retried batch answers the time its original was appended at.
-                result.log_append_time = duplicate.max_timestamp
+            # As Kafka (UnifiedLog.append of a duplicate): a retried batch answers its
+            # original's max timestamp as stored as its log_append_time, whatever the
+            # topic's timestamp type (on a LogAppendTime topic: its append time).
+            result.log_append_time = duplicate.max_timestamp
         else:
             buffer = bytearray(payload)
             if compression is not None:
@@ -330,7 +336,9 @@ def _response(request: Request, results: list[tuple[str, list[_PartitionResult]]
                     log_append_time=_EPOCH + datetime.timedelta(milliseconds=r.log_append_time)
                     if ok and r.log_append_time >= 0
                     else None,
-                    log_start_offset=partition.log.log_start_offset if partition else -1,
+                    log_start_offset=partition.log.log_start_offset
+                    if partition
+                    else r.log_start_offset,
                     record_errors=record_errors,
                     error_message=r.message,
                 )

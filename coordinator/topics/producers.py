@@ -63,7 +63,7 @@ class _Entry:
     last_sequence: int
     base_offset: int
     last_offset: int
-    # The batch's max timestamp as stored: a retry on a LogAppendTime topic answers it.
+    # The batch's max timestamp as stored: a retry answers it as its log_append_time.
     max_timestamp: int = -1
 
 

@@ -138,6 +138,28 @@ class Session:
                     raise TimeoutError(f"{topic} not ready on {self.peer}: {resp}")
                 time.sleep(0.05)
 
+    def wait_producer_ids(self, timeout_s: float = 30.0) -> None:
+        """Wait (unrecorded) until InitProducerId answers without a retriable error: Kafka
+        creates and loads __transaction_state on the first one (COORDINATOR_LOAD_IN_PROGRESS
+        or COORDINATOR_NOT_AVAILABLE meanwhile), as a client finds out by retrying."""
+        body = make(
+            request_class(22, 0),
+            transactional_id=None,
+            transaction_timeout=60_000,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+        retriable = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
+        deadline = time.monotonic() + timeout_s
+        with RawClient(self.bootstrap, timeout_s=REQUEST_TIMEOUT_S) as client:
+            while True:
+                resp = client.request(22, 0, body)
+                if resp.error_code not in retriable:
+                    return
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no producer ids from {self.peer}: {resp}")
+                time.sleep(0.1)
+
     @staticmethod
     def sleep(seconds: float) -> None:
         time.sleep(seconds)

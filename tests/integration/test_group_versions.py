@@ -237,6 +237,18 @@ def test_describe_groups_at_every_version(versions_server: ServerProcess, versio
         assert missing.error_code == (69 if version >= 6 else 0)
         if version >= 3:
             assert found.authorized_operations == -(2**31)
+            asked = client.request(
+                15,
+                version,
+                build(
+                    md.DescribeGroupsRequest,
+                    groups=("gv-offsets-9",),
+                    include_authorized_operations=True,
+                ),
+            )
+            # Kafka without an authorizer: READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS and
+            # ALTER_CONFIGS (bits 3, 6, 8, 10, 11).
+            assert asked.groups[0].authorized_operations == 3400
 
 
 @pytest.mark.parametrize("version", _versions(ApiKey.LIST_GROUPS))
@@ -331,6 +343,8 @@ def test_consumer_group_describe_of_a_classic_group(
         classic, empty = resp.groups
         assert classic.error_code == 69  # GROUP_ID_NOT_FOUND: clients use DescribeGroups
         assert empty.error_code == 24  # INVALID_GROUP_ID
+        # As Kafka: an error's epochs are the response's defaults.
+        assert [(g.group_epoch, g.assignment_epoch) for g in resp.groups] == [(0, 0), (0, 0)]
 
 
 def test_offset_commit_v2_to_v4_retention_time_is_honoured(tmp_path: Any) -> None:

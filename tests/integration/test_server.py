@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kio.serial import entity_reader
 
 from groupcoord.protocol.api import response_schema
+from groupcoord.protocol.batches import split_batches
 from tests.integration.test_clients import create_topic
 from tests.rawclient import RawClient, encode_request, request_class
 from tests.support import ServerProcess, make_batch, serving
@@ -155,7 +156,9 @@ def test_fetch_out_of_range_is_answered_without_waiting(server: ServerProcess) -
     fetched, _ = entity_reader(response_schema(1, 12))(frame, 5)
     partition = fetched.responses[0].partitions[0]
     assert partition.error_code == 1  # OFFSET_OUT_OF_RANGE
-    assert partition.high_watermark == 3 and partition.log_start_offset == 0
+    # As Kafka answers a read in error: none of the log's offsets, no records.
+    assert (partition.high_watermark, partition.last_stable_offset) == (-1, -1)
+    assert partition.log_start_offset == -1 and partition.records == b""
     assert elapsed < 1.5, elapsed  # not parked until max_wait (5 s)
 
 
@@ -176,11 +179,20 @@ def test_idempotent_producer_dedupes_and_rejects_gaps(server: ServerProcess) -> 
         producer_id, epoch = pid.producer_id, pid.producer_epoch
         first = _produce(client, "idem", _batch(3, producer_id, epoch, 0))
         assert (first.error_code, first.base_offset) == (0, 0)
-        # A retry of the same batch: no second copy, the original offset comes back.
-        retry = _produce(client, "idem", _batch(3, producer_id, epoch, 0))
+        assert first.log_append_time is None  # CreateTime topic: -1 on the wire
+        # A retry of the same batch: no second copy, the original offset comes back, and
+        # (as Kafka) its max timestamp as log_append_time.
+        sent = _batch(3, producer_id, epoch, 0)
+        retry = _produce(client, "idem", sent)
         assert (retry.error_code, retry.base_offset) == (0, 0)
+        max_timestamp_ms = split_batches(sent)[0].max_timestamp
+        assert retry.log_append_time == datetime.datetime.fromtimestamp(
+            max_timestamp_ms / 1000, datetime.UTC
+        )
         gap = _produce(client, "idem", _batch(1, producer_id, epoch, 7))
         assert gap.error_code == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+        # As Kafka: the log start offset, no message.
+        assert (gap.log_start_offset, gap.error_message) == (0, None)
         nxt = _produce(client, "idem", _batch(2, producer_id, epoch, 3))
         assert (nxt.error_code, nxt.base_offset) == (0, 3)
         # KIP-360 epoch bump: the old epoch is fenced, the new one starts at 0.
@@ -196,7 +208,8 @@ def test_idempotent_producer_dedupes_and_rejects_gaps(server: ServerProcess) -> 
         )
         assert bumped.producer_epoch == epoch + 1
         assert _produce(client, "idem", _batch(1, producer_id, epoch + 1, 0)).error_code == 0
-        assert _produce(client, "idem", _batch(1, producer_id, epoch, 5)).error_code == 47
+        fenced = _produce(client, "idem", _batch(1, producer_id, epoch, 5))
+        assert (fenced.error_code, fenced.log_start_offset, fenced.error_message) == (47, 0, None)
     # The dedupe state survives a crash: it is rebuilt from the log.
     server.restart()
     with RawClient(server.bootstrap) as client:

@@ -243,12 +243,15 @@ def test_find_coordinator_every_version(versions_server: ServerProcess, version:
                 m.FindCoordinatorRequest, key="group-a", key_type=0, coordinator_keys=("g1", "g2")
             ),
         )
+        # Kafka's messages on success: v1-v3 Errors.NONE.message() ("NONE"), v4+ never set.
         if version < 4:
             assert resp.error_code == 0 and resp.port == versions_server.port
+            assert getattr(resp, "error_message", "NONE") == "NONE"
         else:
             assert [c.key for c in resp.coordinators] == ["g1", "g2"]
             assert all(
-                c.error_code == 0 and c.port == versions_server.port for c in resp.coordinators
+                c.error_code == 0 and c.port == versions_server.port and c.error_message == ""
+                for c in resp.coordinators
             )
 
 

@@ -97,7 +97,11 @@ def check(log: PartitionLog, model: Model) -> None:
     for original in model.batches:
         header = parse_header(data, pos)
         assert header.base_offset == expected_offset
-        assert data[pos + 8 : pos + header.size_bytes] == original[8:]
+        # The log stamps the base offset and the leader epoch (0, as Kafka's leader), both
+        # outside the CRC; the rest is stored as sent.
+        assert header.partition_leader_epoch == 0
+        assert data[pos + 8 : pos + 12] == original[8:12]
+        assert data[pos + 16 : pos + header.size_bytes] == original[16:]
         expected_offset = header.last_offset + 1
         pos += header.size_bytes
     assert pos == len(data)

@@ -1058,11 +1058,15 @@ def test_consumer_group_describe() -> None:
     assert [(tp.topic_name, tp.partitions) for tp in m1.assignment] == [("foo", [0, 1, 2])]
     assert [(tp.topic_name, tp.partitions) for tp in m1.target_assignment] == [("foo", [0, 1])]
     assert m1.member_type == 1 and m1.client_id == "client"
+    # No regex ever sent: "" as Kafka describes it (not null).
+    assert m1.subscribed_topic_regex == ""
     missing = h.shard.consumer.describe("nope")
     assert (missing.error_code, missing.error_message) == (
         ErrorCode.GROUP_ID_NOT_FOUND,
         "Group nope not found.",
     )
+    # Kafka leaves an error's epochs at the response's defaults.
+    assert (missing.group_epoch, missing.assignment_epoch) == (0, 0)
 
 
 def test_s41_assignor_failure() -> None:

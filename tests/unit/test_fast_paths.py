@@ -222,6 +222,25 @@ async def test_offset_commit_fast_path_answers_as_the_full_path(server: GroupTes
         assert offset_commit_v8_v9(ctx, frame) is None, frame
 
 
+async def test_offset_commit_answers_the_refused_partitions_first(server: GroupTestbed) -> None:
+    """As Kafka (OffsetCommitResponse.Builder.merge): the partitions refused before the
+    coordinator (UNKNOWN_TOPIC_OR_PARTITION) come first, in the request's order, then the
+    coordinator's answer, whose partitions join a topic already listed."""
+    ctx = server.context
+    ctx.topics.create("t", 3, {})
+    frame = _commit_frame(9, {"t": [(0, 13), (7, 1)], "nope": [(0, 1)], "u": [(9, 1)]})
+    fast = offset_commit_v8_v9(ctx, frame)
+    assert fast is not None
+    full = handle_offset_commit(ctx, decode_request(frame, ctx.supported_versions))
+    for answer in (fast[1], full):
+        response = await _answer(answer)
+        got = [
+            (t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+            for t in response.topics
+        ]
+        assert got == [("t", [(7, 3), (0, 0)]), ("nope", [(0, 3)]), ("u", [(9, 3)])]
+
+
 async def test_offset_commit_fast_path_never_takes_a_frame_the_codec_reads_otherwise(
     server: GroupTestbed,
 ) -> None:

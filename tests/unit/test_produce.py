@@ -174,7 +174,12 @@ async def test_create_time_answers_no_log_append_time_and_stores_as_sent(server:
     assert answer.log_append_time is None  # -1 on the wire
     ((header, stored),) = _stored(server, TOPIC)
     assert not header.is_log_append_time
-    assert stored[8:] == sent[8:]  # only the base offset is the log's
+    # Only the base offset and the leader epoch (0, as Kafka's leader stamps it) are the
+    # log's; both sit outside the CRC.
+    assert (
+        header.partition_leader_epoch == 0 and split_batches(sent)[0].partition_leader_epoch == -1
+    )
+    assert stored[8:12] == sent[8:12] and stored[16:] == sent[16:]
 
 
 async def test_a_record_too_far_ahead_fails_its_batch_with_invalid_timestamp(

@@ -80,8 +80,13 @@ def split_raw(data: bytes) -> list[bytes]:
 
 
 def same_batch(stored: bytes, original: bytes) -> bool:
-    """Equal apart from the base offset the log stamped in (bytes 0..8)."""
-    return stored[8:] == original[8:]
+    """Equal apart from the base offset (bytes 0..8) and the leader epoch 0 (bytes 12..16)
+    the log stamped in, as Kafka's leader does."""
+    return (
+        stored[8:12] == original[8:12]
+        and stored[12:16] == b"\x00\x00\x00\x00"
+        and stored[16:] == original[16:]
+    )
 
 
 class ManualClock:

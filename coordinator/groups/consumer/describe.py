@@ -67,7 +67,9 @@ class GroupDescriptions(TargetAssignment):
                     client_id=meta.client_id,
                     client_host=meta.client_host,
                     subscribed_topic_names=list(meta.subscribed_topic_names),
-                    subscribed_topic_regex=meta.subscribed_topic_regex,
+                    # Kafka keeps "" for a member that never sent a regex (null keeps the
+                    # previous value, and a member starts with "").
+                    subscribed_topic_regex=meta.subscribed_topic_regex or "",
                     assignment=self._described(
                         _merge(member.assigned_partitions, member.partitions_pending_revocation)
                     ),

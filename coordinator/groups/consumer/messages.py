@@ -64,7 +64,7 @@ class DescribedConsumerMember:
     client_id: str
     client_host: str
     subscribed_topic_names: list[str]
-    subscribed_topic_regex: str | None
+    subscribed_topic_regex: str  # "" for none, as Kafka's members describe it
     assignment: list[DescribedTopicPartitions]
     target_assignment: list[DescribedTopicPartitions]
     member_type: int = 1  # v1: 0 classic protocol, 1 consumer protocol
@@ -76,7 +76,8 @@ class DescribedConsumerGroup:
     error_code: ErrorCode = ErrorCode.NONE
     error_message: str | None = None
     group_state: str = ""
-    group_epoch: int = -1
-    assignment_epoch: int = -1
+    # 0 in an error's answer: Kafka leaves the response's fields at their defaults.
+    group_epoch: int = 0
+    assignment_epoch: int = 0
     assignor_name: str = ""
     members: list[DescribedConsumerMember] = field(default_factory=list)

@@ -190,6 +190,9 @@ for _v in (4, 7, 11, 12, 13, 15, 16, 17):
         fetch(s, topic, {0: 9}, version=version, label="at the end")
         fetch(s, topic, {0: 10}, version=version, label="past the end")
         fetch(s, topic, {0: 3}, version=version, label="inside the first batch")
+        committed = "read_committed"
+        fetch(s, topic, {0: 5}, version=version, isolation=1, label=f"{committed}: a batch")
+        fetch(s, topic, {0: 10}, version=version, isolation=1, label=f"{committed}: past the end")
 
 
 @sequence("data/fetch-unknown-topic-and-partition")
@@ -197,6 +200,7 @@ def _(s: Session) -> None:
     topic = _filled_topic(s)
     fetch(s, topic, {7: 0}, version=12, label="unknown partition")
     fetch(s, s.name("missing"), {0: 0}, version=12, label="unknown topic by name")
+    fetch(s, topic, {7: 0}, version=12, isolation=1, label="unknown partition, read_committed")
 
 
 @sequence("data/fetch-long-poll-times-out-empty")
@@ -318,6 +322,7 @@ for _v in (0, 2, 3, 4, 5):
     def _(s: Session, version: int = _v) -> None:
         topic = s.name("t")
         create_topic(s, topic)
+        s.wait_producer_ids()
         pid = s.call(
             "producer",
             INIT_PRODUCER_ID,
