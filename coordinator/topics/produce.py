@@ -15,8 +15,9 @@ transactional batch without producer id or sequence), INVALID_TIMESTAMP (with
 record_errors: message.timestamp.before/after.max.ms, or a batch already marked
 LogAppendTime by its producer), OUT_OF_ORDER_SEQUENCE_NUMBER and
 INVALID_PRODUCER_EPOCH (idempotence; with the log start offset and no message, as Kafka),
-INVALID_TXN_STATE (a non-transactional batch while the producer's transaction is open), INVALID_REQUIRED_ACKS, KAFKA_STORAGE_ERROR (the write or
-fsync failed, now or earlier, or the log is closed); for every partition of the request,
+INVALID_TXN_STATE (a non-transactional batch while the producer's transaction is open),
+INVALID_REQUIRED_ACKS, KAFKA_STORAGE_ERROR (the write or fsync failed, now or earlier, or
+the log is closed); for every partition of the request,
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED (a transactional batch without a transactional id)
 and INVALID_PRODUCER_ID_MAPPING (transactional batches of several producer ids).
 Transactional batches (attribute bit 0x10) are checked as idempotent ones, and the first
