@@ -845,7 +845,9 @@ def build_rows(res: dict, args, tansu_cell: str | None) -> list[dict]:
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, with --quick's and the derived defaults filled in (bench_vs_kafka builds
+    its options for run_protocol here too)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="1,000 members, 3 s windows, 3 s settle")
     ap.add_argument("--phases", default="1,2,3", help="1 and 2 run together (process A)")
@@ -875,6 +877,11 @@ def main(argv: list[str] | None = None) -> int:
     args.warmup = 0.5 if args.quick else 1.0
     args.settle = 1.0 if args.quick else 2.0
     args.session_ms = 60_000  # classic members of phase 3 (bench_groups' default)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     phases = {p.strip() for p in args.phases.split(",") if p.strip()}
 
     t_start = time.perf_counter()
