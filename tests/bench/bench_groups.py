@@ -296,7 +296,7 @@ async def form_members(peer, args, hb_conns) -> tuple[list[Member], dict]:
     groups = [(f"bench-hb-{g:05d}", min(size, n - g * size)) for g in range((n + size - 1) // size)]
     nconn = max(size, min(args.form_conns, n) // size * size)
     log(f"  opening {nconn} forming connections ...")
-    conns = await gl.open_many(peer, nconn)
+    conns = await gl.open_many(peer, nconn, batch=args.open_batch)
     res: dict = {"form_connections": nconn, "groups": len(groups), "group_size": size}
     try:
         # Handshake every forming connection, so the RSS baseline holds them fully set up.
@@ -730,7 +730,10 @@ async def process_b(peer, args, res: dict, phase) -> None:
     if "commits" in args.sections:
         await phase("commits", lambda: bench_commits(peer, args))
         for rate in args.commit_rates:
-            await phase(paced_key(rate), lambda rate=rate: bench_commits(peer, args, rate))
+            run = await phase(paced_key(rate), lambda rate=rate: bench_commits(peer, args, rate))
+            if args.paced_stop_overloaded and run and run["commits_per_s"] < 0.9 * rate:
+                res["paced_skipped_after_overload"] = rate  # higher rates: overloaded too
+                break
     if "formation" in args.sections:
         for size in args.formation_sizes:
             await phase(f"formation_{size}", lambda size=size: bench_formation(peer, args, size))
@@ -965,6 +968,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"comma list of the phases to run, of {', '.join(SECTIONS)} (default: all)",
     )
     ap.add_argument("--duration", type=float, help="load window seconds (10; --quick 3)")
+    ap.add_argument(
+        "--warmup", type=float, help="load before each window, not measured (1; --quick 0.5)"
+    )
+    ap.add_argument(
+        "--paced-stop-overloaded",
+        action="store_true",
+        help="skip the higher paced commit rates once one is served below 90 %% of its rate",
+    )
+    ap.add_argument(
+        "--open-batch",
+        type=int,
+        default=200,
+        help="forming connections opened at once (Kafka's listen backlog is 50)",
+    )
     ap.add_argument("--formation-sizes", default="20,100")
     ap.add_argument("--formation-session-ms", type=int, help="(45000; --quick 10000)")
     ap.add_argument("--static-members", type=int, default=20)
@@ -999,7 +1016,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.static_cap_s = args.static_cap_s or (20.0 if args.quick else 240.0)
     args.formation_sizes = [int(s) for s in args.formation_sizes.split(",") if s.strip()]
     args.commit_rates = [float(r) for r in args.commit_rate.split(",") if r.strip() and float(r)]
-    args.warmup = 0.5 if args.quick else 1.0
+    if args.paced_stop_overloaded:
+        args.commit_rates.sort()
+    args.warmup = args.warmup or (0.5 if args.quick else 1.0)
     args.settle = 1.0 if args.quick else 2.0
     args.sections = {s.strip() for s in args.sections.split(",") if s.strip()}
     if args.commits_only:
