@@ -103,6 +103,7 @@ from bench_data_plane import (  # noqa: E402
     percentile,
 )
 from peers import (  # noqa: E402
+    OURS_MANY_CONNECTIONS_ARGS,
     TANSU_VERSION,
     ensure_tansu,
     free_port,
@@ -1041,7 +1042,12 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
 
     def ours(port, d, delay_ms):
-        extra = ["--set", f"group_initial_rebalance_delay_ms={delay_ms}", *args.ours_arg]
+        extra = [
+            "--set",
+            f"group_initial_rebalance_delay_ms={delay_ms}",
+            *OURS_MANY_CONNECTIONS_ARGS,
+            *args.ours_arg,
+        ]
         return run_groupcoord(port, d, extra)
 
     runners = {"tansu": lambda port, d, delay_ms: run_tansu(port, d), "ours": ours}

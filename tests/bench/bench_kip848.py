@@ -78,6 +78,7 @@ import bench_groups as bg  # noqa: E402
 import groupload as gl  # noqa: E402
 from bench_data_plane import create_topics, group_rss_bytes  # noqa: E402
 from peers import (  # noqa: E402
+    OURS_MANY_CONNECTIONS_ARGS,
     TANSU_VERSION,
     ensure_tansu,
     free_port,
@@ -712,7 +713,12 @@ async def process_b_body(peer, args, out: dict) -> None:
 
 def process_b(work: Path, args) -> dict:
     out: dict[str, Any] = {}
-    extra = ["--set", f"group_initial_rebalance_delay_ms={args.form_delay_ms}", *args.ours_arg]
+    extra = [
+        "--set",
+        f"group_initial_rebalance_delay_ms={args.form_delay_ms}",
+        *OURS_MANY_CONNECTIONS_ARGS,
+        *args.ours_arg,
+    ]
     with run_groupcoord(free_port(), work / "ours-b", extra) as peer:
         out["pid"] = peer.pid
         create_topics(peer, [(HB_TOPIC, args.group_size)])

@@ -68,6 +68,7 @@ import bench_kip848 as k848  # noqa: E402
 from peers import (  # noqa: E402
     KAFKA_DEFAULT_INITIAL_REBALANCE_DELAY_MS,
     KAFKA_PEERS,
+    OURS_MANY_CONNECTIONS_ARGS,
     TANSU_VERSION,
     _fmt,
     ensure_tansu,
@@ -107,7 +108,8 @@ def make_runner(name: str, args: argparse.Namespace) -> Callable[..., Any]:
                 if delay_ms is None
                 else ["--set", f"group_initial_rebalance_delay_ms={delay_ms}"]
             )
-            return run_groupcoord(port, data_dir, [*delay, *args.ours_arg])
+            extra = [*delay, *OURS_MANY_CONNECTIONS_ARGS, *args.ours_arg]
+            return run_groupcoord(port, data_dir, extra)
         if name == "tansu":
             return run_tansu(port, data_dir)
         overrides = dict(KAFKA_PEERS[name])
@@ -129,7 +131,8 @@ def peer_config(name: str, args: argparse.Namespace) -> str:
         extra = f"; extra args {args.ours_arg}" if args.ours_arg else ""
         return (
             "groupcoord, defaults (every acknowledged write fsynced: group commit with syncfs); "
-            f"group_initial_rebalance_delay_ms {delays}, default in process C{extra}"
+            f"group_initial_rebalance_delay_ms {delays}, default in process C; "
+            f"connections_max_per_ip 10,000 (the load comes from one address){extra}"
         )
     if name == "tansu":
         return f"Tansu {TANSU_VERSION}, memory only (nothing written to disk); no delay setting"

@@ -321,6 +321,12 @@ def run_tansu(port: int, data_dir: Path) -> Iterator[str]:
         yield peer
 
 
+#: Arguments our server needs for the group benchmarks' load: thousands of connections from
+#: one address (the forming members), past the default connections_max_per_ip of 1,000
+#: (Kafka's max.connections.per.ip is unbounded by default).
+OURS_MANY_CONNECTIONS_ARGS = ("--set", "connections_max_per_ip=10000")
+
+
 def groupcoord_command(
     port: int, data_dir: Path, metrics_port: int, extra_args: Sequence[str] = ()
 ) -> list[str]:
