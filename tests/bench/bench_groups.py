@@ -729,6 +729,11 @@ async def process_b(peer, args, res: dict, phase) -> None:
     # process (an overloaded paced commit run leaves the heap hundreds of MiB larger), and
     # commits are measured in a fresh process too, as before.
     if "commits" in args.sections:
+        if args.process_warmup:
+            # Unmeasured: a fresh JVM serves commits interpreted, slowly enough that a few
+            # seconds of load do not get its JIT to compile them (Kafka: 120 commits/s).
+            warm = argparse.Namespace(**{**vars(args), "duration": args.process_warmup})
+            await phase("commits_warmup", lambda: bench_commits(peer, warm))
         await phase("commits", lambda: bench_commits(peer, args))
         for rate in args.commit_rates:
             run = await phase(paced_key(rate), lambda rate=rate: bench_commits(peer, args, rate))
@@ -971,6 +976,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--duration", type=float, help="load window seconds (10; --quick 3)")
     ap.add_argument(
         "--warmup", type=float, help="load before each window, not measured (1; --quick 0.5)"
+    )
+    ap.add_argument(
+        "--process-warmup",
+        type=float,
+        default=0.0,
+        help="seconds of unmeasured closed-loop commits at the start of process B (0)",
     )
     ap.add_argument(
         "--paced-stop-overloaded",

@@ -255,6 +255,13 @@ def build_rows(args: argparse.Namespace) -> list[tuple[str, str, str, str | None
         ("commits", "  p99", "ms", "lower", g("commits", "p99_ms")),
         ("commits", "  errors / OffsetFetch mismatches", "", None, _errors("commits")),
         ("commits", "  server CPU", "cores", None, g("commits", "server_cores")),
+        (
+            "commits",
+            f"  before it: {args.process_warmup:g} s unmeasured warm-up, closed loop",
+            "commit/s",
+            None,
+            g("commits_warmup", "commits_per_s"),
+        ),
     ]
     for rate in args.commit_rates:
         key = bg.paced_key(rate)
@@ -455,6 +462,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--warmup", type=float, help="unmeasured load before each window (5; --quick 1)"
     )
+    ap.add_argument(
+        "--process-warmup",
+        type=float,
+        help="unmeasured closed-loop commits first in the commits process (20; --quick 3)",
+    )
     ap.add_argument("--commit-inflight", type=int, default=4, help="per connection (100 conns)")
     ap.add_argument(
         "--commit-rate", help="paced commit rates, comma list (10000,20000,35000; --quick 10000)"
@@ -498,6 +510,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.members = args.members or (1000 if args.quick else 10_000)
     args.duration = args.duration or (2.0 if args.quick else 10.0)
     args.warmup = args.warmup or (1.0 if args.quick else 5.0)
+    if args.process_warmup is None:
+        args.process_warmup = 3.0 if args.quick else 20.0
     args.commit_rate = args.commit_rate or ("10000" if args.quick else "10000,20000,35000")
     args.messages = args.messages or (100_000 if args.quick else 1_000_000)
     args.settle_s = args.settle_s or (3.0 if args.quick else 6.0)
@@ -511,6 +525,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             f"--members={args.members}",
             f"--duration={args.duration}",
             f"--warmup={args.warmup}",
+            f"--process-warmup={args.process_warmup}",
             "--paced-stop-overloaded",
             "--open-batch=50",
             f"--commit-inflight={args.commit_inflight}",

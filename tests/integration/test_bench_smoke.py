@@ -136,6 +136,7 @@ def test_bench_vs_kafka_entry_point_runs_on_our_server(
             "--quick",
             "--duration=0.5",
             "--warmup=0.2",
+            "--process-warmup=0.3",
             "--commit-inflight=2",
             "--commit-rate=300",
             "--messages=2000",
@@ -150,6 +151,7 @@ def test_bench_vs_kafka_entry_point_runs_on_our_server(
     assert groups["errors"] == {} and c["errors"] == {}
     assert groups["commits"]["commits"] > 0 and groups["commits"]["verify_mismatches"] == 0
     assert groups["commits_paced_300"]["errors"] == 0
+    assert groups["commits_warmup"]["commits"] > 0
     assert "heartbeat" not in groups and "kip848" not in c
     assert c["data"]["fetch"]["messages"] == 2000 and c["rss_idle_mib"] > 0
     table = capsys.readouterr().out
