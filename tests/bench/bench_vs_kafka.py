@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import platform
 import shutil
@@ -417,6 +418,8 @@ def _kip848(*path: str) -> Callable[[dict], Any]:
 def _ratio(ours: Any, other: Any) -> str:
     ok = isinstance(ours, int | float) and isinstance(other, int | float)
     if not ok or isinstance(ours, bool) or isinstance(other, bool) or not other:
+        return "-"
+    if math.isnan(ours) or math.isnan(other):  # a paced run with no commit served
         return "-"
     return f"{ours / other:.2f}x"
 

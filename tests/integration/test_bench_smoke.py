@@ -164,9 +164,10 @@ def test_vs_kafka_table_names_each_ratio_ours_over_the_peer() -> None:
     rows = [
         ("commits", "commits", "commit/s", "higher", lambda r: r.get("v")),
         ("commits", "  p99", "ms", "lower", lambda r: r.get("p99")),
+        ("commits", "  p50", "ms", "lower", lambda r: r.get("p50")),
     ]
     results = {
-        "ours": {"v": 30_000.0, "p99": 5.0},
+        "ours": {"v": 30_000.0, "p99": 5.0, "p50": float("nan")},
         "kafka": {"v": 20_000.0, "p99": "n/a"},
         "kafka-fsync": {"v": 10_000.0, "p99": 10.0},
     }
@@ -177,6 +178,7 @@ def test_vs_kafka_table_names_each_ratio_ours_over_the_peer() -> None:
         "| commits | commit/s | higher | 30,000 | 20,000 | 10,000 | 1.50x | 3.00x |"
     )
     assert lines[3] == "| - p99 | ms | lower | 5 | n/a | 10.0 | - | 0.50x |"
+    assert lines[4] == "| - p50 | ms | lower | nan | - | - | - | - |"
     assert ratios == {
         "commits": {"ours/kafka": 1.5, "ours/kafka-fsync": 3.0},
         "p99": {"ours/kafka-fsync": 0.5},
