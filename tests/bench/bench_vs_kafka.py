@@ -305,6 +305,7 @@ def build_rows(args: argparse.Namespace) -> list[tuple[str, str, str, str | None
         ("heartbeats", "  p50", "ms", "lower", g("heartbeat", "p50_ms")),
         ("heartbeats", "  p99", "ms", "lower", g("heartbeat", "p99_ms")),
         ("heartbeats", "  errors (non-zero error code)", "", None, g("heartbeat", "errors")),
+        ("heartbeats", "  server CPU", "cores", None, g("heartbeat", "server_cores")),
         (
             "heartbeats",
             "  server CPU per heartbeat",
@@ -501,6 +502,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--json", type=Path, help="also write the JSON figures here")
     ap.add_argument("--work-dir", type=Path, help="parent of the temporary data dirs")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs and logs")
+    ap.add_argument(
+        "--table-from", type=Path, help="print the table of an earlier run's --json, run nothing"
+    )
     args = ap.parse_args(argv)
 
     args.peers = [p.strip() for p in args.peers.split(",") if p.strip()]
@@ -576,6 +580,11 @@ def peer_errors(res: dict) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.table_from:
+        doc = json.loads(args.table_from.read_text())
+        args = parse_args(doc["config"].get("argv", []))
+        print_report(args, doc["peers"], doc["wall_seconds"])
+        return 0
     if "tansu" in args.peers:
         ensure_tansu()
     t_start = time.perf_counter()
@@ -592,7 +601,37 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(work, ignore_errors=True)
     wall = time.perf_counter() - t_start
+    ratios = print_report(args, results, wall)
+    doc = {
+        "benchmark": "bench_vs_kafka",
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "config": {
+            "argv": sys.argv[1:] if argv is None else argv,
+            "peers": args.peers,
+            "sections": sorted(args.sections),
+            "members": args.members,
+            "duration_s": args.duration,
+            "commit_rates": args.commit_rates,
+            "messages": args.messages,
+            "quick": args.quick,
+        },
+        "host": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "peers": results,
+        "ratios": ratios,
+        "wall_seconds": wall,
+    }
+    if args.json:
+        args.json.write_text(json.dumps(doc, default=str, indent=2) + "\n")
+    print(json.dumps(doc, default=str, allow_nan=True))
+    return 0 if all(not peer_errors(r) for r in results.values()) else 1
 
+
+def print_report(args: argparse.Namespace, results: dict[str, dict], wall: float) -> dict:
+    """Print the table and the legend; return the ratios by figure."""
     table, ratios = markdown_table(build_rows(args), results, args.peers)
     ga = args.groups_args
     print()
@@ -616,32 +655,7 @@ def main(argv: list[str] | None = None) -> int:
         sr = bg._get(results[name], "groups", "static_restart")
         for ex in (sr or {}).get("restart_failure_examples", []):
             print(f"- {name} static restart: {ex}")
-
-    doc = {
-        "benchmark": "bench_vs_kafka",
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "config": {
-            "peers": args.peers,
-            "sections": sorted(args.sections),
-            "members": args.members,
-            "duration_s": args.duration,
-            "commit_rates": args.commit_rates,
-            "messages": args.messages,
-            "quick": args.quick,
-        },
-        "host": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },
-        "peers": results,
-        "ratios": ratios,
-        "wall_seconds": wall,
-    }
-    if args.json:
-        args.json.write_text(json.dumps(doc, default=str, indent=2) + "\n")
-    print(json.dumps(doc, default=str, allow_nan=True))
-    return 0 if all(not peer_errors(r) for r in results.values()) else 1
+    return ratios
 
 
 if __name__ == "__main__":

@@ -158,6 +158,8 @@ def test_bench_vs_kafka_entry_point_runs_on_our_server(
     assert "| figure | unit | better | ours (fsync per ack) |" in table
     assert "| durable commits, closed loop, 4 conns x 2 | commit/s | higher |" in table
     assert "| idle RSS, 2 s after start | MiB | lower |" in table
+    assert bench_vs_kafka.main([f"--table-from={out}"]) == 0  # the same table, from the JSON
+    assert "| durable commits, closed loop, 4 conns x 2 |" in capsys.readouterr().out
 
 
 def test_vs_kafka_table_names_each_ratio_ours_over_the_peer() -> None:
