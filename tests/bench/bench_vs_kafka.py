@@ -25,9 +25,11 @@ half the session timeout.
 
 Sections, and the existing load generator each one uses:
 
-- commits, formation, static (bench_groups process B, a fresh process): durable OffsetCommit v9,
-  100 connections x --commit-inflight (4) in flight, closed loop; then paced at each
-  --commit-rate (staggered open loop; rate served and p50/p99); formation of 20 and 100 members
+- commits, formation, static (bench_groups process B, a fresh process): after --process-warmup
+  (20 s) of unmeasured commits (a fresh JVM is interpreted until its JIT compiles the path),
+  durable OffsetCommit v9, 100 connections x --commit-inflight (4) in flight, closed loop; then
+  paced at each --commit-rate (staggered open loop; rate served and p50/p99; the sweep stops at
+  the first rate served below 90 %); formation of 20 and 100 members
   (JoinGroup + SyncGroup, first join to last sync); static rolling restart of 20 members.
 - heartbeats (bench_groups process A, a fresh process): --members (10,000) classic members
   formed in groups of 50, then Heartbeat v4, 32 connections x 64 in flight, closed loop.
@@ -36,8 +38,9 @@ Sections, and the existing load generator each one uses:
   (group.protocol=consumer) to a stable assignment, then a 51st joining; bench_data_plane's
   produce (1 KiB values, acks=1, one producer) and fetch of --messages (1,000,000) messages.
 
-Kafka serves one request at a time per connection (it mutes a connection until its answer is
-sent), so requests pipelined on one connection queue there; ours and Tansu read ahead.
+Every load window follows --warmup (5 s) of the same load, unmeasured. Kafka serves one
+request at a time per connection (it mutes a connection until its answer is sent), so requests
+pipelined on one connection queue there; ours and Tansu read ahead.
 
 Prints one markdown table: a row per figure, a column per peer, and the ratios ours/kafka,
 ours/kafka-fsync (and ours/tansu); then each peer's configuration, and as the last line of stdout
