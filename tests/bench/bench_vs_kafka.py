@@ -277,6 +277,13 @@ def build_rows(args: argparse.Namespace) -> list[tuple[str, str, str, str | None
                 "higher",
                 paced(key, "commits_per_s"),
             ),
+            (
+                "commits",
+                "  answered in the window (a backlog's too)",
+                "commit/s",
+                None,
+                paced(key, "answered_per_s"),
+            ),
             ("commits", "  p50", "ms", "lower", paced(key, "p50_ms")),
             ("commits", "  p99", "ms", "lower", paced(key, "p99_ms")),
         ]
