@@ -224,7 +224,9 @@ def latency_producer_config(bootstrap: str) -> dict:
     }
 
 
-def bench_produce(peer, n: int, value: bytes, conf: dict | None = None) -> dict:
+def bench_produce(
+    peer, n: int, value: bytes, conf: dict | None = None, topic: str = PRODUCE_TOPIC
+) -> dict:
     from confluent_kafka import Producer
 
     errors = []
@@ -236,10 +238,10 @@ def bench_produce(peer, n: int, value: bytes, conf: dict | None = None) -> dict:
     conf["delivery.report.only.error"] = True
     conf["on_delivery"] = on_error
     p = Producer(conf)
-    p.list_topics(PRODUCE_TOPIC, timeout=10)  # connect and learn the leader before timing
+    p.list_topics(topic, timeout=10)  # connect and learn the leader before timing
     srv0, cli0 = group_cpu_seconds(peer.pid), client_cpu_seconds()
     t0 = time.perf_counter()
-    loop_secs = produce_loop(p, PRODUCE_TOPIC, value, n)
+    loop_secs = produce_loop(p, topic, value, n)
     left = p.flush(600)
     secs = time.perf_counter() - t0
     srv, cli = group_cpu_seconds(peer.pid) - srv0, client_cpu_seconds() - cli0
@@ -259,7 +261,7 @@ def bench_produce(peer, n: int, value: bytes, conf: dict | None = None) -> dict:
     }
 
 
-def bench_fetch(peer, n: int, timeout: float) -> dict:
+def bench_fetch(peer, n: int, timeout: float, topic: str = PRODUCE_TOPIC) -> dict:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     stats: list[dict] = []
@@ -280,10 +282,10 @@ def bench_fetch(peer, n: int, timeout: float) -> dict:
         }
     )
     try:
-        c.list_topics(PRODUCE_TOPIC, timeout=10)  # connect before timing
+        c.list_topics(topic, timeout=10)  # connect before timing
         srv0, cli0 = group_cpu_seconds(peer.pid), client_cpu_seconds()
         t0 = time.perf_counter()
-        c.assign([TopicPartition(PRODUCE_TOPIC, 0, OFFSET_BEGINNING)])
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         got = nbytes = errors = 0
         first_error = None
         t_first = None

@@ -3,6 +3,7 @@
     python tests/bench/bench_groups.py [--quick] [--json PATH] [--servers tansu,ours]
                                        [--members 10000] [--ours-arg ARG ...]
                                        [--commits-only --commit-rate R[,R...]]
+                                       [--sections heartbeats,commits,formation,static]
 
 Everything is driven by a raw-protocol asyncio client (tests/bench/groupload.py):
 requests encoded with tests/rawclient.encode_request, pre-encoded where the rate
@@ -102,6 +103,7 @@ from bench_data_plane import (  # noqa: E402
     percentile,
 )
 from peers import (  # noqa: E402
+    OURS_MANY_CONNECTIONS_ARGS,
     TANSU_VERSION,
     ensure_tansu,
     free_port,
@@ -295,7 +297,7 @@ async def form_members(peer, args, hb_conns) -> tuple[list[Member], dict]:
     groups = [(f"bench-hb-{g:05d}", min(size, n - g * size)) for g in range((n + size - 1) // size)]
     nconn = max(size, min(args.form_conns, n) // size * size)
     log(f"  opening {nconn} forming connections ...")
-    conns = await gl.open_many(peer, nconn)
+    conns = await gl.open_many(peer, nconn, batch=args.open_batch)
     res: dict = {"form_connections": nconn, "groups": len(groups), "group_size": size}
     try:
         # Handshake every forming connection, so the RSS baseline holds them fully set up.
@@ -726,20 +728,39 @@ async def process_b(peer, args, res: dict, phase) -> None:
     # Commits here, not in process A: RSS per member is read there as the growth of a fresh
     # process (an overloaded paced commit run leaves the heap hundreds of MiB larger), and
     # commits are measured in a fresh process too, as before.
-    await phase("commits", lambda: bench_commits(peer, args))
-    for rate in args.commit_rates:
-        await phase(paced_key(rate), lambda rate=rate: bench_commits(peer, args, rate))
-    if args.commits_only:
-        return
-    for size in args.formation_sizes:
-        await phase(f"formation_{size}", lambda size=size: bench_formation(peer, args, size))
-    await phase("static_restart", lambda: bench_static_restart(peer, args))
+    if "commits" in args.sections:
+        if args.process_warmup:
+            # Unmeasured: a fresh JVM serves commits interpreted, slowly enough that a few
+            # seconds of load do not get its JIT to compile them (Kafka: 120 commits/s).
+            warm = argparse.Namespace(**{**vars(args), "duration": args.process_warmup})
+            await phase("commits_warmup", lambda: bench_commits(peer, warm))
+        await phase("commits", lambda: bench_commits(peer, args))
+        for rate in args.commit_rates:
+            run = await phase(paced_key(rate), lambda rate=rate: bench_commits(peer, args, rate))
+            if args.paced_stop_overloaded and run and run["commits_per_s"] < 0.9 * rate:
+                res["paced_skipped_after_overload"] = rate  # higher rates: overloaded too
+                break
+    if "formation" in args.sections:
+        for size in args.formation_sizes:
+            await phase(f"formation_{size}", lambda size=size: bench_formation(peer, args, size))
+    if "static" in args.sections:
+        await phase("static_restart", lambda: bench_static_restart(peer, args))
+
+
+#: The phases, by process: A forms many members and loads them with heartbeats (RSS per
+#: member and idle RSS come with it); B runs commits, formation and the static restart.
+SECTIONS = ("heartbeats", "commits", "formation", "static")
+PROCESS_B_SECTIONS = frozenset({"commits", "formation", "static"})
 
 
 # --- driver --------------------------------------------------------------------------------
 
 
 def run_server(name: str, runner, work: Path, args) -> dict:
+    """Every selected phase on one server: `runner(port, dir, delay_ms)` starts it (a context
+    manager yielding a peers.Peer) for process A (delay args.form_delay_ms) and process B
+    (args.formation_delay_ms), each a fresh process. Returns the figures by phase key, and
+    the errors of failed phases in ``errors`` (the other phases still run)."""
     res: dict = {"errors": {}}
 
     async def phase(key: str, fn, pair: bool = False):
@@ -764,7 +785,7 @@ def run_server(name: str, runner, work: Path, args) -> dict:
             with runner(free_port(), work / f"{name}-{label}", delay_ms) as peer:
                 res[f"pid_{label}"] = peer.pid
                 res[f"rss_start_{label}_mib"] = group_rss_bytes(peer.pid) / MiB
-                if label == "b":
+                if label == "b" and "commits" in args.sections:
                     create_topics(
                         peer, [(COMMIT_TOPIC, args.commit_inflight * args.commit_partitions)]
                     )
@@ -775,9 +796,10 @@ def run_server(name: str, runner, work: Path, args) -> dict:
             log(f"{name}: process {label} FAILED: {e}")
             traceback.print_exc(file=sys.stderr)
 
-    if not args.commits_only:
+    if "heartbeats" in args.sections:
         process("a", args.form_delay_ms, process_a)
-    process("b", args.formation_delay_ms, process_b)
+    if PROCESS_B_SECTIONS & args.sections:
+        process("b", args.formation_delay_ms, process_b)
     return res
 
 
@@ -913,7 +935,9 @@ def build_rows(args) -> list[tuple]:
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, with --quick's and the derived defaults filled in (bench_vs_kafka builds
+    its bench_groups options here too)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="3 s load windows, shorter timeouts")
     ap.add_argument("--members", type=int, default=1000, help="members for the heartbeat phase")
@@ -944,7 +968,32 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the commit phases (closed loop, then paced at --commit-rate)",
     )
+    ap.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help=f"comma list of the phases to run, of {', '.join(SECTIONS)} (default: all)",
+    )
     ap.add_argument("--duration", type=float, help="load window seconds (10; --quick 3)")
+    ap.add_argument(
+        "--warmup", type=float, help="load before each window, not measured (1; --quick 0.5)"
+    )
+    ap.add_argument(
+        "--process-warmup",
+        type=float,
+        default=0.0,
+        help="seconds of unmeasured closed-loop commits at the start of process B (0)",
+    )
+    ap.add_argument(
+        "--paced-stop-overloaded",
+        action="store_true",
+        help="skip the higher paced commit rates once one is served below 90 %% of its rate",
+    )
+    ap.add_argument(
+        "--open-batch",
+        type=int,
+        default=200,
+        help="forming connections opened at once (Kafka's listen backlog is 50)",
+    )
     ap.add_argument("--formation-sizes", default="20,100")
     ap.add_argument("--formation-session-ms", type=int, help="(45000; --quick 10000)")
     ap.add_argument("--static-members", type=int, default=20)
@@ -979,19 +1028,37 @@ def main(argv: list[str] | None = None) -> int:
     args.static_cap_s = args.static_cap_s or (20.0 if args.quick else 240.0)
     args.formation_sizes = [int(s) for s in args.formation_sizes.split(",") if s.strip()]
     args.commit_rates = [float(r) for r in args.commit_rate.split(",") if r.strip() and float(r)]
-    args.warmup = 0.5 if args.quick else 1.0
+    if args.paced_stop_overloaded:
+        args.commit_rates.sort()
+    args.warmup = args.warmup or (0.5 if args.quick else 1.0)
     args.settle = 1.0 if args.quick else 2.0
-    servers = [s.strip() for s in args.servers.split(",") if s.strip()]
-    for s in servers:
+    args.sections = {s.strip() for s in args.sections.split(",") if s.strip()}
+    if args.commits_only:
+        args.sections = {"commits"}
+    for section in args.sections - set(SECTIONS):
+        ap.error(f"unknown section {section!r}")
+    args.server_names = [s.strip() for s in args.servers.split(",") if s.strip()]
+    for s in args.server_names:
         if s not in ("tansu", "ours"):
             ap.error(f"unknown server {s!r}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    servers = args.server_names
 
     if "tansu" in servers:
         ensure_tansu()
     t_start = time.perf_counter()
 
     def ours(port, d, delay_ms):
-        extra = ["--set", f"group_initial_rebalance_delay_ms={delay_ms}", *args.ours_arg]
+        extra = [
+            "--set",
+            f"group_initial_rebalance_delay_ms={delay_ms}",
+            *OURS_MANY_CONNECTIONS_ARGS,
+            *args.ours_arg,
+        ]
         return run_groupcoord(port, d, extra)
 
     runners = {"tansu": lambda port, d, delay_ms: run_tansu(port, d), "ours": ours}

@@ -78,6 +78,7 @@ import bench_groups as bg  # noqa: E402
 import groupload as gl  # noqa: E402
 from bench_data_plane import create_topics, group_rss_bytes  # noqa: E402
 from peers import (  # noqa: E402
+    OURS_MANY_CONNECTIONS_ARGS,
     TANSU_VERSION,
     ensure_tansu,
     free_port,
@@ -712,7 +713,12 @@ async def process_b_body(peer, args, out: dict) -> None:
 
 def process_b(work: Path, args) -> dict:
     out: dict[str, Any] = {}
-    extra = ["--set", f"group_initial_rebalance_delay_ms={args.form_delay_ms}", *args.ours_arg]
+    extra = [
+        "--set",
+        f"group_initial_rebalance_delay_ms={args.form_delay_ms}",
+        *OURS_MANY_CONNECTIONS_ARGS,
+        *args.ours_arg,
+    ]
     with run_groupcoord(free_port(), work / "ours-b", extra) as peer:
         out["pid"] = peer.pid
         create_topics(peer, [(HB_TOPIC, args.group_size)])
@@ -845,7 +851,9 @@ def build_rows(res: dict, args, tansu_cell: str | None) -> list[dict]:
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, with --quick's and the derived defaults filled in (bench_vs_kafka builds
+    its options for run_protocol here too)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="1,000 members, 3 s windows, 3 s settle")
     ap.add_argument("--phases", default="1,2,3", help="1 and 2 run together (process A)")
@@ -875,6 +883,11 @@ def main(argv: list[str] | None = None) -> int:
     args.warmup = 0.5 if args.quick else 1.0
     args.settle = 1.0 if args.quick else 2.0
     args.session_ms = 60_000  # classic members of phase 3 (bench_groups' default)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     phases = {p.strip() for p in args.phases.split(",") if p.strip()}
 
     t_start = time.perf_counter()

@@ -321,6 +321,12 @@ def run_tansu(port: int, data_dir: Path) -> Iterator[str]:
         yield peer
 
 
+#: Arguments our server needs for the group benchmarks' load: thousands of connections from
+#: one address (the forming members), past the default connections_max_per_ip of 1,000
+#: (Kafka's max.connections.per.ip is unbounded by default).
+OURS_MANY_CONNECTIONS_ARGS = ("--set", "connections_max_per_ip=10000")
+
+
 def groupcoord_command(
     port: int, data_dir: Path, metrics_port: int, extra_args: Sequence[str] = ()
 ) -> list[str]:
@@ -368,6 +374,52 @@ def run_groupcoord(port: int, data_dir: Path, extra_args: Sequence[str] = ()) ->
         metrics_url=f"http://127.0.0.1:{metrics_port}",
     ) as peer:
         yield peer
+
+
+#: Broker configs of the Apache Kafka peers, by name: as configured by default, and with an
+#: fsync of every append (`flush.messages=1` on every topic, __consumer_offsets included, set
+#: broker-wide as its default `log.flush.interval.messages`): the durability ours has.
+KAFKA_PEERS: dict[str, dict[str, str]] = {
+    "kafka": {},
+    "kafka-fsync": {"log.flush.interval.messages": "1"},
+}
+KAFKA_DEFAULT_INITIAL_REBALANCE_DELAY_MS = 3000
+
+
+@contextlib.contextmanager
+def run_kafka(
+    port: int,
+    data_dir: Path,
+    overrides: dict[str, str] | None = None,
+    jvm_opts: Sequence[str] | None = None,
+    name: str = "kafka",
+) -> Iterator[str]:
+    """Start Apache Kafka 4.x (tests/jvm/kafka_broker.py: one KRaft node from the jars of
+    tests/jvm/pom.xml) on 127.0.0.1:``port``; yield its bootstrap string (a :class:`Peer`
+    whose ``start_s`` is its start-up time, storage format included).
+
+    ``overrides`` are broker configs (see KAFKA_PEERS); ``jvm_opts`` default to what
+    bin/kafka-server-start.sh uses. Its logs go to ``data_dir`` (kafka.log, kafka.stdout).
+    Stopped with SIGTERM, SIGKILL after 5 s (its data is thrown away)."""
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    from tests.jvm.kafka_broker import START_SCRIPT_JVM_OPTS, KafkaBroker
+
+    opts = tuple(jvm_opts) if jvm_opts is not None else START_SCRIPT_JVM_OPTS
+    broker = KafkaBroker(Path(data_dir), overrides, port=port, jvm_opts=opts).start()
+    try:
+        assert broker.proc is not None
+        yield Peer(
+            broker.bootstrap,
+            name=name,
+            pid=broker.proc.pid,  # started in its own session: the pid is the process group
+            port=port,
+            log_path=broker.log_path,
+            metrics_url=None,
+            start_s=broker.start_s,
+        )
+    finally:
+        broker.stop(grace_s=5.0)
 
 
 def rss_bytes(pid: int) -> int:

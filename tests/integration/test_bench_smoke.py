@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bench import bench_groups
+from tests.bench import bench_groups, bench_vs_kafka
 
 pytestmark = pytest.mark.integration
 
@@ -119,3 +119,69 @@ def test_commit_target_needs_throughput_and_p99_in_the_same_run() -> None:
     mismatch = {**_paced(60_000, 5.0), "verify_mismatches": 2}
     assert bench_groups.commit_target_met(mismatch) is False
     assert bench_groups.commit_target_met(None) is None
+
+
+def test_bench_vs_kafka_entry_point_runs_on_our_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The comparison's entry point, on our server alone with tiny loads: a bench_groups
+    process (its phases are all run by the test above) and the process of its own sections
+    (idle RSS, produce and fetch), then the table. The Kafka peers start through
+    peers.run_kafka, i.e. the JVM tests' reference broker."""
+    out = tmp_path / "figures.json"
+    rc = bench_vs_kafka.main(
+        [
+            "--peers=ours",
+            "--sections=commits,rss,data",
+            "--quick",
+            "--duration=0.5",
+            "--warmup=0.2",
+            "--process-warmup=0.3",
+            "--commit-inflight=2",
+            "--commit-rate=300",
+            "--messages=2000",
+            "--groups-arg=--commit-conns=4",
+            f"--work-dir={tmp_path}",
+            f"--json={out}",
+        ]
+    )
+    assert rc == 0
+    ours = json.loads(out.read_text())["peers"]["ours"]
+    groups, c = ours["groups"], ours["c"]
+    assert groups["errors"] == {} and c["errors"] == {}
+    assert groups["commits"]["commits"] > 0 and groups["commits"]["verify_mismatches"] == 0
+    assert groups["commits_paced_300"]["errors"] == 0
+    assert groups["commits_warmup"]["commits"] > 0
+    assert "heartbeat" not in groups and "kip848" not in c
+    assert c["data"]["fetch"]["messages"] == 2000 and c["rss_idle_mib"] > 0
+    table = capsys.readouterr().out
+    assert "| figure | unit | better | ours (fsync per ack) |" in table
+    assert "| durable commits, closed loop, 4 conns x 2 | commit/s | higher |" in table
+    assert "| idle RSS, 2 s after start | MiB | lower |" in table
+    assert bench_vs_kafka.main([f"--table-from={out}"]) == 0  # the same table, from the JSON
+    assert "| durable commits, closed loop, 4 conns x 2 |" in capsys.readouterr().out
+
+
+def test_vs_kafka_table_names_each_ratio_ours_over_the_peer() -> None:
+    rows = [
+        ("commits", "commits", "commit/s", "higher", lambda r: r.get("v")),
+        ("commits", "  p99", "ms", "lower", lambda r: r.get("p99")),
+        ("commits", "  p50", "ms", "lower", lambda r: r.get("p50")),
+    ]
+    results = {
+        "ours": {"v": 30_000.0, "p99": 5.0, "p50": float("nan")},
+        "kafka": {"v": 20_000.0, "p99": "n/a"},
+        "kafka-fsync": {"v": 10_000.0, "p99": 10.0},
+    }
+    table, ratios = bench_vs_kafka.markdown_table(rows, results, ["ours", "kafka", "kafka-fsync"])
+    lines = table.splitlines()
+    assert lines[0].endswith("| ours/kafka | ours/kafka-fsync |")
+    assert lines[2] == (
+        "| commits | commit/s | higher | 30,000 | 20,000 | 10,000 | 1.50x | 3.00x |"
+    )
+    assert lines[3] == "| - p99 | ms | lower | 5 | n/a | 10.0 | - | 0.50x |"
+    assert lines[4] == "| - p50 | ms | lower | nan | - | - | - | - |"
+    assert ratios == {
+        "commits": {"ours/kafka": 1.5, "ours/kafka-fsync": 3.0},
+        "p99": {"ours/kafka-fsync": 0.5},
+    }

@@ -53,6 +53,20 @@ JVM_OPTS = (
     "-XX:ConcGCThreads=1",
     "-Djava.awt.headless=true",
 )
+# What bin/kafka-server-start.sh runs a broker with when KAFKA_HEAP_OPTS and
+# KAFKA_JVM_PERFORMANCE_OPTS are unset (its 1 GiB heap, kafka-run-class.sh's G1 settings): the
+# benchmarks' "Kafka as configured by default".
+START_SCRIPT_JVM_OPTS = (
+    "-Xmx1G",
+    "-Xms1G",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15",
+    "-Djava.awt.headless=true",
+)
 START_TIMEOUT_S = 60.0
 STOP_GRACE_S = 15.0
 NODE_ID = 0  # groupcoord serves as node 0 by default: the same ids on both sides
@@ -117,9 +131,11 @@ class KafkaBroker:
         work_dir: Path,
         overrides: Mapping[str, object] | None = None,
         port: int | None = None,
+        jvm_opts: tuple[str, ...] = JVM_OPTS,
     ) -> None:
         self.work_dir = work_dir
         self.overrides = dict(overrides or {})
+        self.jvm_opts = jvm_opts
         self.port = port or free_port()
         self.controller_port = free_port()
         self.cluster_id = random_cluster_id()
@@ -172,7 +188,7 @@ class KafkaBroker:
             raise RuntimeError(f"kafka storage format failed: {fmt.stdout}{fmt.stderr}")
         stdout = open(self.work_dir / "kafka.stdout", "ab")
         self.proc = subprocess.Popen(
-            self._java("kafka.Kafka", str(props_path)),
+            self._java("kafka.Kafka", str(props_path), heap=self.jvm_opts),
             cwd=self.work_dir,
             stdout=stdout,
             stderr=subprocess.STDOUT,
