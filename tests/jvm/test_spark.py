@@ -8,8 +8,9 @@ timestamp, headers) is known exactly and is the same on both brokers:
 - a batch read with headers of records with null keys and values and repeated headers;
 - readStream from per-partition timestamps with maxOffsetsPerTrigger and availableNow, run
   again from its checkpoint after more records: every row once, none missed;
-- a partition whose last batch holds 5,000 records, read to its end whole, and in four
-  ranges with fetch limits far below the batch's size (each range starts inside it);
+- partitions whose last batch holds 5,000 records (one uncompressed, one zstd), read to
+  their ends whole, and in ranges with fetch limits far below the batch's size (ranges
+  starting inside it);
 - df.write through the connector's producer (idempotent: its batches carry sequences) and
   read back;
 - a streaming query from one topic to another (writeStream format kafka, availableNow).
@@ -21,6 +22,7 @@ import datetime
 import functools
 import json
 import time
+import tomllib
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -34,9 +36,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from groupcoord.protocol.batches import BatchHeader, split_batches
 from tests.jvm.differential import on_both
 from tests.jvm.kafka_broker import KafkaBroker
-from tests.jvm.spark_session import SparkUnavailable, prerequisites, spark_session
+from tests.jvm.spark_session import (
+    SparkUnavailable,
+    connector_spark_version,
+    prerequisites,
+    spark_session,
+)
 from tests.rawclient import RawClient
-from tests.support import client_batch, serving
+from tests.support import ROOT, client_batch, serving
 from tests.wire_session import entity, request
 
 # Each test runs its scenario twice (one SparkSession, two brokers on two shared cores); the
@@ -382,25 +389,28 @@ def test_stream_from_timestamp_restarted_from_checkpoint(
 # -- 3. a last batch of many records, read to its end -----------------------------------------
 
 BIG_BATCH = 5000
+# Partition 0's batches are uncompressed, partition 1's zstd-compressed (record batch codec 4).
+CODECS = {0: 0, 1: 4}
 
 
 def test_last_batch_of_many_records_read_to_its_end(brokers: dict[str, str], spark: Any) -> None:
-    """Three small batches, then one of 5,000 records ending the partition. Read whole, then
-    in four ranges (minPartitions) with fetch limits of 1 KiB: the broker still returns the
-    whole batch (KIP-74) and each range's consumer starts inside it."""
+    """On each partition three small batches, then one of 5,000 records ending it. Read
+    whole, then in six ranges (minPartitions) with fetch limits of 1 KiB: the broker still
+    returns the whole batch (KIP-74) and most ranges' consumers start inside it."""
     base = _base_ms()
     sizes = (1, 2, 3, BIG_BATCH)
-    batches: list[list[tuple[bytes | None, bytes | None, int]]] = []
+    batches: list[tuple[int, list[tuple[bytes | None, bytes | None, int]]]] = []
     sent: list[Sent] = []
-    for size in sizes:
-        records = [
-            (b"k%d" % (len(sent) + i), b"v%d" % i, base + len(sent) + i) for i in range(size)
-        ]
-        batches.append(records)
-        sent += [(0, key, value, ts, (("h", b"x"),)) for key, value, ts in records]
+    for partition in CODECS:
+        first = len(sent)
+        for size in sizes:
+            at = len(sent) - first
+            records = [(b"k%d" % (at + i), b"v%d" % i, base + at + i) for i in range(size)]
+            batches.append((partition, records))
+            sent += [(partition, key, value, ts, (("h", b"x"),)) for key, value, ts in records]
     want = expected_rows(sent)
     small_fetches = {
-        "minPartitions": 4,
+        "minPartitions": 6,
         "kafka.max.partition.fetch.bytes": 1024,
         "kafka.fetch.max.bytes": 1024,
     }
@@ -408,11 +418,15 @@ def test_last_batch_of_many_records_read_to_its_end(brokers: dict[str, str], spa
     @spark_scenario
     def scenario(target: str, bootstrap: str) -> None:
         topic = _name("big-batch")
-        create_topic(bootstrap, topic, 1)
-        for records in batches:
-            produce_batch(bootstrap, topic, 0, client_batch(records, headers=(("h", b"x"),)))
-        counts = [b.records_count for b in fetch_batches(bootstrap, topic, 0)]
-        assert counts == list(sizes), f"{target}: the log holds batches of {counts}"
+        create_topic(bootstrap, topic, len(CODECS))
+        for partition, records in batches:
+            batch = client_batch(records, compression=CODECS[partition], headers=(("h", b"x"),))
+            produce_batch(bootstrap, topic, partition, batch)
+        for partition, codec in CODECS.items():
+            held = [
+                (b.records_count, b.compression) for b in fetch_batches(bootstrap, topic, partition)
+            ]
+            assert held == [(n, codec) for n in sizes], f"{target}: {partition} holds {held}"
         got = read(spark, bootstrap, topic)
         assert got == want, f"{target} whole: {_diff_rows(got, want)}"
         got = read(spark, bootstrap, topic, small_fetches)
@@ -528,3 +542,10 @@ def test_stream_to_topic(brokers: dict[str, str], spark: Any, tmp_path: Path) ->
         assert got == want, f"{target}: {_diff_rows(got, want)}"
 
     on_both(brokers, scenario)
+
+
+def test_pyspark_pin_matches_the_connector() -> None:
+    """pyproject's test extra pins the pyspark whose Spark the connector of pom.xml is for."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = [dep for dep in project["optional-dependencies"]["test"] if dep.startswith("pyspark")]
+    assert pins == [f"pyspark=={connector_spark_version()}"], pins
