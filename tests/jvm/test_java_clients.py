@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from tests.jvm.artifacts import JvmArtifactsMissing, classpath
+from tests.jvm.differential import on_both
 from tests.jvm.java_programs import ProgramRun, compiled, run_program
 from tests.jvm.kafka_broker import kafka_broker
 from tests.support import serving
@@ -71,21 +72,6 @@ def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
         kafka_broker(tmp_path_factory.mktemp("kafka"), kafkas) as kafka,
     ):
         yield {"groupcoord": server.bootstrap, "kafka": kafka.bootstrap}
-
-
-def on_both(targets: dict[str, str], scenario: Callable[[str, str], None]) -> None:
-    """Runs `scenario(target, bootstrap)` on each broker; fails naming every one that failed
-    (so a failure on groupcoord also says whether Kafka passed the same checks)."""
-    failures = {}
-    for name, bootstrap in targets.items():
-        try:
-            scenario(name, bootstrap)
-        except AssertionError as exc:
-            failures[name] = str(exc)
-    passed = sorted(set(targets) - set(failures))
-    assert not failures, f"failed on {sorted(failures)} (passed on {passed}):\n" + "\n".join(
-        f"--- {name}: {why}" for name, why in failures.items()
-    )
 
 
 def _name(prefix: str) -> str:
