@@ -1456,6 +1456,52 @@ def test_s49_regex_removed_when_last_subscriber_leaves() -> None:
     h.assert_replayed()
 
 
+def test_regex_back_after_every_member_expired_is_resolved_at_once() -> None:
+    """Every member expires (the regex is tombstoned with its last subscriber); a regex
+    member rejoining within 10 s of the last resolution is resolved at once, not 10 s later
+    (Kafka: with no resolved regex the last refresh time is Long.MIN_VALUE). Until then, as
+    in Kafka, the group is Stable with the regex member holding nothing: a new regex moves
+    no epoch. The resolution bumps it and the group settles with every partition held."""
+    h = harness(topics={"t0": 4, "t1": 3})
+    names = Client(h, "names")
+    regex = Client(h, "regex")
+
+    def join_regex() -> Any:
+        regex.owned = []
+        return ok(
+            regex._send(
+                member_epoch=0,
+                rebalance_timeout_ms=5000,
+                subscribed_topic_regex="t[0-9]",
+                topic_partitions=[],
+            )
+        )
+
+    ok(names.join(["t0"]))
+    join_regex()
+    h.sleep(0)  # resolved
+    settle(h, names, regex)
+    fired = h.sleep(SESSION + 1)
+    assert ("regex", "t[0-9]", True) in summary(fired.records)
+    assert len(h.group()) == 0 and h.group().resolved_regexes == {}
+
+    ok(names.join(["t0"]))
+    settle(h, names)
+    epoch = h.group().group_epoch
+    response = join_regex()
+    assert (response.member_epoch, assignment(response)) == (epoch, {})
+    assert h.group().state() is ConsumerGroupState.STABLE
+    assert h.timer.deadline("regex-" + GROUP) == h.now
+    fired = h.sleep(0)
+    assert summary(fired.records) == [("regex", "t[0-9]", False), ("group", None, False)]
+    settle(h, names, regex)
+    held = {(t, p) for client in (names, regex) for t, ps in client.owned for p in ps}
+    assert held == {(h.topic_id("t0"), p) for p in range(4)} | {
+        (h.topic_id("t1"), p) for p in range(3)
+    }
+    h.assert_replayed()
+
+
 def test_s50_metadata_change_bumps_the_epoch() -> None:
     """S50: a subscribed topic growing, being created or deleted bumps the epoch at the next
     heartbeat, with a new hash and a new target; an unrelated topic changes nothing."""
