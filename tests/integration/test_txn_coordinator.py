@@ -150,23 +150,21 @@ def test_init_producer_id_fences_and_bumps(txn_server: ServerProcess) -> None:
         assert first.error_code == 0 and first.producer_epoch == 0
         pid = first.producer_id
         assert add_partitions(c, "tx", pid, 0, {"t": [0]}) == {("t", 0): E.NONE}
-        # A second instance: the ongoing transaction of the first is fenced and aborted.
-        second = init_pid(c, "tx")
-        assert second.error_code == E.CONCURRENT_TRANSACTIONS
-        gone = describe(c, "tx")[0]
-        assert (gone.transaction_state, gone.producer_epoch) == ("PrepareAbort", 1)
+        # A second instance: the ongoing transaction of the first is fenced (epoch 1) and
+        # aborted; CONCURRENT_TRANSACTIONS while its markers are written, as Kafka.
+        again = init_pid(c, "tx")
+        deadline = time.monotonic() + 30
+        while again.error_code == E.CONCURRENT_TRANSACTIONS:
+            assert time.monotonic() < deadline, "the fenced transaction never completed"
+            time.sleep(0.05)
+            again = init_pid(c, "tx")
+        assert (again.error_code, again.producer_id, again.producer_epoch) == (0, pid, 2)
         # The first instance is fenced: PRODUCER_FENCED from EndTxn v2, earlier versions
         # INVALID_PRODUCER_EPOCH.
         assert end_txn(c, "tx", pid, 0, True) == E.PRODUCER_FENCED
         assert end_txn(c, "tx", pid, 0, True, version=1) == E.INVALID_PRODUCER_EPOCH
         assert add_offsets(c, "tx", pid, 0, "g") == E.PRODUCER_FENCED
         assert add_offsets(c, "tx", pid, 0, "g", version=1) == E.INVALID_PRODUCER_EPOCH
-        # The abort needs the data plane's marker: the topic deleted, it completes.
-        assert init_pid(c, "tx").error_code == E.CONCURRENT_TRANSACTIONS
-        delete_topic(c, "t")
-        wait_state(c, "tx", "CompleteAbort")
-        again = init_pid(c, "tx")
-        assert (again.error_code, again.producer_id, again.producer_epoch) == (0, pid, 2)
         # KIP-360 with the current pair bumps; an older epoch is fenced (v4+ PRODUCER_FENCED,
         # v3 INVALID_PRODUCER_EPOCH).
         bumped = init_pid(c, "tx", pid=pid, epoch=2)
@@ -281,13 +279,14 @@ def test_end_txn_answers_once_prepared(server: ServerProcess) -> None:
         assert end_txn(c, "nobody", 1, 0, True) == E.INVALID_PRODUCER_ID_MAPPING
         assert add_partitions(c, "tx", pid, epoch, {"t": [0]}) == {("t", 0): E.NONE}
         assert end_txn(c, "tx", pid, epoch, True) == E.NONE
-        assert describe(c, "tx")[0].transaction_state == "PrepareCommit"
-        assert end_txn(c, "tx", pid, epoch, True) == E.CONCURRENT_TRANSACTIONS
+        # PrepareCommit until the markers are written: a retry of the commit is answered
+        # CONCURRENT_TRANSACTIONS meanwhile and NONE once complete; an abort never.
+        assert describe(c, "tx")[0].transaction_state in ("PrepareCommit", "CompleteCommit")
+        assert end_txn(c, "tx", pid, epoch, True) in (E.CONCURRENT_TRANSACTIONS, E.NONE)
         assert end_txn(c, "tx", pid, epoch, False) == E.INVALID_TXN_STATE
-        assert add_partitions(c, "tx", pid, epoch, {"t": [0]}) == {
-            ("t", 0): E.CONCURRENT_TRANSACTIONS
-        }
-        assert [t.transaction_state for t in list_txns(c).transaction_states] == ["PrepareCommit"]
+        wait_state(c, "tx", "CompleteCommit")
+        assert end_txn(c, "tx", pid, epoch, True) == E.NONE
+        assert [t.transaction_state for t in list_txns(c).transaction_states] == ["CompleteCommit"]
 
 
 def test_timed_out_transaction_is_aborted(txn_server: ServerProcess) -> None:
@@ -296,17 +295,16 @@ def test_timed_out_transaction_is_aborted(txn_server: ServerProcess) -> None:
         r = init_pid(c, "tx", timeout_ms=500)
         pid = r.producer_id
         assert add_partitions(c, "tx", pid, 0, {"t": [0]}) == {("t", 0): E.NONE}
-        aborted = wait_state(c, "tx", "PrepareAbort")
+        aborted = wait_state(c, "tx", "CompleteAbort")
         assert aborted.producer_epoch == 1
         assert add_partitions(c, "tx", pid, 0, {"t": [0]}) == {("t", 0): E.PRODUCER_FENCED}
         assert end_txn(c, "tx", pid, 0, True) == E.PRODUCER_FENCED
 
 
 def test_sigkill_in_prepare_commit_resumes_the_markers(txn_server: ServerProcess) -> None:
-    """EndTxn answered (PrepareCommit durable), then SIGKILL. After the restart the
-    transaction is loaded in PrepareCommit and its markers are sent again; once its only
-    partition's topic is deleted it completes (CompleteCommit, durable across another
-    SIGKILL)."""
+    """EndTxn answered (PrepareCommit durable), then SIGKILL at once. After the restart the
+    transaction is loaded in PrepareCommit and its markers are sent again (or, when the kill
+    came after them, in CompleteCommit); it completes, durably across another SIGKILL."""
     with RawClient(txn_server.bootstrap) as c:
         create_topic(c, "t")
         r = init_pid(c, "tx")
@@ -315,9 +313,12 @@ def test_sigkill_in_prepare_commit_resumes_the_markers(txn_server: ServerProcess
         assert end_txn(c, "tx", pid, epoch, True) == E.NONE
     txn_server.restart()
     with RawClient(txn_server.bootstrap) as c:
-        loaded = wait_state(c, "tx", "PrepareCommit")
+        deadline = time.monotonic() + 30
+        while (loaded := describe(c, "tx")[0]).error_code != E.NONE:  # the shard loading
+            assert time.monotonic() < deadline, loaded
+            time.sleep(0.05)
+        assert loaded.transaction_state in ("PrepareCommit", "CompleteCommit")
         assert (loaded.producer_id, loaded.producer_epoch) == (pid, epoch)
-        delete_topic(c, "t")
         wait_state(c, "tx", "CompleteCommit")
     txn_server.restart()
     with RawClient(txn_server.bootstrap) as c:
