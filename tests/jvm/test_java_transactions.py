@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,31 +18,18 @@ from pathlib import Path
 import pytest
 
 from tests.jvm.java_programs import ProgramRun, run_program, start_program
-from tests.jvm.kafka_broker import kafka_broker
-from tests.jvm.test_java_clients import GROUP_SETTINGS, _need, classes, on_both  # noqa: F401
+from tests.jvm.test_java_clients import (  # noqa: F401 (fixtures)
+    GROUP_SETTINGS,
+    _name,
+    classes,
+    on_both,
+    targets,
+)
 from tests.support import ServerProcess, serving
 
 pytestmark = [pytest.mark.jvm]
 
 PROGRAM_TIMEOUT_S = 150.0
-
-
-@pytest.fixture(scope="module")
-def txn_targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """Both brokers, started once for the module: name -> bootstrap address."""
-    _need("broker")
-    ours = {name: value for name, value in GROUP_SETTINGS.values()}
-    kafkas = {kafka: value for kafka, (_, value) in GROUP_SETTINGS.items()}
-    data = tmp_path_factory.mktemp("groupcoord") / "data"
-    with (
-        serving(data, **ours) as server,
-        kafka_broker(tmp_path_factory.mktemp("kafka"), kafkas) as kafka,
-    ):
-        yield {"groupcoord": server.bootstrap, "kafka": kafka.bootstrap}
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def check_transformed_exactly_once(run: ProgramRun) -> None:
@@ -66,7 +52,7 @@ def check_transformed_exactly_once(run: ProgramRun) -> None:
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_consume_transform_produce_with_one_abort(
     classes: Path,  # noqa: F811
-    txn_targets: dict[str, str],
+    targets: dict[str, str],  # noqa: F811
     tmp_path: Path,
     protocol: str,
 ) -> None:
@@ -89,7 +75,7 @@ def test_consume_transform_produce_with_one_abort(
         run.assert_completed()
         check_transformed_exactly_once(run)
 
-    on_both(txn_targets, scenario)
+    on_both(targets, scenario)
 
 
 @pytest.fixture
