@@ -201,6 +201,9 @@ def test_consume_transform_produce_exactly_once(server: ServerProcess, protocol:
             )
             if not aborted_once:
                 aborted_once = True
+                # Flushed first: librdkafka's abort purges messages still queued (linger.ms),
+                # and the test wants the aborted output in the log.
+                producer.flush(TIMEOUT_S)
                 producer.abort_transaction(TIMEOUT_S)
                 # Read the aborted input again: back to the group's committed offsets.
                 for tp in consumer.committed(consumer.assignment(), TIMEOUT_S):
