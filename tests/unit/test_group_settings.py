@@ -24,7 +24,6 @@ from groupcoord.coordinator.groups.config import (
     InvalidGroupConfig,
     effective_settings,
 )
-from groupcoord.coordinator.runtime import group_config_store
 from groupcoord.coordinator.runtime.group_config_store import GroupConfigStore
 from groupcoord.coordinator.runtime.service import group_config
 
@@ -188,9 +187,8 @@ def test_store_persists_replaces_and_forgets(tmp_path: Path) -> None:
     assert not (tmp_path / "group_configs.json.tmp").exists()
 
 
-def test_store_bounds_the_groups_it_keeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(group_config_store, "GROUPS_MAX", 1)
-    store = GroupConfigStore(tmp_path / "group_configs.json")
+def test_store_bounds_the_groups_it_keeps(tmp_path: Path) -> None:
+    store = GroupConfigStore(tmp_path / "group_configs.json", groups_max=1)
     store.replace("g", {ASSIGNOR: "range"})
     store.replace("g", {ASSIGNOR: "uniform"})  # the same group: replaced
     with pytest.raises(ValueError, match="at most 1 groups"):
