@@ -135,6 +135,14 @@ class Config:
             "long is closed (connections.max.idle.ms)"
         },
     )
+    accept_queues: int = field(
+        default=8,
+        metadata={
+            "help": "accept queues of the Kafka listener, a client address always landing "
+            "in the same one (SO_REUSEPORT, Linux); a connection flood from one address "
+            "delays only the addresses sharing its queue (1: one queue for all, up to 64)"
+        },
+    )
     segment_files_open_max: int = field(
         default=0,
         metadata={
@@ -410,6 +418,7 @@ def validate(config: Config) -> None:
         "connections_max",
         "connections_max_per_ip",
         "connections_max_idle_ms",
+        "accept_queues",
         "queued_request_bytes_max",
         "frame_read_timeout_ms",
         "default_partitions",
@@ -432,6 +441,8 @@ def validate(config: Config) -> None:
         if getattr(config, name) <= 0:
             raise ConfigError(f"{name} must be positive")
     per_ip_overrides(config.connections_max_per_ip_overrides)  # raises ConfigError
+    if config.accept_queues > 64:  # accept_queues.ACCEPT_QUEUES_MAX: the hash has 8 bits
+        raise ConfigError("accept_queues must be at most 64")
     if config.log_repeat_window_ms < 0:
         raise ConfigError("log_repeat_window_ms must be 0 (off) or more")
     if config.segment_files_open_max < 0:

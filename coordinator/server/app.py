@@ -239,6 +239,7 @@ class Server:
             port,
             self.protocol_for,
             backlog=LISTEN_BACKLOG,
+            queues=self.config.accept_queues,
             on_accept_failure=self.metrics.accept_failures_by_error,
         )
         self.limits.start()

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 
 from ..observability.logging import get_logger
+from .accept_queues import listen_sockets
 
 log = get_logger("groupcoord.listener")
 
@@ -83,9 +84,11 @@ class Listener:
         protocol_for: Callable[[str], asyncio.Protocol | None],
         *,
         backlog: int = 1024,
+        queues: int = 1,
         **kwargs: object,
     ) -> Listener:
-        """Bind every address `host` resolves to (as loop.create_server does) and listen."""
+        """Bind every address `host` resolves to (as loop.create_server does) and listen,
+        with `queues` accept queues per address (accept_queues.py), each `backlog` deep."""
         loop = asyncio.get_running_loop()
         infos = await loop.getaddrinfo(
             host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -97,14 +100,7 @@ class Listener:
                 if (family, address) in seen:
                     continue
                 seen.add((family, address))
-                sock = socket.socket(family, kind, proto)
-                sockets.append(sock)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
-                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                sock.bind(address)
-                sock.listen(backlog)
-                sock.setblocking(False)
+                sockets.extend(listen_sockets(family, kind, proto, address, backlog, queues))
         except BaseException:
             for sock in sockets:
                 sock.close()
