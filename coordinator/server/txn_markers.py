@@ -19,15 +19,29 @@ returns once its marker is durable. Per partition, as Kafka's completion handler
   KAFKA_STORAGE_ERROR, the group shard loading or failed, an exception): retried with
   backoff (MARKER_RETRY_BACKOFF_MS doubling to MARKER_RETRY_BACKOFF_MAX_MS).
 
+A job handed over by a load (recovery after a crash) skips a data partition whose last
+marker of the producer is already this one, with no transaction opened since
+(topics/txn_markers.py marker_written): the crash came after that marker was durable, and
+writing it again would leave two markers for one transaction (Kafka appends the second).
+
 Once every partition is done, the transaction shard writes CompleteCommit/CompleteAbort
 (`complete_transaction` of the transaction gateway), given up when the shard is loading
 or failed (its load hands the job over again). A job already
 running is not started twice.
+
+A test-only hook (never set in production): the environment variable
+GROUPCOORD_TEST_MARKER_PAUSE_MS="BEFORE,AFTER", read when the router is made, makes every
+job write its markers one partition at a time (data partitions in order, then offsets
+partitions), sleeping BEFORE ms before the first marker and AFTER ms after it, so a test
+can SIGKILL the real server at a point it can observe (the transaction in PrepareCommit
+with no marker; one partition's marker durable and the others not) instead of guessing a
+moment.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -36,13 +50,15 @@ from groupcoord.protocol.errors import ErrorCode
 from ..observability.logging import get_logger
 from ..runtime.partitioning import OFFSETS_TOPIC
 from ..runtime.txn_gateway import MarkerJob, TxnCoordinatorGateway
-from ..topics.txn_markers import write_txn_marker
+from ..topics.txn_markers import marker_written, write_txn_marker
 from .context import GroupContext
 
 log = get_logger("groupcoord.transactions")
 
 MARKER_RETRY_BACKOFF_MS = 20
 MARKER_RETRY_BACKOFF_MAX_MS = 1_000
+# The test-only pauses "BEFORE_MS,AFTER_MS" (see the module docstring); unset: none.
+TEST_MARKER_PAUSE_ENV = "GROUPCOORD_TEST_MARKER_PAUSE_MS"
 
 _DONE = frozenset(
     {ErrorCode.NONE, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNSUPPORTED_VERSION}
@@ -53,6 +69,12 @@ _STOP = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORD
 # commit) -> error; complete_transaction's: (offsets partition, producer id, epoch, commit).
 WriteMarker = Callable[[Any, str, int, int, int, int, bool], Awaitable[ErrorCode]]
 CompleteOffsets = Callable[[int, int, int, bool], Awaitable[ErrorCode]]
+# marker_written's shape: (ctx, topic, partition, producer id, epoch, commit) -> bool.
+MarkerWritten = Callable[[Any, str, int, int, int, bool], bool]
+
+
+def _never_written(*_: object) -> bool:
+    return False
 
 
 class _Stopped(Exception):
@@ -63,20 +85,34 @@ class TxnMarkerRouter:
     """`ctx`: the server's handler context (topics, the group gateway, the transaction
     gateway). `write_marker` / `complete_offsets`: the two doors of the other sides,
     replaceable by tests (defaults: write_txn_marker and the group gateway's
-    complete_transaction)."""
+    complete_transaction); `written`: whether a data partition holds a job's marker
+    already (default: the data plane's marker_written with the default write_marker, else
+    never)."""
 
     def __init__(
         self,
         ctx: GroupContext,
         write_marker: WriteMarker | None = None,
         complete_offsets: CompleteOffsets | None = None,
+        written: MarkerWritten | None = None,
     ) -> None:
         self.ctx = ctx
         self.txns: TxnCoordinatorGateway = ctx.txns
         self.write_marker: WriteMarker = write_marker or write_txn_marker
+        self.written: MarkerWritten = written or (
+            marker_written if write_marker is None else _never_written
+        )
         self.complete_offsets: CompleteOffsets = complete_offsets or ctx.groups.complete_transaction
         self._running: dict[MarkerJob, asyncio.Task[None]] = {}
         self.completed = 0  # transactions this router completed (for tests and logs)
+        # (before the first marker, after it) in ms, or None: the test hook above.
+        self.test_pauses_ms: tuple[int, int] | None = None
+        if hook := os.environ.get(TEST_MARKER_PAUSE_ENV):
+            before_ms, after_ms = (int(part) for part in hook.split(","))
+            self.test_pauses_ms = (before_ms, after_ms)
+            log.warning(
+                "test hook: transaction markers paused", env=TEST_MARKER_PAUSE_ENV, pauses_ms=hook
+            )
 
     def submit(self, job: MarkerJob) -> None:
         """Complete `job` in the background (the transaction service's marker sink)."""
@@ -108,7 +144,10 @@ class TxnMarkerRouter:
 
     async def _complete(self, job: MarkerJob) -> None:
         try:
-            await asyncio.gather(*(self._write(job, topic, p) for topic, p in job.partitions))
+            if self.test_pauses_ms is not None:
+                await self._write_paused(job, *self.test_pauses_ms)
+            else:
+                await asyncio.gather(*(self._write(job, topic, p) for topic, p in job.partitions))
         except _Stopped:
             log.error(
                 "transaction markers stopped: a partition fenced the producer epoch or the "
@@ -134,8 +173,27 @@ class TxnMarkerRouter:
             await asyncio.sleep(backoff_ms / 1000)
             backoff_ms = min(2 * backoff_ms, MARKER_RETRY_BACKOFF_MAX_MS)
 
+    async def _write_paused(self, job: MarkerJob, before_ms: int, after_ms: int) -> None:
+        """The test hook's order: pause, the first marker, pause, the others in turn."""
+        ordered = sorted(job.partitions, key=lambda tp: (tp[0] == OFFSETS_TOPIC, tp))
+        await asyncio.sleep(before_ms / 1000)
+        for i, (topic, partition) in enumerate(ordered):
+            await self._write(job, topic, partition)
+            if i == 0:
+                await asyncio.sleep(after_ms / 1000)
+
     async def _write(self, job: MarkerJob, topic: str, partition: int) -> None:
         backoff_ms = MARKER_RETRY_BACKOFF_MS
+        if (
+            job.recovered
+            and topic != OFFSETS_TOPIC
+            and self.written(
+                self.ctx, topic, partition, job.producer_id, job.producer_epoch, job.commit
+            )
+        ):
+            # Resumed after a crash: this partition's marker made it to the log before the
+            # crash (it ends no open transaction), so it is not written twice.
+            return
         while True:
             if self._deleted(topic, partition):
                 return  # checked before every try: Kafka drops a partition without a leader

@@ -394,7 +394,7 @@ class TxnShard:
         result = Result()
         for meta in self.txns.values():
             if meta.state in PREPARING:
-                result.reply(self.markers, self._marker_job(meta))
+                result.reply(self.markers, self._marker_job(meta, recovered=True))
         return result
 
     def take_parked_replies(self) -> list[Reply]:
@@ -447,7 +447,7 @@ class TxnShard:
         )
         result.reply(self.markers, job)
 
-    def _marker_job(self, meta: TransactionMetadata) -> MarkerJob:
+    def _marker_job(self, meta: TransactionMetadata, recovered: bool) -> MarkerJob:
         return MarkerJob(
             meta.transactional_id,
             meta.producer_id,
@@ -455,6 +455,7 @@ class TxnShard:
             meta.state is PREPARE_COMMIT,
             tuple(sorted(meta.partitions)),
             COORDINATOR_EPOCH,
+            recovered,
         )
 
     def _transit(
