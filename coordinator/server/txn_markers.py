@@ -42,12 +42,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from groupcoord.protocol.errors import ErrorCode
 
 from ..observability.logging import get_logger
+from ..observability.txn_metrics import TxnMetrics
 from ..runtime.partitioning import OFFSETS_TOPIC
 from ..runtime.txn_gateway import MarkerJob, TxnCoordinatorGateway
 from ..topics.txn_markers import marker_written, write_txn_marker
@@ -87,7 +89,7 @@ class TxnMarkerRouter:
     replaceable by tests (defaults: write_txn_marker and the group gateway's
     complete_transaction); `written`: whether a data partition holds a job's marker
     already (default: the data plane's marker_written with the default write_marker, else
-    never)."""
+    never). `metrics`: where completion times and failed marker writes go, if anywhere."""
 
     def __init__(
         self,
@@ -95,8 +97,10 @@ class TxnMarkerRouter:
         write_marker: WriteMarker | None = None,
         complete_offsets: CompleteOffsets | None = None,
         written: MarkerWritten | None = None,
+        metrics: TxnMetrics | None = None,
     ) -> None:
         self.ctx = ctx
+        self.metrics = metrics
         self.txns: TxnCoordinatorGateway = ctx.txns
         self.write_marker: WriteMarker = write_marker or write_txn_marker
         self.written: MarkerWritten = written or (
@@ -143,6 +147,7 @@ class TxnMarkerRouter:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _complete(self, job: MarkerJob) -> None:
+        started = time.monotonic()
         try:
             if self.test_pauses_ms is not None:
                 await self._write_paused(job, *self.test_pauses_ms)
@@ -162,6 +167,8 @@ class TxnMarkerRouter:
             error = await self.txns.complete_transaction(job)
             if error is ErrorCode.NONE:
                 self.completed += 1
+                if self.metrics is not None:
+                    self.metrics.completed(job.commit, time.monotonic() - started)
                 return
             if error in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR):
                 return  # the shard (re)loads, and its load hands the job over again
@@ -224,6 +231,8 @@ class TxnMarkerRouter:
                 error = None
             if error in _DONE:
                 return
+            if self.metrics is not None:
+                self.metrics.marker_failed("EXCEPTION" if error is None else error.name)
             if error in _STOP:
                 raise _Stopped(error)
             await asyncio.sleep(backoff_ms / 1000)
