@@ -206,24 +206,43 @@ def measure(name: str, runner: Callable[..., Any], work: Path, args: argparse.Na
         single = one_producer(peer, args.seconds)
         print(f"[{name}] (b) {args.producers} producers x {args.txns_per_producer} ...", flush=True)
         many = many_producers(peer, args.producers, args.txns_per_producer)
-        refused = refused_requests(peer)
-    return {"single": single, "many": many, "refused": refused}
+        refused, server_ms = server_figures(peer)
+    return {"single": single, "many": many, "refused": refused, "server_ms": server_ms}
 
 
-def refused_requests(peer: Any) -> dict[str, float]:
-    """Our server's answers with an error, by API and error (the retries the clients made,
-    CONCURRENT_TRANSACTIONS above all); {} for a peer without our metrics."""
+TXN_APIS = (
+    "ADD_PARTITIONS_TO_TXN",
+    "PRODUCE",
+    "ADD_OFFSETS_TO_TXN",
+    "TXN_OFFSET_COMMIT",
+    "END_TXN",
+)
+
+
+def server_figures(peer: Any) -> tuple[dict[str, float], dict[str, float]]:
+    """From our server's /metrics (({}, {}) for a peer without them): its answers with an
+    error by API and error (the retries the clients made), and the mean time it took to
+    answer each transactional API, arrival to response written (the server's share of
+    the client's figures, over both parts of the run)."""
     if getattr(peer, "metrics_url", None) is None:
-        return {}
+        return {}, {}
     with urllib.request.urlopen(peer.metrics_url + "/metrics", timeout=10) as r:
         text = r.read().decode()
     refused: dict[str, float] = {}
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
+            api = sample.labels.get("api")
             if sample.name == "groupcoord_requests_total" and sample.labels["error"] != "0":
-                key = f"{sample.labels['api']} error {sample.labels['error']}"
+                key = f"{api} error {sample.labels['error']}"
                 refused[key] = refused.get(key, 0) + sample.value
-    return refused
+            elif api in TXN_APIS and sample.name == "groupcoord_request_latency_seconds_sum":
+                sums[api] = sample.value
+            elif api in TXN_APIS and sample.name == "groupcoord_request_latency_seconds_count":
+                counts[api] = sample.value
+    server_ms = {api: 1000 * sums[api] / counts[api] for api in sums if counts.get(api)}
+    return refused, server_ms
 
 
 def runners(args: argparse.Namespace) -> dict[str, Callable[..., Any]]:
@@ -278,6 +297,9 @@ def report(results: dict[str, dict], args: argparse.Namespace) -> None:
             f"{len(many['errors'])} {many['errors'][:3]}"
         )
     for n in names:
+        if results[n]["server_ms"]:
+            means = ", ".join(f"{api} {ms:.2f}" for api, ms in results[n]["server_ms"].items())
+            print(f"{n}: mean ms from a request's arrival to its answer: {means}")
         if results[n]["refused"]:
             print(f"{n}: answers with an error (api error code: count): {results[n]['refused']}")
     if "ours" in results:
