@@ -19,10 +19,11 @@ returns once its marker is durable. Per partition, as Kafka's completion handler
   KAFKA_STORAGE_ERROR, the group shard loading or failed, an exception): retried with
   backoff (MARKER_RETRY_BACKOFF_MS doubling to MARKER_RETRY_BACKOFF_MAX_MS).
 
-A job handed over by a load (recovery after a crash) skips a data partition whose last
-marker of the producer is already this one, with no transaction opened since
-(topics/txn_markers.py marker_written): the crash came after that marker was durable, and
-writing it again would leave two markers for one transaction (Kafka appends the second).
+A job handed over by a load (recovery after a crash) skips a partition whose last marker
+of the producer is already this one, with no transaction opened since (a data partition:
+topics/txn_markers.py marker_written; an offsets partition: the group shard's, asked with
+`resumed`): the crash came after that marker was durable, and writing it again would
+leave two markers for one transaction (Kafka appends the second).
 
 Once every partition is done, the transaction shard writes CompleteCommit/CompleteAbort
 (`complete_transaction` of the transaction gateway), given up when the shard is loading
@@ -31,11 +32,11 @@ running is not started twice.
 
 A test-only hook (never set in production): the environment variable
 GROUPCOORD_TEST_MARKER_PAUSE_MS="BEFORE,AFTER", read when the router is made, makes every
-job write its markers one partition at a time (data partitions in order, then offsets
-partitions), sleeping BEFORE ms before the first marker and AFTER ms after it, so a test
-can SIGKILL the real server at a point it can observe (the transaction in PrepareCommit
-with no marker; one partition's marker durable and the others not) instead of guessing a
-moment.
+job write its markers one partition at a time (offsets partitions first, then data
+partitions, each in order), sleeping BEFORE ms before the first marker and AFTER ms after
+it, so a test can SIGKILL the real server at a point it can observe (the transaction in
+PrepareCommit with no marker; one partition's marker durable and the others not) instead
+of guessing a moment.
 """
 
 from __future__ import annotations
@@ -68,9 +69,10 @@ _DONE = frozenset(
 _STOP = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
 
 # write_txn_marker's shape: (ctx, topic, partition, producer id, epoch, coordinator epoch,
-# commit) -> error; complete_transaction's: (offsets partition, producer id, epoch, commit).
+# commit) -> error; complete_transaction's: (offsets partition, producer id, epoch, commit,
+# resumed).
 WriteMarker = Callable[[Any, str, int, int, int, int, bool], Awaitable[ErrorCode]]
-CompleteOffsets = Callable[[int, int, int, bool], Awaitable[ErrorCode]]
+CompleteOffsets = Callable[[int, int, int, bool, bool], Awaitable[ErrorCode]]
 # marker_written's shape: (ctx, topic, partition, producer id, epoch, commit) -> bool.
 MarkerWritten = Callable[[Any, str, int, int, int, bool], bool]
 
@@ -182,7 +184,7 @@ class TxnMarkerRouter:
 
     async def _write_paused(self, job: MarkerJob, before_ms: int, after_ms: int) -> None:
         """The test hook's order: pause, the first marker, pause, the others in turn."""
-        ordered = sorted(job.partitions, key=lambda tp: (tp[0] == OFFSETS_TOPIC, tp))
+        ordered = sorted(job.partitions, key=lambda tp: (tp[0] != OFFSETS_TOPIC, tp))
         await asyncio.sleep(before_ms / 1000)
         for i, (topic, partition) in enumerate(ordered):
             await self._write(job, topic, partition)
@@ -207,7 +209,7 @@ class TxnMarkerRouter:
             try:
                 if topic == OFFSETS_TOPIC:
                     error = await self.complete_offsets(
-                        partition, job.producer_id, job.producer_epoch, job.commit
+                        partition, job.producer_id, job.producer_epoch, job.commit, job.recovered
                     )
                 else:
                     error = await self.write_marker(

@@ -4,7 +4,8 @@ pass and their marker stays; the next pass stamps the marker with a delete horiz
 past the horizon drops it (and reports an ABORT marker dropped); committed transactional
 records are compacted like any other and never superseded by aborted ones; a producer's
 latest batch (a marker) stays; without aborted_txns (the coordinator's logs) nothing
-transactional changes. Also ProducerStates.marker_written, which a resumed marker job asks."""
+transactional changes. Also ProducerStates.marker_written and PendingOffsets.marker_written,
+which a marker job resumed after a crash asks."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatch
 
+from groupcoord.coordinator.groups.pending_offsets import PendingOffsets
 from groupcoord.coordinator.topics.producers import ProducerStates
 from groupcoord.protocol.batches import DELETE_HORIZON_MASK, parse_header, split_batches
 from groupcoord.protocol.control_batches import marker_batch, marker_of
@@ -171,3 +173,16 @@ def test_marker_written_knows_the_last_marker_of_a_producer() -> None:
     states.record(parse_header(txn_batch([b"w"], 5, 3, 1)), 2)
     assert not states.marker_written(5, 3, True)  # a new transaction opened since
     assert buf
+
+
+def test_pending_offsets_know_the_last_marker_of_a_producer() -> None:
+    """The offsets shard's side of the same question (groups/pending_offsets.py)."""
+    pending = PendingOffsets()
+    assert not pending.marker_written(5, 3, True)  # a producer never seen
+    pending.add(5, 3, "g", "t", 0, b"entry")
+    assert not pending.marker_written(5, 3, True)  # its offsets are pending
+    pending.end(5, 3, True)
+    assert pending.marker_written(5, 3, True)
+    assert not pending.marker_written(5, 3, False) and not pending.marker_written(5, 4, True)
+    pending.add(5, 3, "g", "t", 0, b"entry")
+    assert not pending.marker_written(5, 3, True)  # a new transaction's offsets since
