@@ -21,7 +21,11 @@ shard. Compaction rewrites every segment except the active one so that:
 * transactional and control batches are kept whole and never supersede anything
   (nothing here knows whether their transaction committed); tombstones of keys that
   appear in them are kept, even when a later record supersedes them (replaying one drops
-  the key's pending transactional offsets in the group coordinator).
+  the key's pending transactional offsets in the group coordinator). That is the
+  coordinator's rule; a data topic's pass given its aborted transactions
+  (``aborted_txns``, cleaned only below the last stable offset) follows Kafka's instead
+  (txn_cleaning.py): aborted data goes, committed data is compacted like any record, and
+  markers go two passes after their transaction's last record.
 * the latest batch of each producer id stays, emptied of its records if none survives
   (Kafka's RETAIN_EMPTY: a 61-byte header keeping base offset, last offset delta,
   producer id, epoch and base sequence), so the producer state rebuilt from batch headers
@@ -101,6 +105,7 @@ from .compaction_swap import (
 )
 from .errors import CompactionError
 from .segment import LOG_SUFFIX, RELATIVE_OFFSET_MAX, Segment
+from .txn_cleaning import TxnCleaning
 
 if TYPE_CHECKING:
     from .log import PartitionLog
@@ -136,7 +141,17 @@ class CompactionPlan:
     Holds open descriptors on the ``.cleaned`` files: install it or `discard` it.
     """
 
-    __slots__ = ("log", "generation", "old", "new", "end_offset", "stats", "stale", "_finished")
+    __slots__ = (
+        "log",
+        "generation",
+        "old",
+        "new",
+        "end_offset",
+        "stats",
+        "stale",
+        "removed_abort_markers",
+        "_finished",
+    )
 
     def __init__(
         self,
@@ -159,6 +174,8 @@ class CompactionPlan:
         self.stats = stats
         # The log changed while preparing: installing does nothing.
         self.stale = stale
+        # (producer id, offset) of the ABORT markers the plan drops (txn_cleaning.py).
+        self.removed_abort_markers: list[tuple[int, int]] = []
         self._finished = False
 
     @property
@@ -217,11 +234,17 @@ def compact(
     *,
     end_offset: int | None = None,
     delete_horizon: bool = False,
+    aborted_txns: Sequence[tuple[int, int, int]] | None = None,
 ) -> CompactionStats:
     """Compact `log` in one go: prepare and install on the calling thread, which must be
     the log's writer thread (no append may run meanwhile). See the module docstring."""
     plan = prepare_compaction(
-        log, now_ms, tombstone_retention_ms, end_offset=end_offset, delete_horizon=delete_horizon
+        log,
+        now_ms,
+        tombstone_retention_ms,
+        end_offset=end_offset,
+        delete_horizon=delete_horizon,
+        aborted_txns=aborted_txns,
     )
     stats = install_compaction(log, plan)
     if stats is None:  # pragma: no cover - only another thread could have changed the log
@@ -236,12 +259,16 @@ def prepare_compaction(
     *,
     end_offset: int | None = None,
     delete_horizon: bool = False,
+    aborted_txns: Sequence[tuple[int, int, int]] | None = None,
 ) -> CompactionPlan:
     """Clean the closed segments of `log` (those ending at or below `end_offset`, when
     given) into ``.cleaned`` files (fsynced); nothing in the log changes. Safe in a worker
     thread while the writer appends and flushes. `delete_horizon`: tombstones are kept
     for `tombstone_retention_ms` after the pass that first cleans them (KIP-534), not
-    after their batch's timestamp; see the module docstring.
+    after their batch's timestamp; see the module docstring. `aborted_txns`: a data
+    topic's (producer id, first offset, marker offset) of its aborted transactions, for
+    Kafka's transactional rules (txn_cleaning.py; `end_offset` must then be at or below
+    the last stable offset); None: the coordinator's rule (transactional data kept whole).
 
     Raises CompactionError when a compaction of this log is already prepared, or on a
     corrupt batch; LogClosed / LogFailed; OSError.
@@ -250,7 +277,12 @@ def prepare_compaction(
         raise ValueError("tombstone_retention_ms must be >= 0")
     _claim(log)
     try:
-        return _prepare(log, now_ms, tombstone_retention_ms, end_offset, delete_horizon)
+        txn = (
+            None
+            if aborted_txns is None
+            else TxnCleaning(aborted_txns, now_ms, tombstone_retention_ms)
+        )
+        return _prepare(log, now_ms, tombstone_retention_ms, end_offset, delete_horizon, txn)
     except BaseException:
         _release(log)
         raise
@@ -397,6 +429,7 @@ class _Rules:
     now_ms: int
     retention_ms: int  # how long tombstones stay
     delete_horizon: bool  # KIP-534's rule for tombstones, else their batch's timestamp
+    txn: TxnCleaning | None  # a data topic's transactional rules, else the coordinator's
 
 
 def _prepare(
@@ -405,6 +438,7 @@ def _prepare(
     retention_ms: int,
     end_offset: int | None,
     delete_horizon: bool,
+    txn: TxnCleaning | None = None,
 ) -> CompactionPlan:
     generation, durable, closed, active, active_size = log.segments_snapshot()
     # Segment i ends where the next one begins: clean the prefix ending at or below the
@@ -425,9 +459,12 @@ def _prepare(
     if (directory / SWAP_MARKER_FILE).exists():
         raise CompactionError(f"{directory} has an unfinished compaction swap")
     try:
-        latest, pinned, last_batches = _offset_map(cleaned, rest, active, active_size, durable)
-        rules = _Rules(latest, pinned, last_batches, now_ms, retention_ms, delete_horizon)
-        return _clean(log, generation, cleaned, ends[count - 1], rules)
+        latest, pinned, last_batches = _offset_map(cleaned, rest, active, active_size, durable, txn)
+        rules = _Rules(latest, pinned, last_batches, now_ms, retention_ms, delete_horizon, txn)
+        plan = _clean(log, generation, cleaned, ends[count - 1], rules)
+        if txn is not None and plan.new:
+            plan.removed_abort_markers = txn.removed_abort_markers
+        return plan
     except (OSError, InvalidBatch) as exc:
         # Files read through our own descriptors may have been cut or deleted under us.
         if log.generation != generation:
@@ -443,11 +480,14 @@ def _offset_map(
     active: Segment,
     active_size: int,
     durable: int,
+    txn: TxnCleaning | None = None,
 ) -> tuple[dict[bytes, int], set[bytes], dict[int, int]]:
     """(key -> latest offset, keys of transactional records in the cleaned segments,
     producer id -> last offset of its latest batch) over the segments to clean, then the
     batches of the later segments below the durable offset. (What is cleaned becomes
-    durable in the .cleaned files; anything later could still be lost in a crash.)"""
+    durable in the .cleaned files; anything later could still be lost in a crash.) With
+    `txn`, committed transactional records of the cleaned segments count as any record;
+    aborted ones, and those of later segments (maybe undecided), never."""
     latest: dict[bytes, int] = {}
     pinned: set[bytes] = set()
     last_batches: dict[int, int] = {}
@@ -463,8 +503,11 @@ def _offset_map(
                     last_batches[header.producer_id] = header.last_offset
                 if header.is_control:
                     continue
+                if txn is not None and header.is_transactional:
+                    if limit is not None or txn.aborted(header):
+                        continue
                 _, records = record_spans(header, batch)
-                if header.is_transactional:
+                if header.is_transactional and txn is None:
                     if limit is None:  # only older records matter, see _filter_batch
                         pinned.update(key for _, _, _, key, _ in records if key is not None)
                     continue
@@ -558,7 +601,20 @@ def _filter_batch(
 ) -> tuple[bytes | None, int, int, int]:
     """(the batch to keep: `batch` itself, a rewrite, or None; records kept, dropped,
     tombstones dropped)."""
-    if header.is_control or header.is_transactional:
+    producers_last = (
+        header.producer_id != NO_PRODUCER_ID
+        and rules.last_batches.get(header.producer_id) == header.last_offset
+    )
+    txn = rules.txn
+    if txn is not None and header.producer_id != NO_PRODUCER_ID and header.is_control:
+        kept_marker = txn.marker(header, batch, producers_last)
+        count = header.records_count
+        return kept_marker, (count if kept_marker else 0), (0 if kept_marker else count), 0
+    if txn is not None and header.is_transactional and not header.is_control:
+        if txn.data_batch(header):
+            return None, 0, header.records_count, 0
+        # committed: compacted like any record, below
+    elif header.is_control or header.is_transactional:
         return batch, header.records_count, 0, 0
     data, records = record_spans(header, batch)
     base = header.base_offset
@@ -586,10 +642,6 @@ def _filter_batch(
             continue
         survivors.append(record)
     dropped = len(records) - len(survivors)
-    producers_last = (
-        header.producer_id != NO_PRODUCER_ID
-        and rules.last_batches.get(header.producer_id) == header.last_offset
-    )
     if not records:  # emptied by an earlier pass: kept while its producer writes no other
         return (batch if producers_last else None), 0, 0, 0
     stamp = not stamped and any(record[4] for record in survivors)

@@ -27,7 +27,9 @@ state.
 
 Each producer's last epoch seen here is kept too, so that a TxnOffsetCommit or a marker of
 an older epoch (a fenced producer) is refused with INVALID_PRODUCER_EPOCH, as the log layer
-of Kafka's __consumer_offsets partition refuses it.
+of Kafka's __consumer_offsets partition refuses it; and its last marker (epoch, result)
+while no record of it came after, so that a marker job resumed after a crash does not write
+a marker this shard holds already (`marker_written`).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ _SUPERSEDED = -1
 
 
 class PendingOffsets:
-    __slots__ = ("by_producer", "open", "epochs", "_seq")
+    __slots__ = ("by_producer", "open", "epochs", "last_markers", "_seq")
 
     def __init__(self) -> None:
         # producer id -> group -> topic -> partition -> [sequence, packed entry]
@@ -52,6 +54,8 @@ class PendingOffsets:
         self.open: dict[str, dict[str, dict[int, set[int]]]] = {}
         # producer id -> the last epoch of its records or markers in this shard
         self.epochs: dict[int, int] = {}
+        # producer id -> (epoch, commit) of its last marker, while no record followed it
+        self.last_markers: dict[int, tuple[int, bool]] = {}
         self._seq = 0
 
     # -- reads -----------------------------------------------------------------------------
@@ -73,6 +77,13 @@ class PendingOffsets:
         for topic, parts in self.open.get(group_id, {}).items():
             for partition in parts:
                 yield topic, partition
+
+    def marker_written(self, producer_id: int, producer_epoch: int, commit: bool) -> bool:
+        """Whether the producer's last marker here is this one, with nothing pending since."""
+        return producer_id not in self.by_producer and self.last_markers.get(producer_id) == (
+            producer_epoch,
+            commit,
+        )
 
     def fenced(self, producer_id: int, producer_epoch: int) -> bool:
         """Whether `producer_epoch` is older than the producer's last one seen here."""
@@ -105,6 +116,7 @@ class PendingOffsets:
     ) -> None:
         """A transactional OffsetCommit record: the producer's pending offset."""
         self._note_epoch(producer_id, producer_epoch)
+        self.last_markers.pop(producer_id, None)
         self._seq += 1
         groups = self.by_producer.setdefault(producer_id, {})
         groups.setdefault(group_id, {}).setdefault(topic, {})[partition] = [self._seq, entry]
@@ -146,6 +158,7 @@ class PendingOffsets:
         a COMMIT makes the committed offsets, (group, topic, partition, entry), which the
         caller stores. A marker for a producer with nothing pending changes nothing else."""
         self._note_epoch(producer_id, producer_epoch)
+        self.last_markers[producer_id] = (producer_epoch, commit)
         groups = self.by_producer.pop(producer_id, None)
         if groups is None:
             return []

@@ -152,6 +152,13 @@ class GroupShard:
             return ErrorCode.INVALID_PRODUCER_EPOCH
         return ErrorCode.NONE
 
+    def transaction_marker_written(
+        self, producer_id: int, producer_epoch: int, commit: bool
+    ) -> bool:
+        """Whether this shard's last marker of the producer is this one (epoch, result)
+        with no transactional record of it since: a resumed marker job skips it."""
+        return self.offsets.pending.marker_written(producer_id, producer_epoch, commit)
+
     def replay_transactional(
         self, key: Any, value: Any, producer_id: int, producer_epoch: int, now_ms: int
     ) -> None:

@@ -82,7 +82,12 @@ class GroupCoordinatorGateway:
     # -- transactions ------------------------------------------------------------------------
 
     def complete_transaction(
-        self, offsets_partition: int, producer_id: int, producer_epoch: int, commit: bool
+        self,
+        offsets_partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        resumed: bool = False,
     ) -> Awaitable[ErrorCode]:
         """The transaction marker for `offsets_partition` (the shard index: Kafka's
         __consumer_offsets partition) from the transaction coordinator: commits (`commit`)
@@ -91,7 +96,8 @@ class GroupCoordinatorGateway:
         awaitable is set once it is durable. Errors: NOT_COORDINATOR /
         COORDINATOR_LOAD_IN_PROGRESS as every method (NOT_COORDINATOR also for a shard
         index this server does not have, or a write that failed); INVALID_PRODUCER_EPOCH
-        for an epoch older than the producer's last one in that shard (nothing written)."""
+        for an epoch older than the producer's last one in that shard (nothing written).
+        `resumed`: a job resumed after a crash, which skips a marker the shard holds."""
         done = Pending()
         runners = self._service.runners
         if not 0 <= offsets_partition < len(runners):
@@ -99,7 +105,7 @@ class GroupCoordinatorGateway:
             return done
         try:
             runners[offsets_partition].complete_transaction(
-                producer_id, producer_epoch, commit, _MarkerReply(done)
+                producer_id, producer_epoch, commit, _MarkerReply(done), resumed
             )
         except NotActive as e:
             done.set(not_active_error(e))

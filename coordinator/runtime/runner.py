@@ -153,19 +153,29 @@ class ShardRunner(CoordinatorShardRunner):
         self._seal()
 
     def complete_transaction(
-        self, producer_id: int, producer_epoch: int, commit: bool, reply: Reply
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        reply: Reply,
+        resumed: bool = False,
     ) -> None:
         """A transaction marker for this shard: replayed (COMMIT makes the producer's
         pending offsets committed in every group here, ABORT drops them), then written as a
         control batch after the records gathered before it; `reply(ErrorCode.NONE)` once
         durable (a StorageFailure if the write fails). A marker older than the producer's
-        epoch here is answered INVALID_PRODUCER_EPOCH at once, nothing written. Raises
-        NotActive as `call`."""
+        epoch here is answered INVALID_PRODUCER_EPOCH at once, nothing written. `resumed`
+        (a marker job resumed after a crash): a marker the shard holds already, with
+        nothing of the producer since, is answered NONE at once, not written twice.
+        Raises NotActive as `call`."""
         if self.state is not ShardState.ACTIVE:
             raise NotActive(self.state)
         error = self.shard.end_transaction_error(producer_id, producer_epoch)
         if error is not ErrorCode.NONE:
             reply(error)
+            return
+        if resumed and self.shard.transaction_marker_written(producer_id, producer_epoch, commit):
+            reply(ErrorCode.NONE)
             return
         self._seal()
         if self.state is not ShardState.ACTIVE:  # the batch before failed: so does this one

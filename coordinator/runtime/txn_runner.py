@@ -21,6 +21,7 @@ from groupcoord.storage import GroupCommitter, LogConfig
 
 from ..groups.result import Reply
 from ..observability.logging import get_logger
+from ..transactions.counters import TxnCounters
 from ..transactions.shard import TxnShard
 from . import clock as clocks
 from .log_runner import CoordinatorShardRunner
@@ -31,7 +32,8 @@ LOAD_CHUNK_BYTES = 5 * 1024 * 1024  # transaction.state.log.load.buffer.size
 
 
 class TxnShardRunner(CoordinatorShardRunner):
-    """`producer_ids`, `markers`, `max_timeout_ms`: the TxnShard's (transactions/shard.py)."""
+    """`producer_ids`, `markers`, `max_timeout_ms`, `counters`: the TxnShard's
+    (transactions/shard.py); `counters` outlive the shard's reloads."""
 
     encode_key = staticmethod(encode_txn_key)
     encode_value = staticmethod(encode_txn_value)
@@ -48,14 +50,18 @@ class TxnShardRunner(CoordinatorShardRunner):
         max_timeout_ms: int,
         clock_ms: Callable[[], int] | None = None,
         clock: clocks.Clock | None = None,
+        counters: TxnCounters | None = None,
     ) -> None:
+        self.counters = TxnCounters() if counters is None else counters
         self.producer_ids = producer_ids
         self.markers = markers
         self.max_timeout_ms = max_timeout_ms
         super().__init__(shard_id, directory, log_config, committer, clock_ms, None, clock)
 
     def _new_shard(self) -> TxnShard:
-        return TxnShard(self.shard_id, self.producer_ids, self.markers, self.max_timeout_ms)
+        return TxnShard(
+            self.shard_id, self.producer_ids, self.markers, self.max_timeout_ms, self.counters
+        )
 
     async def _replay_log(self, now_ms: int) -> int:
         replayed = 0

@@ -15,6 +15,7 @@ from pathlib import Path
 from groupcoord.storage import GroupCommitter, LogConfig
 
 from ..observability.logging import get_logger
+from ..transactions.counters import TxnCounters
 from ..transactions.messages import MarkerJob
 from .log_runner import ShardState
 from .shard_family import ShardFamily
@@ -43,6 +44,7 @@ class TxnCoordinatorService(ShardFamily[TxnShardRunner]):
     ) -> None:
         self._sink: Callable[[MarkerJob], None] | None = None
         self.held_jobs: list[MarkerJob] = []
+        self.counters = TxnCounters()  # every shard's outcomes (the metrics read them)
         super().__init__(
             [
                 TxnShardRunner(
@@ -53,6 +55,7 @@ class TxnCoordinatorService(ShardFamily[TxnShardRunner]):
                     producer_ids,
                     self._hand_over,
                     max_timeout_ms,
+                    counters=self.counters,
                 )
                 for i in range(shard_count)
             ]
@@ -73,6 +76,10 @@ class TxnCoordinatorService(ShardFamily[TxnShardRunner]):
 
     def loaded_counts(self) -> dict[str, int]:
         return {"transactions": sum(r.shard.transaction_count() for r in self.runners)}
+
+    def open_transactions(self) -> int:
+        """Transactions started and not completed, over every shard (loaded so far)."""
+        return sum(r.shard.open_count() for r in self.runners)
 
     def abort_timed_out(self) -> None:
         """One pass of the timeout abort over every active shard."""

@@ -31,6 +31,7 @@ from ..observability.http import HttpEndpoint
 from ..observability.logging import get_logger, setup_logging
 from ..observability.metrics import ServerMetrics
 from ..observability.storage_metrics import StorageCollector
+from ..observability.txn_metrics import TxnMetrics
 from ..runtime.gateway import GroupCoordinatorGateway
 from ..runtime.group_config_store import GroupConfigStore
 from ..runtime.service import OFFSETS_TOPIC, CoordinatorService, group_config
@@ -173,7 +174,12 @@ class Server:
         )
         # Completes prepared transactions: writes their markers through the data plane and
         # the group coordinator, then the Complete record (txn_markers.py).
-        self.marker_router = TxnMarkerRouter(self.context)
+        self.txn_metrics = TxnMetrics(
+            self.metrics.registry,
+            self.txn_coordinator.counters,
+            self.txn_coordinator.open_transactions,
+        )
+        self.marker_router = TxnMarkerRouter(self.context, metrics=self.txn_metrics)
         self.txn_coordinator.set_marker_sink(self.marker_router.submit)
         self.ready = False
         self._tasks: set[asyncio.Task[Any]] = set()

@@ -53,6 +53,16 @@ class AbortedTxns:
                 break
         return found
 
+    def remove_markers(self, markers: list[tuple[int, int]]) -> None:
+        """Forget the entries whose ABORT marker (producer id, offset) compaction dropped:
+        without its marker an entry would hide the producer's later records."""
+        gone = set(markers)
+        if not gone:
+            return
+        kept = [e for e in self.entries if (e.producer_id, e.last_offset) not in gone]
+        self.entries = kept
+        self._last_offsets = [e.last_offset for e in kept]
+
     def drop_below(self, offset: int) -> None:
         """Forget the entries whose marker lies below `offset` (the log start)."""
         cut = bisect_left(self._last_offsets, offset)

@@ -24,13 +24,16 @@ or the new ones (storage/compaction_swap.py).
 
 Where each log's last pass ended (Kafka's cleaner-offset-checkpoint) is kept in memory
 only: after a restart every log counts as wholly dirty, so its first pass cleans it, as
-Kafka does without a checkpoint. Transactional batches and markers are kept whole and
-never supersede older records (storage/cleaner.py): an aborted record is never dropped in
-place of the older value it would have replaced, its ABORT marker stays, so the
-aborted-transactions index rebuilt from the log at start-up (producers.py) still hides it
-from read_committed readers, and a committed record is never lost. Kafka removes aborted
-records and, after delete.retention.ms, markers; here they take their space until
-retention deletes them.
+Kafka does without a checkpoint.
+
+Transactional data, as Kafka's cleaner (storage/txn_cleaning.py): a pass cleans only below
+the partition's last stable offset (every transaction there is decided) and is given the
+partition's aborted-transactions index. Records of aborted transactions go; committed
+transactional records are compacted like any other; a marker goes once a pass found no
+record of its transaction left, delete.retention.ms after that pass (the delete horizon
+stamped on it), unless it is its producer's latest batch. The index entry of an ABORT
+marker that goes is dropped with it (here, once the swap is in), and the index rebuilt at
+start-up from the compacted log has none for it either.
 """
 
 from __future__ import annotations
@@ -121,13 +124,19 @@ class TopicCompactor:
         )
         if not span.due(policy.min_dirty_ratio):
             return None
+        # A snapshot: the worker thread reads it while markers go on being appended.
+        aborted = [
+            (e.producer_id, e.first_offset, e.last_offset)
+            for e in partition.producers.aborted.entries
+        ]
         prepare = functools.partial(
             prepare_compaction,
             log_,
             now_ms,
             policy.delete_retention_ms,
-            end_offset=span.end_offset,
+            end_offset=min(span.end_offset, partition.last_stable_offset),
             delete_horizon=True,
+            aborted_txns=aborted,
         )
         future = asyncio.get_running_loop().run_in_executor(None, prepare)
         try:
@@ -140,9 +149,11 @@ class TopicCompactor:
         if log_.closed or not self._registered(partition):
             plan.discard()  # the topic was deleted meanwhile
             return None
+        removed_abort_markers = plan.removed_abort_markers
         stats = install_compaction(log_, plan)
         if stats is not None:
             self._cleaned_to[log_] = plan.end_offset
+            partition.producers.aborted.remove_markers(removed_abort_markers)
         return stats
 
     def _registered(self, partition: Partition) -> bool:

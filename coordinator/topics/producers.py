@@ -23,7 +23,9 @@ is open); a coordinator epoch below the last marker's -> TRANSACTION_COORDINATOR
 A marker ends the open transaction (a marker for none is still appended and changes
 nothing but the epochs: a coordinator's retry), takes its epoch (the batches kept are
 forgotten when it changes) and coordinator epoch; an ABORT adds an index entry
-(aborted_txns.py) with the last stable offset at that moment.
+(aborted_txns.py) with the last stable offset at that moment. The last marker's result is
+kept (`marker_written`), so a marker job resumed after a crash skips the partitions whose
+marker is already in the log.
 
 Last stable offset (Kafka's firstUnstableOffset): the first offset of the earliest open
 transaction, or of a transaction whose marker is not yet durable (at or above the high
@@ -75,6 +77,8 @@ class ProducerState:
     last_timestamp: int = -1
     # First offset of the open transaction, NO_TXN when none is open.
     txn_first_offset: int = NO_TXN
+    # The result of the last marker (True: COMMIT), None before any.
+    last_marker_commit: bool | None = None
 
     @property
     def last_sequence(self) -> int:
@@ -240,6 +244,19 @@ class ProducerStates:
         state.coordinator_epoch = coordinator_epoch
         state.txn_first_offset = NO_TXN
         state.last_timestamp = header.max_timestamp
+        state.last_marker_commit = commit
+
+    def marker_written(self, producer_id: int, epoch: int, commit: bool) -> bool:
+        """Whether this partition's last marker of `producer_id` is this one (`epoch`,
+        `commit`) and no transaction of it opened since: a resumed marker job's write would
+        end nothing (see server/txn_markers.py)."""
+        state = self.producers.get(producer_id)
+        return (
+            state is not None
+            and state.epoch == epoch
+            and state.txn_first_offset == NO_TXN
+            and state.last_marker_commit is commit
+        )
 
     # -- reads ----------------------------------------------------------------------------
 

@@ -102,6 +102,16 @@ async def await_marker(ctx: TopicsContext, appended: MarkerAppended) -> ErrorCod
     return ErrorCode.NONE
 
 
+def marker_written(
+    ctx: TopicsContext, topic: str, partition: int, producer_id: int, epoch: int, commit: bool
+) -> bool:
+    """Whether `topic`-`partition`'s last marker of `producer_id` is this one, with no
+    transaction of it opened since (ProducerStates.marker_written); False for a partition
+    that does not exist."""
+    target = ctx.topics.partition(topic, partition)
+    return target is not None and target.producers.marker_written(producer_id, epoch, commit)
+
+
 async def write_txn_marker(
     ctx: TopicsContext,
     topic: str,

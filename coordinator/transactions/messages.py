@@ -29,6 +29,8 @@ class MarkerJob:
     commit: bool
     partitions: tuple[TopicPartition, ...]
     coordinator_epoch: int
+    # Handed over by a load (recovery): some markers may be written already.
+    recovered: bool = False
 
 
 @dataclass(frozen=True, slots=True)

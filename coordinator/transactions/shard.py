@@ -30,6 +30,7 @@ from groupcoord.protocol.errors import ErrorCode
 from groupcoord.protocol.txn_records import TransactionLogKey, TransactionLogValue
 
 from ..groups.result import Reply, Result
+from .counters import TxnCounters
 from .messages import (
     DescribedTransaction,
     InitProducerIdAnswer,
@@ -71,7 +72,8 @@ TV2 = 2
 class TxnShard:
     """`producer_ids()`: a new producer id (the server's allocator). `markers`: where the
     marker jobs go (the marker router), once their Prepare record is durable.
-    `max_timeout_ms`: transaction.max.timeout.ms."""
+    `max_timeout_ms`: transaction.max.timeout.ms. `counters`: outcome counts shared by
+    every shard (counters.py)."""
 
     def __init__(
         self,
@@ -79,7 +81,9 @@ class TxnShard:
         producer_ids: Callable[[], int],
         markers: Reply,
         max_timeout_ms: int,
+        counters: TxnCounters | None = None,
     ) -> None:
+        self.counters = TxnCounters() if counters is None else counters
         self.shard_id = shard_id
         self.producer_ids = producer_ids
         self.markers = markers
@@ -213,6 +217,8 @@ class TxnShard:
         )
         result.records.append((TransactionLogKey(transactional_id), value))
         result.reply(reply, ErrorCode.NONE)
+        if starting:
+            self.counters.started += 1
         return result
 
     def verify_partitions(
@@ -302,6 +308,10 @@ class TxnShard:
                 partitions=(),
             )
             result.records.append((TransactionLogKey(job.transactional_id), value))
+            if job.commit:
+                self.counters.committed += 1
+            else:
+                self.counters.aborted += 1
         result.reply(reply, ErrorCode.NONE)
         return result
 
@@ -314,6 +324,7 @@ class TxnShard:
         for meta in list(self.txns.values()):
             if meta.state is ONGOING and meta.start_ms + meta.timeout_ms < now_ms:
                 self._fence(meta, result, now_ms)
+                self.counters.timed_out += 1
         return result
 
     def expire_transactional_ids(self, now_ms: int, expiration_ms: int) -> Result:
@@ -394,7 +405,7 @@ class TxnShard:
         result = Result()
         for meta in self.txns.values():
             if meta.state in PREPARING:
-                result.reply(self.markers, self._marker_job(meta))
+                result.reply(self.markers, self._marker_job(meta, recovered=True))
         return result
 
     def take_parked_replies(self) -> list[Reply]:
@@ -402,6 +413,12 @@ class TxnShard:
 
     def transaction_count(self) -> int:
         return len(self.txns)
+
+    def open_count(self) -> int:
+        """Transactions started and not completed (Ongoing, PrepareCommit, PrepareAbort)."""
+        return sum(
+            1 for meta in self.txns.values() if meta.state is ONGOING or meta.state in PREPARING
+        )
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -447,7 +464,7 @@ class TxnShard:
         )
         result.reply(self.markers, job)
 
-    def _marker_job(self, meta: TransactionMetadata) -> MarkerJob:
+    def _marker_job(self, meta: TransactionMetadata, recovered: bool) -> MarkerJob:
         return MarkerJob(
             meta.transactional_id,
             meta.producer_id,
@@ -455,6 +472,7 @@ class TxnShard:
             meta.state is PREPARE_COMMIT,
             tuple(sorted(meta.partitions)),
             COORDINATOR_EPOCH,
+            recovered,
         )
 
     def _transit(

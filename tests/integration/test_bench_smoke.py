@@ -185,3 +185,15 @@ def test_vs_kafka_table_names_each_ratio_ours_over_the_peer() -> None:
         "commits": {"ours/kafka": 1.5, "ours/kafka-fsync": 3.0},
         "p99": {"ours/kafka-fsync": 0.5},
     }
+
+
+def test_bench_transactions_runs_on_our_server(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench_transactions on our server alone with tiny loads: both parts complete and the
+    read_committed check of the concurrent producers finds every record exactly once."""
+    from tests.bench import bench_transactions
+
+    args = ["--peers=ours", "--seconds=0.5", "--producers=3", "--txns-per-producer=2"]
+    assert bench_transactions.main(args) == 0
+    out = capsys.readouterr().out
+    assert "ours: (b) read_committed check exact" in out
+    assert "mean ms from a request's arrival to its answer" in out

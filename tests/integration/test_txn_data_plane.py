@@ -320,9 +320,10 @@ def _wait_log_start_above(client: RawClient, topic: str, offset: int) -> int:
 
 def test_compaction_keeps_aborted_records_hidden_and_committed_ones(tmp_path: Path) -> None:
     """A compacted topic with an aborted and a committed transaction and an open one: the
-    cleaner (every 100 ms) drops superseded plain records, but never makes the aborted
-    record visible to read_committed readers nor loses a committed one; across a SIGKILL
-    the same."""
+    cleaner (every 100 ms) drops superseded plain records and the aborted record (Kafka's
+    cleaner), never cleans past the open transaction, never makes the aborted record
+    visible to read_committed readers nor loses a committed one; across a SIGKILL the
+    same."""
     with serving(tmp_path / "data", log_cleaner_interval_ms=100) as server:
         # Any dirty segment makes the log due: a pass that ran early must not leave the
         # later segments below the dirty ratio.
@@ -360,10 +361,17 @@ def test_compaction_keeps_aborted_records_hidden_and_committed_ones(tmp_path: Pa
             assert write_markers(c, [(3, 0, True, {"c": [0]})]) == {(3, "c", 0): NONE}
             expected = [b"a1", b"j1", b"l2", b"k3", b"m", b"n"]
             assert read_all(c, "c", 0, READ_COMMITTED).values == expected
+            # Kafka's cleaner: the aborted record went (its ABORT marker stays, with the
+            # index entry, for readers that fetched the record before it went).
+            assert b"a2" not in read_all(c, "c", 0, READ_UNCOMMITTED).values
+            assert _committed_view(c, "c")[2] == [(1, 1)]
         server.restart()
         with RawClient(server.bootstrap) as c:
             assert read_all(c, "c", 0, READ_COMMITTED).values == expected
-            assert _committed_view(c, "c")[2] == [(1, 1)]
+            # Rebuilt from the compacted log: no record of the aborted transaction is left
+            # to hide, so its marker makes no index entry.
+            assert _committed_view(c, "c")[2] == []
+            assert b"a2" not in read_all(c, "c", 0, READ_UNCOMMITTED).values
 
 
 def _wait_cleaned(client: RawClient, topic: str, gone: bytes) -> None:

@@ -46,7 +46,7 @@ class FakeSides:
         return await self._answer(topic, partition)
 
     async def complete_offsets(
-        self, partition: int, pid: int, epoch: int, commit: bool
+        self, partition: int, pid: int, epoch: int, commit: bool, resumed: bool = False
     ) -> ErrorCode:
         self.calls.append((OFFSETS, partition, pid, epoch, commit))
         return await self._answer(OFFSETS, partition)
