@@ -573,7 +573,7 @@ for _v in range(6):
         )
 
 
-for _v in (3, 5):
+for _v in (0, 3, 4, 5):
 
     @sequence(f"txn/txn-offset-commit-v{_v}-unknown-and-empty-group")
     def _(s: Session, version: int = _v) -> None:
@@ -614,7 +614,16 @@ for _v in (3, 5):
             version=version,
             label="unknown topic",
         )
+        txn_commit(s, txn_id, pid, epoch - 1, unknown, offsets, version=version, label="epoch - 1")
+        txn_commit(
+            s, txn_id, pid + 1000, epoch, unknown, offsets, version=version, label="other pid"
+        )
         end_txn(s, txn_id, pid, epoch, False)
+        completed(s, txn_id)
+        txn_commit(
+            s, txn_id, pid, epoch, unknown, offsets, version=version, label="after the abort"
+        )
+        describe_txns(s, [txn_id])
 
 
 @sequence("txn/txn-offset-commit-consumer-group")
@@ -648,7 +657,29 @@ def _(s: Session) -> None:
         label="unknown member",
     )
     txn_commit(s, txn_id, pid, epoch, group, offsets, label="no member")
+    txn_commit(
+        s,
+        txn_id,
+        pid,
+        epoch,
+        group,
+        offsets,
+        generation=member_epoch - 1,
+        member_id=member,
+        label="previous member epoch",
+    )
     end_txn(s, txn_id, pid, epoch, True)
+    completed(s, txn_id)
+    s.call(
+        "member",
+        9,
+        9,
+        "offset fetch",
+        groups=[
+            {"group_id": group, "member_id": member, "member_epoch": member_epoch, "topics": None}
+        ],
+        require_stable=True,
+    )
 
 
 for _v in range(5):
