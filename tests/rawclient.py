@@ -65,17 +65,21 @@ class RawClient:
 
     def request(self, api_key: int, version: int, body: Any) -> Any:
         """Send one request and decode its response (response header v0/v1 handled)."""
+        frame, pos = self.request_frame(api_key, version, body)
+        value, _ = entity_reader(response_schema(api_key, version))(frame, pos)
+        return value
+
+    def request_frame(self, api_key: int, version: int, body: Any) -> tuple[bytes, int]:
+        """Send one request; its response frame and where the body starts in it."""
         self.correlation_id += 1
         self.send(encode_request(api_key, version, self.correlation_id, body))
         frame = self.recv_frame()
         correlation_id = struct.unpack_from(">i", frame, 0)[0]
         assert correlation_id == self.correlation_id, (correlation_id, self.correlation_id)
-        cls = response_schema(api_key, version)
         pos = 4
-        if cls.__flexible__ and api_key != 18:
+        if response_schema(api_key, version).__flexible__ and api_key != 18:
             pos += 1  # empty tagged fields of response header v1
-        value, _ = entity_reader(cls)(frame, pos)
-        return value
+        return frame, pos
 
 
 def request_class(api_key: int, version: int) -> Any:

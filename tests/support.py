@@ -179,6 +179,7 @@ def client_batch(
     seq: int = -1,
     compression: int = 0,
     headers: tuple[tuple[str, bytes], ...] = (),
+    transactional: bool = False,
 ) -> bytes:
     """One record batch (magic v2) as a client builds it, with the codec the clients use:
     `records` are (key, value, timestamp), at offset deltas 0, 1, ..."""
@@ -187,7 +188,7 @@ def client_batch(
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=compression,
-        is_transactional=0,
+        is_transactional=int(transactional),
         producer_id=producer_id,
         producer_epoch=epoch,
         base_sequence=seq,

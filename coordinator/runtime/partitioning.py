@@ -4,6 +4,7 @@ partition of the topic the shards are (whose name the data plane keeps free)."""
 from __future__ import annotations
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 
 def java_string_hashcode(text: str) -> int:

@@ -27,6 +27,7 @@ from .encoded_responses import ms
 _INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 # AddPartitionsToTxn v4+ (from partition leaders) is transaction version 2 (KIP-890).
 _TV2 = 2
+TRANSACTION_VERSION_2 = _TV2  # TxnOffsetCommit v5 adds its partition as such (txn_offset_api)
 
 
 def fenced_for_version(error: ErrorCode, version: int, fenced_since: int) -> ErrorCode:

@@ -23,7 +23,7 @@ from groupcoord.protocol.errors import ErrorCode
 
 from ..config import Config
 from ..observability.logging import get_logger
-from ..runtime.partitioning import OFFSETS_TOPIC
+from ..runtime.partitioning import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from .configs import TOPIC_CONFIG_BROKER_NAMES, TOPIC_CONFIGS, ConfigSpec
 from .context import TopicsContext
 from .kafka_broker_configs import DYNAMIC_BROKER_CONFIGS
@@ -371,8 +371,9 @@ async def _create_topic(
     the topic and its partition count."""
     name = creatable.name
     check_topic_name(name)
-    # __consumer_offsets exists as the coordinator's shard logs, as Kafka's internal topic.
-    if ctx.topics.get(name) is not None or name == OFFSETS_TOPIC:
+    # __consumer_offsets and __transaction_state exist as the coordinators' shard logs, as
+    # Kafka's internal topics (Kafka: TOPIC_ALREADY_EXISTS once they are created).
+    if ctx.topics.get(name) is not None or name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
         raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
     ctx.topics.check_collision(name)
     earlier = accepted.get(collision_key(name))

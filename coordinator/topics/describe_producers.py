@@ -4,7 +4,8 @@
 Emits per partition each producer's id, epoch, last sequence (-1 when no data batch of its
 current epoch is known), last timestamp, coordinator epoch (-1 until a marker is seen) and
 the first offset of its open transaction (-1 when none is open).
-Errors per partition: UNKNOWN_TOPIC_OR_PARTITION.
+Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (with Kafka's message when the topic is
+unknown).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 
 from .context import TopicsContext
+
+_UNKNOWN_TOPIC = "This server does not host this topic-partition."
 
 
 def handle_describe_producers(ctx: TopicsContext, request: Request) -> Any:
@@ -32,7 +35,11 @@ def handle_describe_producers(ctx: TopicsContext, request: Request) -> Any:
                         m.PartitionResponse,
                         partition_index=index,
                         error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                        error_message=None,
+                        # Kafka: the error's text for an unknown topic, none for an unknown
+                        # partition of a known one (the replica manager's answer).
+                        error_message=_UNKNOWN_TOPIC
+                        if ctx.topics.get(wanted.name) is None
+                        else None,
                         active_producers=(),
                     )
                 )

@@ -79,11 +79,35 @@ NORMALISED: tuple[Rule, ...] = (
     ),
     Rule(
         fields="producer_id; the crc of fetched record batches",
-        apis="InitProducerId; Fetch (records[].producer_id, records[].crc)",
+        apis="InitProducerId, EndTxn, DescribeProducers, DescribeTransactions, "
+        "ListTransactions; Fetch (records[].producer_id, records[].crc, "
+        "aborted_transactions[].producer_id)",
         how="a producer id >= 0 becomes <pid>; a batch's CRC becomes 'valid' when it checks "
         "(else its value is kept)",
         why="producer ids come from each server's own counter (shared by every sequence on "
         "it), and a batch's CRC covers its producer id",
+    ),
+    Rule(
+        fields="transaction_start_time; last_timestamp; the timestamps of control batches",
+        apis="DescribeTransactions; DescribeProducers; Fetch (records[].base_timestamp and "
+        "max_timestamp of a commit/abort marker batch)",
+        how="a time >= 0 becomes <time> (-1 is compared literally)",
+        why="the coordinator's clock when the transaction started, or the marker was "
+        "written (a producer's last timestamp is its marker's once a transaction ends); the "
+        "timestamps of the records a sequence produces are its own and compared",
+    ),
+    Rule(
+        fields="topics and partitions of a transaction",
+        apis="AddPartitionsToTxn (results), DescribeTransactions (topics)",
+        how="topics sorted by name, partitions by index",
+        why="Kafka keeps a transaction's partitions in a hash set and answers in its order",
+    ),
+    Rule(
+        fields="transactions listed",
+        apis="ListTransactions",
+        how="only the sequence's own transactional ids, sorted",
+        why="one server per test module serves every sequence of the module; the order of a "
+        "listing is unspecified",
     ),
     Rule(
         fields="configs of a described resource",
@@ -115,11 +139,21 @@ NORMALISED: tuple[Rule, ...] = (
 )
 
 GENERATED_ID_FIELDS = frozenset({"member_id", "leader"})
+END_TXN, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 26, 61, 65, 66
+ADD_PARTITIONS_TO_TXN = 24
+INIT_PRODUCER_ID, FETCH = 22, 1
+PRODUCER_ID_APIS = frozenset(
+    {INIT_PRODUCER_ID, FETCH, END_TXN, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS}
+)
+TIME_FIELDS = {
+    "transaction_start_time": DESCRIBE_TRANSACTIONS,
+    "last_timestamp": DESCRIBE_PRODUCERS,
+}
+CONTROL_BATCH = 0x20  # attributes bit of a control (marker) batch
+BATCH_TIMESTAMPS = ("base_timestamp", "max_timestamp")
 NODE_FIELDS = {"host": "<host>", "port": "<port>"}
-INIT_PRODUCER_ID = 22
 LIST_OFFSETS = 2
 DESCRIBE_CONFIGS = 32
-FETCH = 1
 NODE_APIS = frozenset({3, 10, 60})  # Metadata, FindCoordinator, DescribeCluster
 LIST_GROUPS = 16
 OFFSET_FETCH = 9
@@ -207,8 +241,17 @@ def normalise_response(
                 v = "<cluster>"
             elif key in NODE_FIELDS and api_key in NODE_APIS:
                 v = NODE_FIELDS[key]
-            elif key == "producer_id" and api_key in (INIT_PRODUCER_ID, FETCH) and v >= 0:
+            elif key == "producer_id" and api_key in PRODUCER_ID_APIS and v >= 0:
                 v = "<pid>"
+            elif TIME_FIELDS.get(key) == api_key and isinstance(v, int) and v >= 0:
+                v = "<time>"
+            elif (
+                key in BATCH_TIMESTAMPS
+                and api_key == FETCH
+                and isinstance(value.get("attributes"), int)
+                and value["attributes"] & CONTROL_BATCH
+            ):
+                v = "<time>"
             elif key == "crc" and api_key == FETCH and isinstance(v, int):
                 v = "valid" if value.get("crc_valid") else v
             elif key == "crc_valid":
@@ -247,7 +290,35 @@ def normalise_response(
         field, key = MULTI_GROUP[api_key]
         if isinstance(result.get(field), list):
             result[field] = sorted(result[field], key=lambda g: str(g.get(key)))
+    if api_key in (ADD_PARTITIONS_TO_TXN, DESCRIBE_TRANSACTIONS) and isinstance(result, dict):
+        _sort_transaction_partitions(result)
+    if api_key == LIST_TRANSACTIONS and isinstance(result, dict):
+        mine = [
+            t for t in result.get("transaction_states", []) if t["transactional_id"] in own_groups
+        ]
+        result["transaction_states"] = sorted(mine, key=lambda t: t["transactional_id"])
     if api_key == LIST_GROUPS and isinstance(result, dict):
         mine = [g for g in result.get("groups", []) if g.get("group_id") in own_groups]
         result["groups"] = sorted(mine, key=lambda g: g["group_id"])
     return result
+
+
+def _sort_transaction_partitions(response: dict[str, Any]) -> None:
+    """AddPartitionsToTxn results and DescribeTransactions topics: by topic name, then
+    partition index."""
+    holders: list[dict[str, Any]] = [response]
+    holders += response.get("results_by_transaction", [])
+    holders += response.get("transaction_states", [])
+    for holder in holders:
+        for field in ("results_by_topic_v3_and_below", "topic_results", "topics"):
+            topics = holder.get(field)
+            if not isinstance(topics, list):
+                continue
+            for topic in topics:
+                if "results_by_partition" in topic:
+                    topic["results_by_partition"] = sorted(
+                        topic["results_by_partition"], key=_by_index
+                    )
+                elif isinstance(topic.get("partitions"), list):
+                    topic["partitions"] = sorted(topic["partitions"])
+            holder[field] = sorted(topics, key=lambda t: str(t.get("name", t.get("topic"))))

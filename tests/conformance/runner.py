@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.conformance.normalise import IdNumbering, normalise_response
-from tests.conformance.wire import make, plain
+from tests.conformance.wire import decode_response, make, plain
 from tests.rawclient import RawClient, request_class
 
 Sequence = Callable[["Session"], None]
@@ -67,6 +67,11 @@ class Session:
         self.groups.add(group_id)
         return group_id
 
+    def transactional_id(self, name: str = "txn") -> str:
+        """A transactional id private to this sequence (listed as the sequence's own, as its
+        groups are, when ListTransactions is normalised)."""
+        return self.group(name)
+
     def name(self, name: str) -> str:
         """A topic (or other) name private to this sequence, the same on both servers."""
         return f"{self.slug}-{name}"
@@ -94,7 +99,8 @@ class Session:
             if client is None:
                 client = RawClient(self.bootstrap, timeout_s=REQUEST_TIMEOUT_S)
                 self._conns[step.conn] = (client, self._conns[step.conn][1])
-            response = client.request(step.api_key, step.version, body)
+            frame, pos = client.request_frame(step.api_key, step.version, body)
+            response = decode_response(step.api_key, step.version, frame, pos)
         except Exception as exc:
             step.response = {"<exception>": type(exc).__name__}
             if client is not None:
@@ -159,6 +165,30 @@ class Session:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"no producer ids from {self.peer}: {resp}")
                 time.sleep(0.1)
+
+    def poll(
+        self,
+        api_key: int,
+        version: int,
+        done: Callable[[Any], bool],
+        timeout_s: float = 30.0,
+        **fields: Any,
+    ) -> Any:
+        """Send a request (unrecorded, on its own connection) until `done(response)`: waits
+        for what a client would find out by retrying (a transaction's markers written, a
+        coordinator loaded); returns the last response."""
+        body = make(request_class(api_key, version), **fields)
+        deadline = time.monotonic() + timeout_s
+        with RawClient(self.bootstrap, timeout_s=REQUEST_TIMEOUT_S) as client:
+            while True:
+                resp = decode_response(
+                    api_key, version, *client.request_frame(api_key, version, body)
+                )
+                if done(resp):
+                    return resp
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"api {api_key} not done on {self.peer}: {resp}")
+                time.sleep(0.05)
 
     @staticmethod
     def sleep(seconds: float) -> None:

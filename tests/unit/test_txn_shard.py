@@ -394,3 +394,31 @@ def test_describe_and_list(h: Harness) -> None:
     assert listed(duration_ms=99) == ["a", "b"]  # Empty: start -1 passes every filter
     assert listed(duration_ms=100) == ["a"]
     assert listed(id_matches=lambda t: t == "b") == ["b"]
+
+
+def test_describe_lists_every_partition_while_prepared(h: Harness) -> None:
+    """Kafka's DescribeTransactions in PrepareCommit/PrepareAbort lists the transaction's
+    partitions (the markers still to write), also after a load; Complete* lists none."""
+    offsets = ("__consumer_offsets", 7)
+    for txn, commit in (("c", True), ("a", False)):
+        pid = h.init(txn=txn).producer_id
+        h.add(pid, 0, ("t", 2), ("u", 0), offsets, txn=txn)
+        assert h.end(pid, 0, commit, txn=txn) is E.NONE
+        (prepared,) = h.read("describe", [txn])
+        state = "PrepareCommit" if commit else "PrepareAbort"
+        partitions = (offsets, ("t", 2), ("u", 0))
+        assert (prepared.state, prepared.partitions) == (state, partitions)
+        (loaded,) = h.replayed().describe([txn], [].append).replies[0][1]
+        assert (loaded.state, loaded.partitions) == (state, partitions)
+    fenced = h.init(txn="f").producer_id
+    h.add(fenced, 0, ("t", 0), txn="f")
+    assert h.init(txn="f").error is E.CONCURRENT_TRANSACTIONS  # fences: PrepareAbort
+    (prepared,) = h.read("describe", ["f"])
+    assert (prepared.state, prepared.producer_epoch, prepared.partitions) == (
+        "PrepareAbort",
+        1,
+        (("t", 0),),
+    )
+    h.complete(h.jobs[-1])
+    (completed,) = h.read("describe", ["f"])
+    assert (completed.state, completed.partitions) == ("CompleteAbort", ())
