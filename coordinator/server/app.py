@@ -382,6 +382,11 @@ class Server:
         await self._stopped.wait()
 
     @property
+    def _listener(self) -> Listener | None:
+        """The first listener's accept loop (tests reach it), None before start."""
+        return self._sockets[0] if self._sockets else None
+
+    @property
     def stopping(self) -> bool:
         return self.node.stopping
 
