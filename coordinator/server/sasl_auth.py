@@ -334,13 +334,23 @@ class SaslAuthenticator:
         self._frame_bytes_max = self.connection.decoder.frame_bytes_max
         response = self.handshake(request)
         if response.error_code:
+            # Kafka fails the re-authentication: the answer goes out, the connection closes
+            # after the failed-authentication delay.
             self.reauthenticating = False
+            self.state = _FAILED
+            connection = self.connection
+            connection.server.metrics.failed_authentications.labels(self.listener).inc()
+            connection._handle_frame = self._ignore_frame  # type: ignore[method-assign]
+            asyncio.get_running_loop().call_later(self.services.failed_delay_s, connection.close)
             return response
         connection = self.connection
         connection._handle_frame = self.handle_frame  # type: ignore[method-assign]
         return response
 
     # endings -----------------------------------------------------------------------------
+
+    def _ignore_frame(self, frame: bytes) -> None:
+        """A failed connection's frames, until its delayed close."""
 
     def _close_silently(self, why: str) -> None:
         """Kafka closes without an answer (not an authentication failure: no delay)."""
