@@ -200,7 +200,17 @@ class ScramServer:
 class ScramClient:
     """The client's side (tests and benchmarks: a raw client that authenticates)."""
 
-    def __init__(self, mechanism: str, user: str, password: str, nonce: str | None = None):
+    def __init__(
+        self,
+        mechanism: str,
+        user: str,
+        password: str,
+        nonce: str | None = None,
+        salted_cache: dict[tuple[bytes, int], bytes] | None = None,
+    ):
+        """`salted_cache`: SaltedPassword by (salt, iterations), kept across exchanges (a
+        benchmark measuring the server, not the client's PBKDF2)."""
+        self.salted_cache = salted_cache
         self.mechanism = mechanism
         self.user = user
         self.password = password
@@ -217,7 +227,12 @@ class ScramClient:
         salt = base64.b64decode(fields["s"])
         iterations = int(fields["i"])
         digest = MECHANISMS[self.mechanism]
-        salted = salted_password(self.mechanism, self.password, salt, iterations)
+        cache = self.salted_cache
+        salted = cache.get((salt, iterations)) if cache is not None else None
+        if salted is None:
+            salted = salted_password(self.mechanism, self.password, salt, iterations)
+            if cache is not None:
+                cache[(salt, iterations)] = salted
         client_key = _hmac(salted, b"Client Key", digest)
         stored_key = hashlib.new(digest, client_key).digest()
         without_proof = f"c=biws,r={fields['r']}"

@@ -13,6 +13,9 @@ turn (plaintext first, then TLS, so the two share whatever else loads the machin
    connection) committing synchronously (commit(asynchronous=False)) in a loop for
    5 s (--quick 3 s); each commit is answered once fsynced.
 
+3. **SCRAM connections/s**: new SASL_PLAINTEXT connections authenticated with
+   SCRAM-SHA-256 one after another (issue 21's target: >= 500/s).
+
 Prints the figures per round and the median ratio TLS / plaintext (issue 21's targets:
 produce >= 60 %, commits >= 80 %). The machine is shared: ratios are what to read, and
 even they are noisy on a loaded 2-core machine.
@@ -32,7 +35,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import (  # noqa: E402
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 from peers import free_port, run_groupcoord  # noqa: E402
 
 from tests.tls_certs import make_pki  # noqa: E402
@@ -97,6 +106,30 @@ def commits_per_s(conf: dict[str, object], topic: str, seconds: float, tag: str)
     return sum(counts) / seconds
 
 
+def scram_connections_per_s(port: int, seconds: float) -> float:
+    """New SASL_PLAINTEXT connections authenticated with SCRAM-SHA-256 per second, one after
+    another from one thread: connect, SaslHandshake, two SaslAuthenticate, close. The
+    client keeps its SaltedPassword (the PBKDF2 is the client's cost, not the server's)."""
+    from groupcoord.coordinator.security.scram import ScramClient
+    from tests.rawclient import RawClient, request_class
+
+    cache: dict[tuple[bytes, int], bytes] = {}
+    done = 0
+    deadline = time.perf_counter() + seconds
+    started = time.perf_counter()
+    while time.perf_counter() < deadline:
+        with RawClient(f"127.0.0.1:{port}") as client:
+            handshake = client.request(17, 1, request_class(17, 1)(mechanism="SCRAM-SHA-256"))
+            assert handshake.error_code == 0
+            scram = ScramClient("SCRAM-SHA-256", "bench", "bench-password", salted_cache=cache)
+            auth = request_class(36, 2)
+            first = client.request(36, 2, auth(auth_bytes=scram.first()))
+            final = client.request(36, 2, auth(auth_bytes=scram.final(first.auth_bytes)))
+            assert final.error_code == 0 and scram.verify(final.auth_bytes)
+        done += 1
+    return done / (time.perf_counter() - started)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
@@ -107,10 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-tls-"))
     pki = make_pki(work / "pki")
     cert, key = pki.issue("server", "/CN=localhost", server=True)
-    plain, secure = free_port(), free_port()
+    plain, secure, sasl = free_port(), free_port(), free_port()
     extra = [
         "--set",
-        f"listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{secure}",
+        f"listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{secure},"
+        f"SASL_PLAINTEXT://127.0.0.1:{sasl}",
         "--set",
         f"ssl_certificate_file={cert}",
         "--set",
@@ -139,6 +173,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"{row['plaintext_commits_s']:.0f} tls {row['tls_commits_s']:.0f}",
                 flush=True,
             )
+        upsert = UserScramCredentialUpsertion(
+            "bench", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"bench-password"
+        )
+        for future in admin.alter_user_scram_credentials([upsert]).values():
+            future.result(60)
+        scram_rate = scram_connections_per_s(sasl, seconds)
+        print(f"SCRAM-SHA-256 authenticated connections/s: {scram_rate:.0f} (target >= 500)")
     produce = statistics.median(r["tls_produce_mb_s"] / r["plaintext_produce_mb_s"] for r in rows)
     commits = statistics.median(r["tls_commits_s"] / r["plaintext_commits_s"] for r in rows)
     print(
