@@ -38,6 +38,8 @@ from ..runtime.shard_count import TXN_SHARD_COUNT_FILE, settled_shard_count
 from ..runtime.shard_family import ShardFamily
 from ..runtime.txn_gateway import TxnCoordinatorGateway
 from ..runtime.txn_service import TRANSACTION_STATE_TOPIC, TxnCoordinatorService
+from ..security.plain import PlainUsersError
+from ..security.tls import TlsConfigError
 from ..topics.compaction import TopicCompactor
 from ..topics.context import HandlerContext, Node
 from ..topics.registry import TopicRegistry, wake_waiters
@@ -537,9 +539,9 @@ async def serve(config: Config) -> int:
     try:
         # A data directory another process holds: OSError; one whose files are not ours, or
         # disagree with its data: DataDirError (a StorageError); TLS files or PLAIN users
-        # that cannot be used: ValueError (TlsConfigError, PlainUsersError).
+        # that cannot be used: TlsConfigError, PlainUsersError.
         server = Server(config)
-    except (OSError, StorageError, ValueError) as e:
+    except (OSError, StorageError, TlsConfigError, PlainUsersError) as e:
         log.error("cannot start", error=str(e))
         return 1
     loop = asyncio.get_running_loop()

@@ -592,3 +592,16 @@ def test_session_expires_without_reauthentication(tmp_path: Path) -> None:
             )
             with pytest.raises(ConnectionError):
                 client.recv_frame()
+
+
+def test_a_certificate_that_cannot_be_loaded_stops_the_start(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.pem"
+    with pytest.raises(RuntimeError, match="exited with 1"):
+        with serving(
+            tmp_path / "data",
+            listeners=f"SSL://127.0.0.1:{free_port()}",
+            ssl_certificate_file=missing,
+        ):
+            pass
+    log = (tmp_path / "data-server.log").read_text()
+    assert "cannot start" in log and str(missing) in log
