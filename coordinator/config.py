@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .groups.config import SERVER_SETTINGS, InvalidGroupConfig, check_server_settings, from_server
+from .security.listeners import ListenerError, ListenerSpec, listener_specs
 
 MiB = 1024 * 1024
 DAY_MS = 24 * 3600 * 1000
@@ -329,6 +330,102 @@ class Config:
     shutdown_timeout_ms: int = field(
         default=10_000, metadata={"help": "time to finish in-flight requests on SIGTERM"}
     )
+    # Security: listeners, TLS, SASL (coordinator/security/).
+    listeners: str = field(
+        default="",
+        metadata={
+            "help": "listeners NAME://HOST:PORT,... (listeners), NAME a security protocol "
+            "(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or mapped to one by "
+            "listener_security_protocol_map; empty: one PLAINTEXT listener on `listen`"
+        },
+    )
+    advertised_listeners: str = field(
+        default="",
+        metadata={
+            "help": "NAME://HOST:PORT,... told to the clients of listener NAME "
+            "(advertised.listeners); a listener not named advertises its own address "
+            "(the first: advertised_listener when set)"
+        },
+    )
+    listener_security_protocol_map: str = field(
+        default="PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+        metadata={
+            "help": "listener name to security protocol, NAME:PROTOCOL,... "
+            "(listener.security.protocol.map)"
+        },
+    )
+    ssl_certificate_file: str = field(
+        default="",
+        metadata={
+            "help": "PEM certificate chain of the SSL and SASL_SSL listeners "
+            "(ssl.keystore.location with ssl.keystore.type=PEM); re-read on SIGHUP"
+        },
+    )
+    ssl_key_file: str = field(
+        default="",
+        metadata={
+            "help": "PEM private key of the certificate (ssl.keystore.key; empty: in "
+            "ssl_certificate_file); re-read on SIGHUP"
+        },
+    )
+    ssl_key_password: str = field(
+        default="", metadata={"help": "password of an encrypted key (ssl.key.password)"}
+    )
+    ssl_truststore_file: str = field(
+        default="",
+        metadata={
+            "help": "PEM CA certificates that client certificates must chain to "
+            "(ssl.truststore.location with ssl.truststore.type=PEM); re-read on SIGHUP"
+        },
+    )
+    ssl_client_auth: str = field(
+        default="none",
+        metadata={
+            "help": "client certificates on SSL listeners (ssl.client.auth): none, requested "
+            "or required; the principal is User:<subject DN>, as Kafka's default principal "
+            "builder; SASL_SSL listeners ignore it, as Kafka does"
+        },
+    )
+    ssl_enabled_protocols: str = field(
+        default="TLSv1.2,TLSv1.3",
+        metadata={"help": "TLS versions offered (ssl.enabled.protocols): TLSv1.2, TLSv1.3"},
+    )
+    sasl_enabled_mechanisms: str = field(
+        default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        metadata={
+            "help": "SASL mechanisms of the SASL listeners (sasl.enabled.mechanisms): PLAIN, "
+            "SCRAM-SHA-256, SCRAM-SHA-512"
+        },
+    )
+    sasl_plain_users_file: str = field(
+        default="",
+        metadata={
+            "help": "PLAIN's users, one USER:PASSWORD a line (Kafka: the JAAS options "
+            'user_<name>="<password>" of PlainLoginModule); re-read on SIGHUP'
+        },
+    )
+    connections_max_reauth_ms: int = field(
+        default=0,
+        metadata={
+            "help": "a SASL session lasts this long: the client must re-authenticate before, "
+            "or its connection is closed at its next request (connections.max.reauth.ms; "
+            "0: sessions do not expire)"
+        },
+    )
+    connection_failed_authentication_delay_ms: int = field(
+        default=100,
+        metadata={
+            "help": "a failed authentication's answer and close wait this long "
+            "(connection.failed.authentication.delay.ms)"
+        },
+    )
+    sasl_server_max_receive_size: int = field(
+        default=524_288,
+        metadata={
+            "help": "largest frame read before authentication completes "
+            "(sasl.server.max.receive.size)"
+        },
+    )
 
     @property
     def listen_address(self) -> tuple[str, int]:
@@ -340,6 +437,20 @@ class Config:
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
         return host, port
+
+    @property
+    def listener_specs(self) -> list[ListenerSpec]:
+        """The listeners to open (security/listeners.py); ConfigError when invalid."""
+        try:
+            return listener_specs(
+                self.listeners,
+                self.advertised_listeners,
+                self.listener_security_protocol_map,
+                self.listen_address,
+                split_host_port(self.advertised_listener) if self.advertised_listener else None,
+            )
+        except ListenerError as e:
+            raise ConfigError(str(e)) from None
 
     @property
     def data_path(self) -> Path:
@@ -466,11 +577,36 @@ def validate(config: Config) -> None:
         )
     if config.log_level not in ("debug", "info", "warning", "error"):
         raise ConfigError("log_level must be debug, info, warning or error")
+    _validate_security(config)
     if config.log_message_timestamp_type not in ("CreateTime", "LogAppendTime"):
         raise ConfigError("log_message_timestamp_type must be CreateTime or LogAppendTime")
     for name in ("log_message_timestamp_before_max_ms", "log_message_timestamp_after_max_ms"):
         if not 0 <= getattr(config, name) <= LONG_MAX:
             raise ConfigError(f"{name} must be 0 to {LONG_MAX}")
+
+
+def _validate_security(config: Config) -> None:
+    specs = config.listener_specs  # raises ConfigError
+    if config.ssl_client_auth not in ("none", "requested", "required"):
+        raise ConfigError("ssl_client_auth must be none, requested or required")
+    if any(spec.uses_tls for spec in specs) and not config.ssl_certificate_file:
+        raise ConfigError("an SSL or SASL_SSL listener needs ssl_certificate_file")
+    if config.ssl_client_auth != "none" and not config.ssl_truststore_file:
+        raise ConfigError(f"ssl_client_auth={config.ssl_client_auth} needs ssl_truststore_file")
+    mechanisms = [m.strip().upper() for m in config.sasl_enabled_mechanisms.split(",")]
+    for mechanism in mechanisms:
+        if mechanism and mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+            raise ConfigError(
+                f"sasl_enabled_mechanisms: {mechanism} is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+            )
+    if any(spec.uses_sasl for spec in specs) and not any(mechanisms):
+        raise ConfigError("a SASL listener needs sasl_enabled_mechanisms")
+    if config.connections_max_reauth_ms < 0:
+        raise ConfigError("connections_max_reauth_ms must be 0 (off) or more")
+    if config.connection_failed_authentication_delay_ms < 0:
+        raise ConfigError("connection_failed_authentication_delay_ms must be 0 or more")
+    if config.sasl_server_max_receive_size <= 0:
+        raise ConfigError("sasl_server_max_receive_size must be positive")
 
 
 def per_ip_overrides(text: str) -> dict[str, int]:

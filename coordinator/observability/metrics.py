@@ -70,6 +70,20 @@ class ServerMetrics:
             "(capped by queued_request_bytes_max)",
             registry=r,
         )
+        self.failed_authentications = Counter(
+            "groupcoord_failed_authentication",
+            "Failed SASL authentications and re-authentications, by listener (Kafka's "
+            "failed-authentication-total)",
+            ["listener"],
+            registry=r,
+        )
+        self.authentications = Counter(
+            "groupcoord_successful_authentication",
+            "Completed SASL authentications, by listener, mechanism and kind "
+            "(authenticated, reauthenticated)",
+            ["listener", "mechanism", "kind"],
+            registry=r,
+        )
         self.accept_failures = Counter(
             "groupcoord_accept_failures",
             "Failed accepts of new connections, by error (EMFILE: out of file descriptors)",

@@ -39,9 +39,12 @@ from ..runtime.shard_count import TXN_SHARD_COUNT_FILE, settled_shard_count
 from ..runtime.shard_family import ShardFamily
 from ..runtime.txn_gateway import TxnCoordinatorGateway
 from ..runtime.txn_service import TRANSACTION_STATE_TOPIC, TxnCoordinatorService
+from ..security.plain import PlainUsersError
+from ..security.tls import TlsConfigError
 from ..topics.compaction import TopicCompactor
 from ..topics.context import HandlerContext, Node
 from ..topics.registry import TopicRegistry, wake_waiters
+from .auth_services import AuthServices
 from .connection import Connection, OutgoingWrites
 from .connection_limits import ConnectionLimits
 from .context import GroupContext
@@ -52,6 +55,7 @@ from .data_dir import (
     load_cluster_id,
 )
 from .dispatch import build_dispatch
+from .endpoints import ServedListener, served_listeners
 from .fd_limits import RESERVED_FDS, apply_fd_limits
 from .frame_budget import FrameBudget
 from .listener import Listener
@@ -158,6 +162,10 @@ class Server:
         self.handlers, self.supported_versions = build_dispatch()
         host, port = config.advertised_address
         self.node = Node(config.node_id, host, port)
+        # Listeners, TLS contexts, SASL mechanisms and SCRAM credentials (raises ConfigError
+        # for the listeners, TlsConfigError/PlainUsersError for files it cannot use).
+        specs = config.listener_specs
+        self.security = AuthServices(config, specs)
         # What every handler gets (each connection a copy with its client): see
         # topics/context.py.
         self.context: GroupContext = HandlerContext(
@@ -171,7 +179,10 @@ class Server:
             self.allocate_producer_id,
             self.supported_versions,
             self.txn_gateway,
+            self.security,
         )
+        # Each listener's view: its advertised address and name (endpoints.py).
+        self.listeners: list[ServedListener] = served_listeners(specs, self.context)
         # Completes prepared transactions: writes their markers through the data plane and
         # the group coordinator, then the Complete record (txn_markers.py).
         self.txn_metrics = TxnMetrics(
@@ -183,7 +194,7 @@ class Server:
         self.txn_coordinator.set_marker_sink(self.marker_router.submit)
         self.ready = False
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._listener: Listener | None = None
+        self._sockets: list[Listener] = []
         self._http: Listener | None = None
         self._stopped = asyncio.Event()
         self._retention_task: asyncio.Task[None] | None = None
@@ -200,8 +211,10 @@ class Server:
     async def start(self) -> None:
         started = time.monotonic()
         data = self.config.data_path
-        self.node.cluster_id = self._cluster_id
+        for served in self.listeners:
+            served.node.cluster_id = self._cluster_id
         self._producer_ids = ProducerIdAllocator(data / PRODUCER_IDS_FILE)
+        self.security.load()
         self.topics.load(salvage=self._salvage)
         report_recovery(
             ((f"{t.name}-{p.index}", p.log) for t in self.topics.topics() for p in t.partitions),
@@ -239,18 +252,9 @@ class Server:
                 )
             ),
         ]
-        host, port = self.config.listen_address
-        self._listener = await Listener.start(
-            host,
-            port,
-            self.protocol_for,
-            backlog=LISTEN_BACKLOG,
-            queues=self.config.accept_queues,
-            on_accept_failure=self.metrics.accept_failures_by_error,
-        )
+        for served in self.listeners:
+            await self._open(served)
         self.limits.start()
-        if self.node.port == 0:  # an ephemeral port was asked for: advertise the real one
-            self.node.port = self._listener.sockets[0].getsockname()[1]
         if self.config.metrics_listen:
             from ..config import split_host_port
 
@@ -278,11 +282,45 @@ class Server:
             "started",
             listen=self.config.listen,
             advertised=f"{self.node.host}:{self.node.port}",
+            listeners=[
+                f"{s.spec.name}://{s.spec.host}:{s.node.port} ({s.spec.protocol}, "
+                f"advertised {s.node.host}:{s.node.port})"
+                for s in self.listeners
+            ],
             data_dir=str(data),
             topics=len(self.topics.by_name),
             partitions=self.topics.partition_count(),
             load_seconds=round(time.monotonic() - started, 3),
         )
+
+    async def _open(self, served: ServedListener) -> None:
+        """Listen on one listener; an ephemeral port (0) is advertised as the real one."""
+        spec = served.spec
+        tls = None
+        if spec.uses_tls:
+            name = spec.name
+
+            def tls() -> Any:  # read per connection: SIGHUP replaces the contexts
+                return self.security.tls_contexts[name]
+
+        listener = await Listener.start(
+            spec.host,
+            spec.port,
+            lambda host: self.protocol_for(host, served),
+            backlog=LISTEN_BACKLOG,
+            queues=self.config.accept_queues,
+            name=spec.name,
+            on_accept_failure=self.metrics.accept_failures_by_error,
+            tls_context=tls,
+        )
+        self._sockets.append(listener)
+        if served.node.port == 0:  # an ephemeral port was asked for: advertise the real one
+            served.node.port = listener.sockets[0].getsockname()[1]
+
+    def reload(self) -> None:
+        """SIGHUP: re-read the TLS certificate and key and the PLAIN users; open
+        connections keep theirs, new ones get the new (auth_services.py)."""
+        self.security.reload()
 
     async def _load_shards(self, family: ShardFamily[Any]) -> None:
         """Load a family of coordinator shards (the group or the transaction coordinator's)."""
@@ -309,10 +347,11 @@ class Server:
         (not when a shard's load was refused: that log was never opened and closed)."""
         if self.stopping:
             return
-        self.node.stopping = True
+        for served in self.listeners:
+            served.node.stopping = True
         log.info("stopping", connections=len(self.connections))
-        if self._listener is not None:
-            self._listener.close()
+        for listener in self._sockets:
+            listener.close()
         # Long polls return early once `stopping` is set; wake them.
         for topic in self.topics.topics():
             for partition in topic.partitions:
@@ -352,19 +391,24 @@ class Server:
         await self._stopped.wait()
 
     @property
+    def _listener(self) -> Listener | None:
+        """The first listener's accept loop (tests reach it), None before start."""
+        return self._sockets[0] if self._sockets else None
+
+    @property
     def stopping(self) -> bool:
         return self.node.stopping
 
     # services (handlers get them through the context) ------------------------------------
 
-    def protocol_for(self, host: str) -> Connection | None:
+    def protocol_for(self, host: str, served: ServedListener | None = None) -> Connection | None:
         """The listener's admission, right after accept(): the Connection of a client at
-        `host`, holding its admission until the connection is lost, or None when refused
-        (counted and logged by the limits; the listener resets the socket before anything
-        is built for it)."""
+        `host` on listener `served` (None: the first), holding its admission until the
+        connection is lost, or None when refused (counted and logged by the limits; the
+        listener resets the socket before anything is built for it)."""
         if self.stopping or self.limits.admit(host) is not None:
             return None
-        return Connection(self, admitted_host=host)
+        return Connection(self, admitted_host=host, listener=served)
 
     def register(self, connection: Connection) -> bool:
         """A connection is made: serve it (False: refused; close it). The listener admitted
@@ -501,15 +545,17 @@ class ProducerIdAllocator:
 async def serve(config: Config) -> int:
     try:
         # A data directory another process holds: OSError; one whose files are not ours, or
-        # disagree with its data: DataDirError (a StorageError).
+        # disagree with its data: DataDirError (a StorageError); TLS files or PLAIN users
+        # that cannot be used: TlsConfigError, PlainUsersError.
         server = Server(config)
-    except (OSError, StorageError) as e:
+    except (OSError, StorageError, TlsConfigError, PlainUsersError) as e:
         log.error("cannot start", error=str(e))
         return 1
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_log_loop_error)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.stop()))
+    loop.add_signal_handler(signal.SIGHUP, server.reload)
     try:
         await server.start()
     except (OSError, StorageError) as e:

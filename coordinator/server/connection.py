@@ -54,11 +54,14 @@ from ..config import Config
 from ..observability.logging import get_logger
 from ..observability.metrics import ServerMetrics
 from ..runtime.pending import Pending
+from ..security.tls import certificate_principal
 from ..topics.context import NO_RESPONSE
 from .cluster import api_versions_response
 from .context import GroupContext
+from .endpoints import ServedListener
 from .fast_paths import FAST_PATHS
 from .frame_budget import FrameBudget
+from .sasl_auth import SaslAuthenticator
 
 log = get_logger("groupcoord.connection")
 _KEY_VERSION = struct.Struct(">hh")
@@ -116,10 +119,17 @@ class OutgoingWrites:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, server: Host, admitted_host: str | None = None) -> None:
+    def __init__(
+        self,
+        server: Host,
+        admitted_host: str | None = None,
+        listener: ServedListener | None = None,
+    ) -> None:
         """`admitted_host`: the client's address, when the listener admitted the
-        connection already (Server.protocol_for); otherwise connection_made asks."""
+        connection already (Server.protocol_for); otherwise connection_made asks.
+        `listener`: the listener it came in on (None: the server's first)."""
         self.server = server
+        self.listener = listener
         config = server.config
         self.decoder = FrameDecoder(config.frame_bytes_max)
         self.inflight_max = config.connection_inflight_max
@@ -132,7 +142,7 @@ class Connection(asyncio.Protocol):
         self.admitted = admitted_host is not None
         # What the handlers get: the server's services and this client's address (as Kafka
         # prints an InetAddress: "/127.0.0.1"), read time and whether it is gone.
-        self.context = server.context.for_client("/?")
+        self.context = (server.context if listener is None else listener.context).for_client("/?")
         self.closed = False
         self._reading_paused = False
         self._writing_paused = False
@@ -179,10 +189,27 @@ class Connection(asyncio.Protocol):
             except OSError:
                 pass
         transport.set_write_buffer_limits(high=self.server.config.connection_write_buffer_bytes_max)
+        listener = self.listener
+        if listener is not None and listener.spec.protocol != "PLAINTEXT":
+            self._start_security(listener)
+
+    def _start_security(self, listener: ServedListener) -> None:
+        """SSL: the principal from the client's certificate (User:ANONYMOUS without one).
+        SASL: the authenticator takes the frames until the exchange completes."""
+        spec = listener.spec
+        if spec.protocol == "SSL" and self.transport is not None:
+            self.context.principal = certificate_principal(
+                self.transport.get_extra_info("peercert")
+            )
+            log.debug("tls client", peer=self.peer, principal=self.context.principal)
+        elif spec.uses_sasl:
+            SaslAuthenticator(self, self.context.security, spec.name)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.context.closed = True
+        if self.context.sasl is not None:
+            self.context.sasl.connection_lost()
         self.server.unregister(self)
         held = self._held_in + self._held_out
         if held:
@@ -476,6 +503,16 @@ class Connection(asyncio.Protocol):
         if not pending:
             self.idle.set()
         self._update_reading()
+
+    def _send_raw(self, data: bytes) -> None:
+        """Send bytes that are no Kafka response (a SASL v0 handshake's raw token), in
+        order with the responses queued before them."""
+        if self.closed or self.transport is None:
+            return
+        if not self._out:
+            self.server.outgoing.add(self)
+        self._out.append(data)
+        self._out_bytes += len(data)
 
     def _write_out(self) -> None:
         out = self._out

@@ -37,6 +37,7 @@ TOPICS_FILE = "topics.json"
 TOPICS_DIR = "topics"
 PRODUCER_IDS_FILE = "producer-ids.json"
 GROUP_CONFIGS_FILE = "group_configs.json"
+SCRAM_CREDENTIALS_FILE = "scram_credentials.json"
 
 # Every name groupcoord creates at the top of a data directory (with `.tmp`: a state file
 # write interrupted before its rename).
@@ -47,6 +48,7 @@ _OWN_NAMES = frozenset(
         TOPICS_DIR,
         PRODUCER_IDS_FILE,
         GROUP_CONFIGS_FILE,
+        SCRAM_CREDENTIALS_FILE,
         SHARD_COUNT_FILE,
         TXN_SHARD_COUNT_FILE,
         CLEAN_SHUTDOWN_FILE,

@@ -35,6 +35,12 @@ from .cluster import handle_api_versions, handle_find_coordinator, handle_init_p
 from .consumer_group_api import handle_consumer_group_describe, handle_consumer_group_heartbeat
 from .group_admin_api import handle_delete_groups, handle_describe_groups, handle_list_groups
 from .offset_api import handle_offset_commit, handle_offset_delete, handle_offset_fetch
+from .scram_api import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+    handle_sasl_authenticate,
+    handle_sasl_handshake,
+)
 from .txn_admin_api import handle_describe_transactions, handle_list_transactions
 from .txn_api import handle_add_offsets_to_txn, handle_add_partitions_to_txn, handle_end_txn
 from .txn_offset_api import handle_txn_offset_commit
@@ -79,6 +85,11 @@ APIS: dict[int, tuple[Any, int, int]] = {
     ApiKey.END_TXN: (handle_end_txn, 0, 4),
     ApiKey.DESCRIBE_TRANSACTIONS: (handle_describe_transactions, 0, 0),
     ApiKey.LIST_TRANSACTIONS: (handle_list_transactions, 0, 2),
+    # Authentication (the exchange itself: server/sasl_auth.py)
+    ApiKey.SASL_HANDSHAKE: (handle_sasl_handshake, 0, 1),
+    ApiKey.SASL_AUTHENTICATE: (handle_sasl_authenticate, 0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (handle_describe_user_scram_credentials, 0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (handle_alter_user_scram_credentials, 0, 0),
 }
 
 

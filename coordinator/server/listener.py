@@ -26,6 +26,7 @@ import asyncio
 import errno
 import resource
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Callable
@@ -58,11 +59,15 @@ class Listener:
         name: str = "kafka",
         retry_delay_s: float = 1.0,
         on_accept_failure: Callable[[str], None] | None = None,
+        tls_context: Callable[[], ssl.SSLContext] | None = None,
     ) -> None:
         """`protocol_for(peer host)`: the protocol of a connection just accepted from that
         address, or None to refuse it (reset at once). `name` goes into the log lines;
-        `on_accept_failure(errno name)` counts failed accepts (a metric)."""
+        `on_accept_failure(errno name)` counts failed accepts (a metric); `tls_context()`:
+        the TLS context of each new connection (asked per connection, so that a reloaded
+        certificate serves the next handshake), None for plain TCP."""
         self.sockets = sockets
+        self._tls_context = tls_context
         self.name = name
         self._protocol_for = protocol_for
         self._retry_delay_s = retry_delay_s
@@ -199,9 +204,10 @@ class Listener:
         self._starved_since = None
 
     async def _connect(self, conn: socket.socket, protocol: asyncio.Protocol) -> None:
+        tls = self._tls_context() if self._tls_context is not None else None
         try:
-            await self._loop.connect_accepted_socket(lambda: protocol, conn)
-        except OSError as e:  # the client went away before the transport was set up
+            await self._loop.connect_accepted_socket(lambda: protocol, conn, ssl=tls)
+        except OSError as e:  # the client went away (or failed the TLS handshake) first
             conn.close()
             # The loop calls connection_lost only after connection_made, which a failed
             # set-up never reached: tell the protocol here (it may hold an admission).

@@ -180,7 +180,8 @@ BROKER_CONFIGS: tuple[_BrokerConfig, ...] = (
         "advertised.listeners",
         "STRING",
         "advertised_listener",
-        lambda ctx: f"PLAINTEXT://{ctx.node.host}:{ctx.node.port}",
+        # The address of the listener the request came in on (the others are not told).
+        lambda ctx: f"{ctx.listener_name}://{ctx.node.host}:{ctx.node.port}",
         _CONFIG_HELP["advertised_listener"],
     ),
     _setting("broker.id", "INT", "node_id"),
@@ -200,7 +201,7 @@ BROKER_CONFIGS: tuple[_BrokerConfig, ...] = (
         "listeners",
         "STRING",
         "listen",
-        lambda ctx: f"PLAINTEXT://{ctx.settings.listen}",
+        lambda ctx: ctx.settings.listeners or f"PLAINTEXT://{ctx.settings.listen}",
         _CONFIG_HELP["listen"],
     ),
     _setting("max.connections", "INT", "connections_max"),

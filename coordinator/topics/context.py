@@ -61,9 +61,16 @@ class HandlerContext(Generic[GroupsT]):
     `txns`: the transaction coordinator's door (runtime/txn_gateway.py's
     TxnCoordinatorGateway; typed Any here, as topics/ may not import the runtime's
     coordinators; None where a test builds a context without one).
+    `security`: the authentication services (server/auth_services.py: SCRAM credentials,
+    PLAIN users, mechanisms; typed Any for the same reason as `txns`).
     The client: `client_host` as Kafka prints it ("/127.0.0.1"; its client id is the
     request header's), `read_at` (time.perf_counter of the read that brought the request,
-    for the queue-time metric) and `closed` (the connection is gone)."""
+    for the queue-time metric) and `closed` (the connection is gone); `listener_name`, the
+    listener it came in on (its `node` advertises that listener's address); `principal`,
+    who it authenticated as, Kafka's `Type:Name` string ("User:ANONYMOUS" on PLAINTEXT,
+    the certificate subject with TLS client authentication, the SASL user): what an
+    authorizer reads; `sasl`, the connection's SASL authenticator (server/sasl_auth.py) on
+    SASL listeners, for re-authentication (KIP-368), else None."""
 
     groups: GroupsT
     topics: TopicRegistry
@@ -75,14 +82,25 @@ class HandlerContext(Generic[GroupsT]):
     allocate_producer_id: Callable[[], int]
     supported_versions: Mapping[int, tuple[int, int]]
     txns: Any = None
+    security: Any = None
     client_host: str = "/?"
     read_at: float = 0.0
     closed: bool = False
+    listener_name: str = "PLAINTEXT"
+    principal: str = "User:ANONYMOUS"
+    sasl: Any = None
 
     def for_client(self, client_host: str) -> HandlerContext[GroupsT]:
-        """A copy for one connection's client (the server's services shared, the client's
-        fields fresh)."""
-        return replace(self, client_host=client_host, read_at=0.0, closed=False)
+        """A copy for one connection's client (the server's services and the listener
+        shared, the client's fields fresh)."""
+        return replace(
+            self,
+            client_host=client_host,
+            read_at=0.0,
+            closed=False,
+            principal="User:ANONYMOUS",
+            sasl=None,
+        )
 
 
 # What the data plane's handlers take: they ask the group coordinator only GroupAdmin's

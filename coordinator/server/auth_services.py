@@ -1,0 +1,94 @@
+"""What authentication needs of the server, in one object handlers and connections share
+(the context's `security`): the SASL mechanisms enabled, PLAIN's users, the SCRAM
+credential store, the TLS contexts of the listeners, and the timing settings of Kafka's
+authenticator. `reload()` (SIGHUP) re-reads the certificate, key and PLAIN users: new
+handshakes and authentications use them, open connections are left as they are."""
+
+from __future__ import annotations
+
+import ssl
+
+from ..config import Config
+from ..observability.logging import get_logger
+from ..security.credentials import ScramCredentialStore
+from ..security.listeners import ListenerSpec
+from ..security.plain import PlainUsersError, load_plain_users
+from ..security.scram import ScramCredential
+from ..security.tls import TlsConfigError, TlsSettings, server_context
+from .data_dir import SCRAM_CREDENTIALS_FILE
+
+log = get_logger("groupcoord.security")
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+class AuthServices:
+    def __init__(self, config: Config, specs: list[ListenerSpec]) -> None:
+        """Raises TlsConfigError / PlainUsersError when a file cannot be used (the server
+        refuses to start, naming it)."""
+        self.config = config
+        self.specs = specs
+        self.mechanisms = enabled_mechanisms(config.sasl_enabled_mechanisms)
+        self.failed_delay_s = config.connection_failed_authentication_delay_ms / 1000
+        self.reauth_ms = config.connections_max_reauth_ms
+        self.receive_bytes_max = config.sasl_server_max_receive_size
+        self.scram = ScramCredentialStore(config.data_path / SCRAM_CREDENTIALS_FILE)
+        self.plain_users = load_plain_users(config.sasl_plain_users_file)
+        self.tls_settings = TlsSettings(
+            certificate_file=config.ssl_certificate_file,
+            key_file=config.ssl_key_file,
+            key_password=config.ssl_key_password,
+            truststore_file=config.ssl_truststore_file,
+            client_auth=config.ssl_client_auth,
+            enabled_protocols=config.ssl_enabled_protocols,
+        )
+        # Listener name -> its current server context (replaced whole on reload).
+        self.tls_contexts: dict[str, ssl.SSLContext] = self._build_contexts()
+
+    def _build_contexts(self) -> dict[str, ssl.SSLContext]:
+        contexts = {}
+        for spec in self.specs:
+            if spec.uses_tls:
+                # Kafka ignores the broker-wide ssl.client.auth on SASL_SSL listeners.
+                auth = "none" if spec.protocol == "SASL_SSL" else None
+                contexts[spec.name] = server_context(self.tls_settings, auth)
+        return contexts
+
+    def load(self) -> None:
+        """Read the SCRAM credentials (DataDirError when the file is damaged)."""
+        self.scram.load()
+
+    def reload(self) -> None:
+        """SIGHUP: rebuild the TLS contexts and re-read PLAIN's users; on a failure keep
+        what is in use and log why."""
+        try:
+            contexts = self._build_contexts()
+            users = load_plain_users(self.config.sasl_plain_users_file)
+        except (TlsConfigError, PlainUsersError) as e:
+            log.error("reload failed: keeping the certificates and users in use", error=str(e))
+            return
+        self.tls_contexts = contexts
+        self.plain_users = users
+        log.info(
+            "reloaded certificates and PLAIN users",
+            tls_listeners=sorted(contexts),
+            plain_users=len(users),
+        )
+
+    def scram_lookup(self, mechanism: str) -> object:
+        store = self.scram
+
+        def lookup(user: str) -> ScramCredential | None:
+            return store.get(user, mechanism)
+
+        return lookup
+
+
+def enabled_mechanisms(text: str) -> tuple[str, ...]:
+    """sasl.enabled.mechanisms as a tuple; ValueError for one not supported here."""
+    names = tuple(m.strip().upper() for m in text.split(",") if m.strip())
+    for name in names:
+        if name not in SUPPORTED_MECHANISMS:
+            raise ValueError(
+                f"sasl_enabled_mechanisms: {name} is not one of {', '.join(SUPPORTED_MECHANISMS)}"
+            )
+    return names

@@ -1,0 +1,193 @@
+"""TLS against plaintext on one server, side by side in one run.
+
+    python tests/bench/bench_tls.py [--quick] [--rounds N]
+
+One groupcoord serves a PLAINTEXT and an SSL listener (TLS 1.3, a 2048-bit RSA
+certificate made with openssl for the run). Each round measures, on each listener in
+turn (plaintext first, then TLS, so the two share whatever else loads the machine):
+
+1. **Produce MB/s**: one confluent-kafka Producer, acks=1, 1 KiB values, linger.ms=5,
+   batch.size 1,000,000, N messages (200,000; --quick 50,000) to a 1-partition topic,
+   from the first produce() to flush() done.
+2. **Durable commits/s**: 4 confluent-kafka consumers (each its own group and
+   connection) committing synchronously (commit(asynchronous=False)) in a loop for
+   5 s (--quick 3 s); each commit is answered once fsynced.
+
+3. **SCRAM connections/s**: new SASL_PLAINTEXT connections authenticated with
+   SCRAM-SHA-256 one after another (issue 21's target: >= 500/s).
+
+Prints the figures per round and the median ratio TLS / plaintext (issue 21's targets:
+produce >= 60 %, commits >= 80 %). The machine is shared: ratios are what to read, and
+even they are noisy on a loaded 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import (  # noqa: E402
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+from peers import free_port, run_groupcoord  # noqa: E402
+
+from tests.tls_certs import make_pki  # noqa: E402
+
+VALUE = b"x" * 1024
+COMMITTERS = 4
+
+
+def _conf(bootstrap: str, tls: bool, ca: Path) -> dict[str, object]:
+    conf: dict[str, object] = {"bootstrap.servers": bootstrap, "log_level": 0}
+    if tls:
+        conf.update({"security.protocol": "SSL", "ssl.ca.location": str(ca)})
+    return conf
+
+
+def produce_mb_s(conf: dict[str, object], topic: str, n: int) -> float:
+    producer = Producer(
+        {
+            **conf,
+            "acks": 1,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": n + 1000,
+            "queue.buffering.max.kbytes": 2_097_151,
+        }
+    )
+    producer.list_topics(timeout=30)  # connected (and handshaken) before the clock starts
+    started = time.perf_counter()
+    for _ in range(n):
+        producer.produce(topic, VALUE)
+        producer.poll(0)
+    assert producer.flush(300) == 0
+    elapsed = time.perf_counter() - started
+    return n * len(VALUE) / elapsed / 1e6
+
+
+def commits_per_s(conf: dict[str, object], topic: str, seconds: float, tag: str) -> float:
+    counts = [0] * COMMITTERS
+
+    def run(index: int) -> None:
+        consumer = Consumer(
+            {**conf, "group.id": f"bench-{tag}-{index}", "enable.auto.commit": False}
+        )
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        offset = 1
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)  # warm
+        deadline = time.perf_counter() + seconds
+        done = 0
+        while time.perf_counter() < deadline:
+            offset += 1
+            consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+            done += 1
+        counts[index] = done
+        consumer.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(COMMITTERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(counts) / seconds
+
+
+def scram_connections_per_s(port: int, seconds: float) -> float:
+    """New SASL_PLAINTEXT connections authenticated with SCRAM-SHA-256 per second, one after
+    another from one thread: connect, SaslHandshake, two SaslAuthenticate, close. The
+    client keeps its SaltedPassword (the PBKDF2 is the client's cost, not the server's)."""
+    from groupcoord.coordinator.security.scram import ScramClient
+    from tests.rawclient import RawClient, request_class
+
+    cache: dict[tuple[bytes, int], bytes] = {}
+    done = 0
+    deadline = time.perf_counter() + seconds
+    started = time.perf_counter()
+    while time.perf_counter() < deadline:
+        with RawClient(f"127.0.0.1:{port}") as client:
+            handshake = client.request(17, 1, request_class(17, 1)(mechanism="SCRAM-SHA-256"))
+            assert handshake.error_code == 0
+            scram = ScramClient("SCRAM-SHA-256", "bench", "bench-password", salted_cache=cache)
+            auth = request_class(36, 2)
+            first = client.request(36, 2, auth(auth_bytes=scram.first()))
+            final = client.request(36, 2, auth(auth_bytes=scram.final(first.auth_bytes)))
+            assert final.error_code == 0 and scram.verify(final.auth_bytes)
+        done += 1
+    return done / (time.perf_counter() - started)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args(argv)
+    n = 50_000 if args.quick else 200_000
+    seconds = 3.0 if args.quick else 5.0
+    work = Path(tempfile.mkdtemp(prefix="bench-tls-"))
+    pki = make_pki(work / "pki")
+    cert, key = pki.issue("server", "/CN=localhost", server=True)
+    plain, secure, sasl = free_port(), free_port(), free_port()
+    extra = [
+        "--set",
+        f"listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{secure},"
+        f"SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "--set",
+        f"ssl_certificate_file={cert}",
+        "--set",
+        f"ssl_key_file={key}",
+    ]
+    rows = []
+    with run_groupcoord(plain, work / "data", extra):
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain}"})
+        topics = [f"tls-bench-{kind}-{r}" for r in range(args.rounds) for kind in ("p", "t")]
+        topics.append("commit-topic")
+        for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
+            future.result(60)
+        for r in range(args.rounds):
+            row = {}
+            for kind, port, tls in (("plaintext", plain, False), ("tls", secure, True)):
+                conf = _conf(f"127.0.0.1:{port}", tls, pki.ca)
+                topic = f"tls-bench-{kind[0]}-{r}"
+                row[f"{kind}_produce_mb_s"] = produce_mb_s(conf, topic, n)
+                row[f"{kind}_commits_s"] = commits_per_s(
+                    conf, "commit-topic", seconds, f"{kind}{r}"
+                )
+            rows.append(row)
+            print(
+                f"round {r + 1}: produce MB/s plaintext {row['plaintext_produce_mb_s']:.1f} "
+                f"tls {row['tls_produce_mb_s']:.1f}; commits/s plaintext "
+                f"{row['plaintext_commits_s']:.0f} tls {row['tls_commits_s']:.0f}",
+                flush=True,
+            )
+        upsert = UserScramCredentialUpsertion(
+            "bench", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"bench-password"
+        )
+        for future in admin.alter_user_scram_credentials([upsert]).values():
+            future.result(60)
+        scram_rate = scram_connections_per_s(sasl, seconds)
+        print(f"SCRAM-SHA-256 authenticated connections/s: {scram_rate:.0f} (target >= 500)")
+    produce = statistics.median(r["tls_produce_mb_s"] / r["plaintext_produce_mb_s"] for r in rows)
+    commits = statistics.median(r["tls_commits_s"] / r["plaintext_commits_s"] for r in rows)
+    print(
+        f"TLS / plaintext: produce MB/s {produce:.0%} (target >= 60%), "
+        f"durable commits/s {commits:.0%} (target >= 80%)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
