@@ -17,12 +17,11 @@ from groupcoord.storage import GroupCommitter, LogConfig
 from ..observability.logging import get_logger
 from ..transactions.messages import MarkerJob
 from .log_runner import ShardState
+from .partitioning import TRANSACTION_STATE_TOPIC
 from .shard_family import ShardFamily
 from .txn_runner import TxnShardRunner
 
 log = get_logger("groupcoord.transactions")
-
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 
 class TxnCoordinatorService(ShardFamily[TxnShardRunner]):

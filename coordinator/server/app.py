@@ -40,6 +40,11 @@ from ..runtime.txn_gateway import TxnCoordinatorGateway
 from ..runtime.txn_service import TRANSACTION_STATE_TOPIC, TxnCoordinatorService
 from ..topics.compaction import TopicCompactor
 from ..topics.context import HandlerContext, Node
+from ..topics.internal_topics import (
+    InternalTopics,
+    offsets_topic_configs,
+    transaction_state_topic_configs,
+)
 from ..topics.registry import TopicRegistry, wake_waiters
 from .connection import Connection, OutgoingWrites
 from .connection_limits import ConnectionLimits
@@ -112,7 +117,7 @@ class Server:
         self.committer = GroupCommitter(
             waiters_max=config.durable_waiters_max,
             syncfs_min_logs=config.syncfs_min_logs,
-            on_round_synced=self.metrics.sync_round.observe,
+            on_round_synced=self._round_synced,
             health=StorageHealth(),
         )
         self.metrics.registry.register(StorageCollector(self.committer.health, OPEN_FILES))
@@ -148,6 +153,9 @@ class Server:
             config.transaction_max_timeout_ms,
         )
         self.txn_gateway = TxnCoordinatorGateway(self.txn_coordinator)
+        # The shard logs as Kafka's internal topics, read-only (topics/internal_topics.py);
+        # added at start, once the cluster id (part of their topic ids) is known.
+        self.internal_topics = InternalTopics()
         self.connections: set[Connection] = set()
         self.frame_budget = FrameBudget(
             config.frames_per_loop_iteration_max, config.queued_request_bytes_max
@@ -195,6 +203,7 @@ class Server:
         started = time.monotonic()
         data = self.config.data_path
         self.node.cluster_id = self._cluster_id
+        self._add_internal_topics()
         self._producer_ids = ProducerIdAllocator(data / PRODUCER_IDS_FILE)
         self.topics.load(salvage=self._salvage)
         report_recovery(
@@ -276,6 +285,24 @@ class Server:
             partitions=self.topics.partition_count(),
             load_seconds=round(time.monotonic() - started, 3),
         )
+
+    def _add_internal_topics(self) -> None:
+        config = self.config
+        internal = self.internal_topics
+        for name, configs, shards in (
+            (OFFSETS_TOPIC, offsets_topic_configs(config.offsets_segment_bytes), self.coordinator),
+            (
+                TRANSACTION_STATE_TOPIC,
+                transaction_state_topic_configs(config.transaction_state_segment_bytes),
+                self.txn_coordinator,
+            ),
+        ):
+            self.topics.add_internal(internal.add(name, self._cluster_id, configs, shards))
+
+    def _round_synced(self, elapsed_s: float) -> None:
+        """After each flush round: its time, and long polls on the shard logs woken."""
+        self.metrics.sync_round.observe(elapsed_s)
+        self.internal_topics.wake()
 
     async def _load_shards(self, family: ShardFamily[Any]) -> None:
         """Load a family of coordinator shards (the group or the transaction coordinator's)."""

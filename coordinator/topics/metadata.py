@@ -4,7 +4,9 @@ node that leads every partition.
 Every partition is led by this node at leader epoch 0, with this node as its only replica and
 in-sync replica. Topic ids are the registry's real UUIDs, so Java consumers move to Fetch
 v13+ (topic ids). Authorized operations are INT32_MIN ("not requested") unless asked for;
-when asked for, everything is allowed (there is no authorizer).
+when asked for, everything is allowed (there is no authorizer). The coordinators' shard
+logs are listed as Kafka's internal topics (is_internal) once they exist
+(internal_topics.py).
 """
 
 from __future__ import annotations
@@ -113,7 +115,7 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
             error_code=ErrorCode.NONE,
             name=topic.name,
             topic_id=topic.topic_id,
-            is_internal=False,
+            is_internal=topic.internal,
             partitions=_partitions(m.MetadataResponsePartition, topic, node.node_id),
             topic_authorized_operations=topic_ops,
         )
@@ -147,7 +149,7 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
         )
     topics: list[Any] = []
     if all_topics:
-        topics = [found(t) for t in sorted(ctx.topics.topics(), key=lambda t: t.name)]
+        topics = [found(t) for t in sorted(ctx.topics.listed_topics(), key=lambda t: t.name)]
     else:
         allow_auto = getattr(body, "allow_auto_topic_creation", True)
         seen: set[object] = set()
@@ -316,7 +318,7 @@ def handle_describe_topic_partitions(ctx: TopicsContext, request: Request) -> An
         )
 
     if fetch_all:
-        names = {t.name for t in ctx.topics.topics() if t.name >= cursor_name}
+        names = {t.name for t in ctx.topics.listed_topics() if t.name >= cursor_name}
     else:
         names = {t.name for t in body.topics if t.name >= cursor_name}
         if cursor is not None and cursor.topic_name not in names:
@@ -373,7 +375,7 @@ def handle_describe_topic_partitions(ctx: TopicsContext, request: Request) -> An
                 error_code=ErrorCode.NONE,
                 name=name,
                 topic_id=topic.topic_id,
-                is_internal=False,
+                is_internal=topic.internal,
                 partitions=partitions,
                 topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
             )
