@@ -337,6 +337,7 @@ class Server:
         for topic in self.topics.topics():
             for partition in topic.partitions:
                 wake_waiters(partition)
+        self.internal_topics.wake(every=True)
         deadline = self.config.shutdown_timeout_ms / 1000
         idle = [c.idle.wait() for c in list(self.connections)]
         if idle:

@@ -209,9 +209,10 @@ class InternalTopics:
         self.topics[name] = topic
         return topic
 
-    def wake(self) -> None:
+    def wake(self, every: bool = False) -> None:
         """Wake the long polls of watched partitions whose durable offset moved (after a
-        flush round: the shards' appends become durable in rounds)."""
+        flush round: the shards' appends become durable in rounds); `every`: all of them
+        (the server is stopping)."""
         watched = self._watched
         if not watched:
             return
@@ -221,7 +222,7 @@ class InternalTopics:
                 watched.discard(partition)
                 continue
             log = partition.log
-            if log is None or log.durable_offset != partition.durable_at_wait:
+            if every or log is None or log.durable_offset != partition.durable_at_wait:
                 for waiter in waiters:
                     if not waiter.done():
                         waiter.set_result(None)
