@@ -28,14 +28,12 @@ from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import LEADER_EPOCH
 
 from ..observability.logging import get_logger
+from ..runtime.partitioning import INTERNAL_TOPIC_NAMES
 from .context import TopicsContext
 from .registry import Topic, TopicError, check_topic_name
 
 log = get_logger("groupcoord.metadata")
 
-# Internal topic names are never auto-created as data topics: Kafka creates them itself with
-# their own layout, and the group coordinator keeps its offsets elsewhere.
-_NOT_AUTO_CREATED = frozenset({"__consumer_offsets", "__transaction_state"})
 
 # Kafka's EndpointType (DescribeCluster v1+).
 ENDPOINT_BROKER = 1
@@ -208,7 +206,17 @@ def _unknown_topic(
         check_topic_name(name)
     except TopicError:
         return ErrorCode.INVALID_TOPIC_EXCEPTION, None
-    if not (allow_auto and ctx.settings.auto_create_topics) or name in _NOT_AUTO_CREATED:
+    if name in INTERNAL_TOPIC_NAMES:
+        # Never a data topic: the coordinators' shard logs. Kafka's AutoTopicCreationManager
+        # creates an internal topic when a Metadata request allowing auto-creation names it
+        # (whatever auto.create.topics.enable says): listed from then on.
+        if allow_auto:
+            ctx.topics.mark_internal_created(name)
+            topic = ctx.topics.get(name)
+            if topic is not None:
+                return ErrorCode.NONE, topic
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+    if not (allow_auto and ctx.settings.auto_create_topics):
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
     try:
         topic = ctx.topics.create(name, ctx.settings.default_partitions, {})
