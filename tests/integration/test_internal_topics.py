@@ -29,7 +29,9 @@ from kafka import TopicPartition as KpTopicPartition
 from groupcoord.coordinator.runtime.partitioning import shard_for
 from groupcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, decode_record
 from tests.integration.test_clients import create_topic
+from tests.rawclient import RawClient
 from tests.support import ServerProcess, serving
+from tests.wire_session import entity, request
 
 OFFSETS = "__consumer_offsets"
 TXN_STATE = "__transaction_state"
@@ -280,3 +282,33 @@ def _new_topic(name: str) -> Any:
     from confluent_kafka.admin import NewTopic
 
     return NewTopic(name, num_partitions=1, replication_factor=1)
+
+
+def _metadata(client: Any, name: str, allow_auto: bool) -> Any:
+    body = request(
+        3,
+        12,
+        topics=(entity(3, 12, "MetadataRequestTopic", name=name, topic_id=None),),
+        allow_auto_topic_creation=allow_auto,
+        include_topic_authorized_operations=False,
+    )
+    (topic,) = client.request(3, 12, body).topics
+    return topic
+
+
+def test_metadata_allowing_auto_creation_makes_an_internal_topic_exist(
+    server: ServerProcess,
+) -> None:
+    """As Kafka's AutoTopicCreationManager: an internal topic named by a Metadata request that
+    allows auto-creation is created (here: listed from then on), whatever
+    auto.create.topics.enable says; one that does not allow it is told the topic is
+    unknown."""
+    with RawClient(server.bootstrap) as client:
+        refused = _metadata(client, TXN_STATE, allow_auto=False)
+        assert refused.error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        made = _metadata(client, TXN_STATE, allow_auto=True)
+        assert (made.error_code, made.is_internal, len(made.partitions)) == (0, True, TXN_SHARDS)
+        again = _metadata(client, TXN_STATE, allow_auto=False)
+        assert (again.error_code, again.topic_id) == (0, made.topic_id)
+    listed = AdminClient({"bootstrap.servers": server.bootstrap}).list_topics(timeout=10).topics
+    assert TXN_STATE in listed and OFFSETS not in listed
