@@ -4,7 +4,11 @@ partition of the topic the shards are (whose name the data plane keeps free)."""
 from __future__ import annotations
 
 OFFSETS_TOPIC = "__consumer_offsets"
+# The transaction coordinator's shard logs (txn_service.py).
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+# Kafka's internal topics: the coordinators' shard logs, served read-only
+# (topics/internal_topics.py).
+INTERNAL_TOPIC_NAMES = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 def java_string_hashcode(text: str) -> int:

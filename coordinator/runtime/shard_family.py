@@ -9,7 +9,7 @@ import asyncio
 import time
 from typing import Generic, TypeVar
 
-from groupcoord.storage import DataDirError, install_compaction, prepare_compaction
+from groupcoord.storage import DataDirError, PartitionLog, install_compaction, prepare_compaction
 
 from ..observability.logging import get_logger
 from .log_runner import CoordinatorShardRunner, ShardState
@@ -44,6 +44,13 @@ class ShardFamily(Generic[RunnerT]):
                 self._shard_of.clear()
             index = self._shard_of[key] = shard_for(key, self.shard_count)
         return self.runners[index]
+
+    def shard_log(self, index: int) -> PartitionLog | None:
+        """Shard `index`'s log as it is now, None while not open (before its first load,
+        after close): what the data plane reads as the internal topic's partition `index`
+        (topics/internal_topics.py's ShardLogs). A reload replaces it."""
+        log_ = self.runners[index].log
+        return None if log_ is None or log_.closed else log_
 
     async def load(self, salvage: bool = False) -> None:
         """Load every shard (`salvage`: their logs were closed cleanly, the runner's load);

@@ -43,6 +43,11 @@ from ..security.plain import PlainUsersError
 from ..security.tls import TlsConfigError
 from ..topics.compaction import TopicCompactor
 from ..topics.context import HandlerContext, Node
+from ..topics.internal_topics import (
+    InternalTopics,
+    offsets_topic_configs,
+    transaction_state_topic_configs,
+)
 from ..topics.registry import TopicRegistry, wake_waiters
 from .auth_services import AuthServices
 from .connection import Connection, OutgoingWrites
@@ -117,7 +122,7 @@ class Server:
         self.committer = GroupCommitter(
             waiters_max=config.durable_waiters_max,
             syncfs_min_logs=config.syncfs_min_logs,
-            on_round_synced=self.metrics.sync_round.observe,
+            on_round_synced=self._round_synced,
             health=StorageHealth(),
         )
         self.metrics.registry.register(StorageCollector(self.committer.health, OPEN_FILES))
@@ -153,6 +158,9 @@ class Server:
             config.transaction_max_timeout_ms,
         )
         self.txn_gateway = TxnCoordinatorGateway(self.txn_coordinator)
+        # The shard logs as Kafka's internal topics, read-only (topics/internal_topics.py);
+        # added at start, once the cluster id (part of their topic ids) is known.
+        self.internal_topics = InternalTopics()
         self.connections: set[Connection] = set()
         self.frame_budget = FrameBudget(
             config.frames_per_loop_iteration_max, config.queued_request_bytes_max
@@ -213,6 +221,7 @@ class Server:
         data = self.config.data_path
         for served in self.listeners:
             served.node.cluster_id = self._cluster_id
+        self._add_internal_topics()
         self._producer_ids = ProducerIdAllocator(data / PRODUCER_IDS_FILE)
         self.security.load()
         self.topics.load(salvage=self._salvage)
@@ -322,6 +331,24 @@ class Server:
         connections keep theirs, new ones get the new (auth_services.py)."""
         self.security.reload()
 
+    def _add_internal_topics(self) -> None:
+        config = self.config
+        internal = self.internal_topics
+        for name, configs, shards in (
+            (OFFSETS_TOPIC, offsets_topic_configs(config.offsets_segment_bytes), self.coordinator),
+            (
+                TRANSACTION_STATE_TOPIC,
+                transaction_state_topic_configs(config.transaction_state_segment_bytes),
+                self.txn_coordinator,
+            ),
+        ):
+            self.topics.add_internal(internal.add(name, self._cluster_id, configs, shards))
+
+    def _round_synced(self, elapsed_s: float) -> None:
+        """After each flush round: its time, and long polls on the shard logs woken."""
+        self.metrics.sync_round.observe(elapsed_s)
+        self.internal_topics.wake()
+
     async def _load_shards(self, family: ShardFamily[Any]) -> None:
         """Load a family of coordinator shards (the group or the transaction coordinator's)."""
         try:
@@ -356,6 +383,7 @@ class Server:
         for topic in self.topics.topics():
             for partition in topic.partitions:
                 wake_waiters(partition)
+        self.internal_topics.wake(every=True)
         deadline = self.config.shutdown_timeout_ms / 1000
         idle = [c.idle.wait() for c in list(self.connections)]
         if idle:

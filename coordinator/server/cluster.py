@@ -8,11 +8,17 @@ from typing import Any
 from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 
+from ..runtime.partitioning import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from .context import GroupContext
 from .txn_api import init_transactional_producer_id
 
 COORDINATOR_GROUP = 0
 COORDINATOR_TRANSACTION = 1
+# The internal topic Kafka creates on the first FindCoordinator of each key type.
+_INTERNAL_TOPIC_OF = {
+    COORDINATOR_GROUP: OFFSETS_TOPIC,
+    COORDINATOR_TRANSACTION: TRANSACTION_STATE_TOPIC,
+}
 
 
 def handle_api_versions(ctx: GroupContext, request: Request) -> Any:
@@ -38,7 +44,8 @@ def api_versions_response(
 def handle_find_coordinator(ctx: GroupContext, request: Request) -> Any:
     """Emits this node for every group key and every transactional id (key type 1: the
     node coordinates every `__transaction_state` shard), v0-v3: one key; v4+: batched keys.
-    Errors: INVALID_REQUEST for an unknown key type."""
+    The key type's internal topic (__consumer_offsets, __transaction_state) is listed from
+    then on, as Kafka creates it then. Errors: INVALID_REQUEST for an unknown key type."""
     node = ctx.node
     version = request.api_version
     body = request.body
@@ -50,6 +57,9 @@ def handle_find_coordinator(ctx: GroupContext, request: Request) -> Any:
         return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}"
 
     key_type = getattr(body, "key_type", COORDINATOR_GROUP)
+    internal_topic = _INTERNAL_TOPIC_OF.get(key_type)
+    if internal_topic is not None:  # listed by Metadata from now on, as Kafka's
+        ctx.topics.mark_internal_created(internal_topic)
     if version < 4:
         error, message = answer(key_type)
         ok = error == ErrorCode.NONE

@@ -23,13 +23,18 @@ from groupcoord.protocol.errors import ErrorCode
 
 from ..config import Config
 from ..observability.logging import get_logger
-from ..runtime.partitioning import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from ..runtime.partitioning import INTERNAL_TOPIC_NAMES
 from .configs import TOPIC_CONFIG_BROKER_NAMES, TOPIC_CONFIGS, ConfigSpec
 from .context import TopicsContext
 from .kafka_broker_configs import DYNAMIC_BROKER_CONFIGS
 from .registry import Topic, TopicError, check_topic_name, collision_key
 
 log = get_logger("groupcoord.admin")
+
+# An internal topic is the coordinator's own state (topics/internal_topics.py): Kafka 4.4
+# (without an authorizer) deletes it or adds partitions to it when asked; its partition count
+# is the shard count here, fixed by the data directory (runtime/shard_count.py).
+_INTERNAL_REFUSED = "Cannot {verb} internal topic {name}: it holds the coordinator's state."
 
 # DescribeConfigs ConfigSource values.
 SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
@@ -372,9 +377,8 @@ async def _create_topic(
     the topic and its partition count."""
     name = creatable.name
     check_topic_name(name)
-    # __consumer_offsets and __transaction_state exist as the coordinators' shard logs, as
-    # Kafka's internal topics (Kafka: TOPIC_ALREADY_EXISTS once they are created).
-    if ctx.topics.get(name) is not None or name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
+    # The internal topics exist as the coordinators' shard logs (internal_topics.py).
+    if ctx.topics.get(name) is not None or name in INTERNAL_TOPIC_NAMES:
         raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
     ctx.topics.check_collision(name)
     earlier = accepted.get(collision_key(name))
@@ -460,6 +464,7 @@ async def handle_delete_topics(ctx: TopicsContext, request: Request) -> Any:
     (v6) and error.
     Errors per topic: UNKNOWN_TOPIC_OR_PARTITION (by name), UNKNOWN_TOPIC_ID (by id),
     INVALID_REQUEST (named twice, both or neither of name and id given),
+    INVALID_TOPIC_EXCEPTION (an internal topic: _INTERNAL_REFUSED says why),
     UNKNOWN_SERVER_ERROR (removing the data failed). Logs are closed and removed in steps
     (TopicRegistry.delete_in_steps)."""
     body = request.body
@@ -544,6 +549,16 @@ async def handle_delete_topics(ctx: TopicsContext, request: Request) -> Any:
                     )
                 )
                 continue
+        if topic.internal:
+            results.append(
+                result(
+                    name,
+                    ZERO_UUID if name is not None else topic.topic_id,
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    _INTERNAL_REFUSED.format(verb="delete", name=topic.name),
+                )
+            )
+            continue
         try:
             await ctx.topics.delete_in_steps(topic)
         except TopicError as e:  # a request before this one deleted it meanwhile
@@ -575,6 +590,7 @@ async def handle_create_partitions(ctx: TopicsContext, request: Request) -> Any:
     """Raises each topic's partition count to `count` (validate_only: only checks). Emits per
     topic its error and message.
     Errors per topic: INVALID_REQUEST (named twice), UNKNOWN_TOPIC_OR_PARTITION,
+    INVALID_TOPIC_EXCEPTION (an internal topic: _INTERNAL_REFUSED says why),
     INVALID_PARTITIONS (not an increase, or too many), INVALID_REPLICA_ASSIGNMENT (assignment
     count differs from the partitions added, or names a broker other than this node),
     UNKNOWN_SERVER_ERROR (the disk write failed: the topic keeps its partition count)."""
@@ -604,6 +620,15 @@ async def handle_create_partitions(ctx: TopicsContext, request: Request) -> Any:
                     name,
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     "This server does not host this topic-partition.",
+                )
+            )
+            continue
+        if topic.internal:
+            results.append(
+                result(
+                    name,
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    _INTERNAL_REFUSED.format(verb="add partitions to", name=name),
                 )
             )
             continue

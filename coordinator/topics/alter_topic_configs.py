@@ -22,8 +22,8 @@ def alter_topic_configs(ctx: TopicsContext, resource: Any, validate_only: bool) 
     """Apply `resource`'s operations to its topic. Raises AlterError or TopicError:
     INVALID_CONFIG (APPEND/SUBTRACT on a config that is not a list, an unknown name or a bad
     value in the resulting set), INVALID_REQUEST (empty name), INVALID_TOPIC_EXCEPTION
-    (illegal name), UNKNOWN_TOPIC_OR_PARTITION; OSError when topics.json cannot be written
-    (the old configs stay in force)."""
+    (illegal name; an internal topic), UNKNOWN_TOPIC_OR_PARTITION; OSError when topics.json
+    cannot be written (the old configs stay in force)."""
     registry = ctx.topics
     name = resource.resource_name
     topic = registry.get(name) if name else None
@@ -44,6 +44,13 @@ def alter_topic_configs(ctx: TopicsContext, resource: Any, validate_only: bool) 
     if topic is None:
         raise AlterError(
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+        )
+    if topic.internal:
+        # Kafka 4.4 alters them; here their settings are the server's (offsets_segment_bytes,
+        # ...) and their cleanup is the coordinator's own compaction.
+        raise AlterError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Cannot alter the configs of internal topic {name}: they are the server's settings.",
         )
     before = dict(topic.configs)
     registry.alter_configs(topic, overrides, validate_only=validate_only)

@@ -16,7 +16,8 @@ records): UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (v13+), OFFSET_OUT_OF_RAN
 log start offset or past the log end), CORRUPT_MESSAGE (the batch at the fetch offset is
 damaged on disk: never served; the batches before it are, and the error is logged and
 counted once, observability/storage_damage.py), FETCH_SESSION_ID_NOT_FOUND (a session id we
-never issued).
+never issued), NOT_LEADER_OR_FOLLOWER (an internal topic's shard log is not open yet,
+internal_topics.py: the client retries).
 """
 
 from __future__ import annotations
@@ -111,24 +112,15 @@ def _read(ctx: TopicsContext, request: Request) -> tuple[Any, int, list[Partitio
             if topic is None or not 0 <= index < len(topic.partitions):
                 error = unknown if topic is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 errors = True
-                # Kafka's FetchResponse.partitionResponse(error): the schema's defaults, so
-                # an empty record set and no aborted transactions ([], not null).
-                partitions.append(
-                    build(
-                        m.PartitionData,
-                        partition_index=index,
-                        error_code=error,
-                        high_watermark=-1,
-                        last_stable_offset=-1,
-                        log_start_offset=-1,
-                        aborted_transactions=(),
-                        records=b"",
-                    )
-                )
+                partitions.append(_error(m, index, error))
                 continue
             partition = topic.partitions[index]
-            seen.append(partition)
             log = partition.log
+            if log is None:  # an internal topic's shard log not open yet: retriable
+                errors = True
+                partitions.append(_error(m, index, ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                continue
+            seen.append(partition)
             high_watermark = partition.high_watermark
             producers = partition.producers
             # Without transactions (the common case) the LSO is the high watermark: not
@@ -212,6 +204,21 @@ def _read(ctx: TopicsContext, request: Request) -> tuple[Any, int, list[Partitio
         m.FetchResponse, error_code=ErrorCode.NONE, session_id=0, responses=tuple(topics)
     )
     return response, total, seen, errors
+
+
+def _error(m: Any, index: int, error: ErrorCode) -> Any:
+    """Kafka's FetchResponse.partitionResponse(error): the schema's defaults, so an empty
+    record set and no aborted transactions ([], not null)."""
+    return build(
+        m.PartitionData,
+        partition_index=index,
+        error_code=error,
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
+        aborted_transactions=(),
+        records=b"",
+    )
 
 
 def _aborted(

@@ -9,7 +9,8 @@ every offset found is of leader epoch 0). A record of a batch
 stamped LogAppendTime has the batch's append time as its timestamp. read_committed readers
 (isolation_level 1, v2+) get the last stable offset for -1, and the lookups by timestamp
 find nothing at or past it (Kafka's fetchOffsetForTimestamp).
-Errors: UNKNOWN_TOPIC_OR_PARTITION.
+Errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (an internal topic's shard log
+is not open yet: retriable).
 """
 
 from __future__ import annotations
@@ -67,11 +68,17 @@ def handle_list_offsets(ctx: TopicsContext, request: Request) -> Any:
         for lp in list_topic.partitions:
             index = lp.partition_index
             if topic is None or not 0 <= index < len(topic.partitions):
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif topic.partitions[index].log is None:  # an internal topic's shard not open
+                error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            else:
+                error = ErrorCode.NONE
+            if error != ErrorCode.NONE:
                 partitions.append(
                     build(
                         m.ListOffsetsPartitionResponse,
                         partition_index=index,
-                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_code=error,
                         timestamp=-1,
                         offset=-1,
                         leader_epoch=-1,

@@ -4,7 +4,9 @@ node that leads every partition.
 Every partition is led by this node at leader epoch 0, with this node as its only replica and
 in-sync replica. Topic ids are the registry's real UUIDs, so Java consumers move to Fetch
 v13+ (topic ids). Authorized operations are INT32_MIN ("not requested") unless asked for;
-when asked for, everything is allowed (there is no authorizer).
+when asked for, everything is allowed (there is no authorizer). The coordinators' shard
+logs are listed as Kafka's internal topics (is_internal) once they exist
+(internal_topics.py).
 """
 
 from __future__ import annotations
@@ -26,14 +28,12 @@ from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import LEADER_EPOCH
 
 from ..observability.logging import get_logger
+from ..runtime.partitioning import INTERNAL_TOPIC_NAMES
 from .context import TopicsContext
 from .registry import Topic, TopicError, check_topic_name
 
 log = get_logger("groupcoord.metadata")
 
-# Internal topic names are never auto-created as data topics: Kafka creates them itself with
-# their own layout, and the group coordinator keeps its offsets elsewhere.
-_NOT_AUTO_CREATED = frozenset({"__consumer_offsets", "__transaction_state"})
 
 # Kafka's EndpointType (DescribeCluster v1+).
 ENDPOINT_BROKER = 1
@@ -113,7 +113,7 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
             error_code=ErrorCode.NONE,
             name=topic.name,
             topic_id=topic.topic_id,
-            is_internal=False,
+            is_internal=topic.internal,
             partitions=_partitions(m.MetadataResponsePartition, topic, node.node_id),
             topic_authorized_operations=topic_ops,
         )
@@ -147,7 +147,7 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
         )
     topics: list[Any] = []
     if all_topics:
-        topics = [found(t) for t in sorted(ctx.topics.topics(), key=lambda t: t.name)]
+        topics = [found(t) for t in sorted(ctx.topics.listed_topics(), key=lambda t: t.name)]
     else:
         allow_auto = getattr(body, "allow_auto_topic_creation", True)
         seen: set[object] = set()
@@ -206,7 +206,17 @@ def _unknown_topic(
         check_topic_name(name)
     except TopicError:
         return ErrorCode.INVALID_TOPIC_EXCEPTION, None
-    if not (allow_auto and ctx.settings.auto_create_topics) or name in _NOT_AUTO_CREATED:
+    if name in INTERNAL_TOPIC_NAMES:
+        # Never a data topic: the coordinators' shard logs. Kafka's AutoTopicCreationManager
+        # creates an internal topic when a Metadata request allowing auto-creation names it
+        # (whatever auto.create.topics.enable says): listed from then on.
+        if allow_auto:
+            ctx.topics.mark_internal_created(name)
+            topic = ctx.topics.get(name)
+            if topic is not None:
+                return ErrorCode.NONE, topic
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+    if not (allow_auto and ctx.settings.auto_create_topics):
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
     try:
         topic = ctx.topics.create(name, ctx.settings.default_partitions, {})
@@ -316,7 +326,7 @@ def handle_describe_topic_partitions(ctx: TopicsContext, request: Request) -> An
         )
 
     if fetch_all:
-        names = {t.name for t in ctx.topics.topics() if t.name >= cursor_name}
+        names = {t.name for t in ctx.topics.listed_topics() if t.name >= cursor_name}
     else:
         names = {t.name for t in body.topics if t.name >= cursor_name}
         if cursor is not None and cursor.topic_name not in names:
@@ -373,7 +383,7 @@ def handle_describe_topic_partitions(ctx: TopicsContext, request: Request) -> An
                 error_code=ErrorCode.NONE,
                 name=name,
                 topic_id=topic.topic_id,
-                is_internal=False,
+                is_internal=topic.internal,
                 partitions=partitions,
                 topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
             )

@@ -7,7 +7,8 @@ then answers once the appended data is durable (one group-commit fsync covers ev
 made meanwhile), with log_append_time for LogAppendTime topics (and, as Kafka, for a
 duplicate of an idempotent producer's batch: its original's max timestamp). acks=0 gets no response;
 its data is flushed all the same.
-Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE (bad CRC, length or
+Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (an internal
+topic: __consumer_offsets, __transaction_state), CORRUPT_MESSAGE (bad CRC, length or
 magic), MESSAGE_TOO_LARGE (also once recompressed), INVALID_RECORD (empty, records that
 cannot be decoded or decompressed, or, with
 record_errors, records without a key on a compacted topic; a control batch; a
@@ -105,6 +106,9 @@ def handle_produce(ctx: TopicsContext, request: Request) -> Any:
                 result.error = ErrorCode.INVALID_REQUIRED_ACKS
             elif topic is None or not 0 <= data.index < len(topic.partitions):
                 result.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif topic.internal:  # Kafka's ReplicaManager: clients never append to these
+                result.error = ErrorCode.INVALID_TOPIC_EXCEPTION
+                result.message = f"Cannot append to internal topic {name}"
             else:
                 _append(ctx, topic.partitions[data.index], data.records, result)
         results.append((name, partition_results))

@@ -112,6 +112,13 @@ class Topic:
     topic_id: uuid.UUID
     configs: dict[str, str]
     partitions: list[Partition] = field(default_factory=list)
+    # A coordinator's shard logs served read-only (internal_topics.py): Metadata's
+    # is_internal; Produce, DeleteTopics, CreatePartitions and config changes refuse it.
+    internal: bool = False
+
+    def exists(self) -> bool:
+        """Whether clients see the topic (an internal topic: once Kafka would have made it)."""
+        return True
 
     def config_value(self, name: str, config: Config) -> str:
         value = self.configs.get(name)
@@ -137,6 +144,11 @@ class TopicRegistry:
         self.version = 1
         self._changes = asyncio.Lock()  # creations, extensions and deletions take turns
         self._changing: set[str] = set()  # topics being created or deleted in steps
+        # The coordinators' shard logs as internal topics (add_internal): served by `get`,
+        # `get_by_id` and `listed_topics`, never by `topics()` (retention, compaction and
+        # the topic image iterate those), `partition()` (writers) or topics.json.
+        self._internal: dict[str, Topic] = {}
+        self._internal_by_id: dict[uuid.UUID, Topic] = {}
 
     # lifecycle ---------------------------------------------------------------------------
 
@@ -178,10 +190,38 @@ class TopicRegistry:
     # queries -----------------------------------------------------------------------------
 
     def get(self, name: str) -> Topic | None:
-        return self.by_name.get(name)
+        """The topic `name` (an internal topic once it exists), else None."""
+        topic = self.by_name.get(name)
+        if topic is None and self._internal:
+            topic = self._internal.get(name)
+            if topic is not None and not topic.exists():
+                return None
+        return topic
 
     def get_by_id(self, topic_id: uuid.UUID) -> Topic | None:
-        return self.by_id.get(topic_id)
+        topic = self.by_id.get(topic_id)
+        if topic is None and self._internal_by_id:
+            topic = self._internal_by_id.get(topic_id)
+            if topic is not None and not topic.exists():
+                return None
+        return topic
+
+    def listed_topics(self) -> list[Topic]:
+        """What Metadata lists: the data topics and the internal topics that exist."""
+        return [*self.by_name.values(), *(t for t in self._internal.values() if t.exists())]
+
+    def add_internal(self, topic: Topic) -> None:
+        """Serve a read-only internal topic (internal_topics.py); its name is reserved."""
+        self._internal[topic.name] = topic
+        self._internal_by_id[topic.topic_id] = topic
+        self._by_collision_key.setdefault(collision_key(topic.name), set()).add(topic.name)
+
+    def mark_internal_created(self, name: str) -> None:
+        """FindCoordinator asked for the internal topic's coordinator: as Kafka, which
+        creates the topic then, list it from now on."""
+        topic = self._internal.get(name)
+        if topic is not None:
+            topic.created = True  # type: ignore[attr-defined]
 
     def partition(self, name: str, index: int) -> Partition | None:
         topic = self.by_name.get(name)
@@ -468,7 +508,7 @@ class TopicRegistry:
         from groupcoord.protocol.errors import ErrorCode
 
         check_topic_name(name)
-        if name in self.by_name:
+        if name in self.by_name or name in self._internal:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if name in self._changing:
             raise TopicError(

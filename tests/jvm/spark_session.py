@@ -31,7 +31,7 @@ DRIVER_MEMORY = "512m"
 # Short jobs on small data: the C1 compiler only and one GC thread halve the JVM's CPU over
 # the module (34 s against 69 s with C2 and G1, measured on the 2-core machine).
 JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-INSTALL_HINT = "pip install -e '.[test]' (it pins pyspark to the connector's version)"
+INSTALL_HINT = "pip install -e '.[test]' (its spark extra pins pyspark to the connector's version)"
 
 
 class SparkUnavailable(RuntimeError):

@@ -545,7 +545,14 @@ def test_stream_to_topic(brokers: dict[str, str], spark: Any, tmp_path: Path) ->
 
 
 def test_pyspark_pin_matches_the_connector() -> None:
-    """pyproject's test extra pins the pyspark whose Spark the connector of pom.xml is for."""
+    """pyproject's spark extra pins the pyspark whose Spark the connector of pom.xml is
+    for, and is the only pin: the test extra takes it from there."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    pins = [dep for dep in project["optional-dependencies"]["test"] if dep.startswith("pyspark")]
-    assert pins == [f"pyspark=={connector_spark_version()}"], pins
+    extras = project["optional-dependencies"]
+    pins = {
+        extra: [dep for dep in deps if dep.startswith("pyspark")] for extra, deps in extras.items()
+    }
+    assert {extra: deps for extra, deps in pins.items() if deps} == {
+        "spark": [f"pyspark=={connector_spark_version()}"]
+    }, pins
+    assert "groupcoord[spark]" in extras["test"]
