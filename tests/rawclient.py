@@ -3,32 +3,16 @@ library sends on demand (replaying Spark's sequence, fuzzing, KIP-814 JoinGroup 
 
 from __future__ import annotations
 
-import io
 import socket
 import struct
 from typing import Any
 
-from kio.serial import entity_reader, entity_writer
+from groupcoord.protocol.api import request_schema
+from groupcoord.protocol.client_codec import decode_response, encode_request
 
-from groupcoord.protocol.api import request_schema, response_schema
+__all__ = ["RawClient", "encode_request", "request_class"]
 
 _SIZE = struct.Struct(">i")
-
-
-def encode_request(
-    api_key: int, version: int, correlation_id: int, body: Any, client_id: str = "rawclient"
-) -> bytes:
-    cls = type(body)
-    flexible_header = cls.__header_schema__.__version__ >= 2
-    buf = io.BytesIO()
-    buf.write(struct.pack(">hhi", api_key, version, correlation_id))
-    encoded = client_id.encode()
-    buf.write(struct.pack(">h", len(encoded)) + encoded)
-    if flexible_header:
-        buf.write(b"\x00")
-    entity_writer(cls)(buf, body)
-    payload = buf.getvalue()
-    return _SIZE.pack(len(payload)) + payload
 
 
 class RawClient:
@@ -67,14 +51,8 @@ class RawClient:
         """Send one request and decode its response (response header v0/v1 handled)."""
         self.correlation_id += 1
         self.send(encode_request(api_key, version, self.correlation_id, body))
-        frame = self.recv_frame()
-        correlation_id = struct.unpack_from(">i", frame, 0)[0]
+        correlation_id, value = decode_response(api_key, version, self.recv_frame())
         assert correlation_id == self.correlation_id, (correlation_id, self.correlation_id)
-        cls = response_schema(api_key, version)
-        pos = 4
-        if cls.__flexible__ and api_key != 18:
-            pos += 1  # empty tagged fields of response header v1
-        value, _ = entity_reader(cls)(frame, pos)
         return value
 
 
