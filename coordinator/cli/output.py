@@ -34,11 +34,12 @@ def kafka_table(
     header: Sequence[str],
     rows: Sequence[Sequence[object]],
     widths: Sequence[int | None],
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> None:
     """Print as kafka-consumer-groups.sh does: each line starts with a newline, columns are
     left-justified to `widths` (None: grown to the longest value, at least 15; the last
     column is never padded), and a newline ends the table."""
+    out = out or sys.stdout
     text_rows = [[cell(v) for v in row] for row in rows]
     sized = [
         w if w is not None else max([15, len(h), *(len(r[i]) for r in text_rows)])
@@ -53,8 +54,8 @@ def kafka_table(
     out.write("\n")
 
 
-def print_json(value: Any, out: TextIO = sys.stdout) -> None:
-    out.write(json.dumps(value, indent=2, sort_keys=False) + "\n")
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, sort_keys=False) + "\n")
 
 
 def error(message: str) -> None:
