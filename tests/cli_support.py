@@ -157,6 +157,22 @@ def run_scenario(bootstrap: str, group: str, protocol: str) -> dict[str, Any]:
         assert live.code == 0, live.err
         seen["describe_live"] = describe_rows(live.out)
         assert seen["describe_live"] == expected_rows(group, live=True), live.out
+        members = cli(bootstrap, "groups", "describe", group, "--members")
+        assert members.code == 0, members.err
+        seen["describe_members"] = [line.split() for line in members.out.splitlines() if line]
+        header, (row,) = seen["describe_members"][0], seen["describe_members"][1:]
+        assert header == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        assert (row[0], row[3:]) == (group, [CLIENT_ID, "3"]), members.out
+        row[1:3] = ["<member-id>", "<host>"]
+        state = cli(bootstrap, "groups", "describe", group, "--state")
+        assert state.code == 0, state.err
+        seen["describe_state"] = [line.split() for line in state.out.splitlines() if line]
+        assert seen["describe_state"][0] == [
+            "GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"
+        ]  # fmt: skip
+        row = seen["describe_state"][1]
+        assert (row[0], row[4:]) == (group, ["Stable", "1"]), state.out
+        row[1] = "<coordinator>"
         described = cli(bootstrap, "groups", "describe", group, "--json").json()
         assert described["state"] == "Stable"
         assert described["type"] == protocol

@@ -65,6 +65,18 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="members, assignments, committed offsets and lag of a group",
     )
     p.add_argument("group")
+    view = p.add_mutually_exclusive_group()
+    view.add_argument(
+        "--offsets",
+        action="store_true",
+        help="partitions: committed offset, log end offset, LAG, owner (the default)",
+    )
+    view.add_argument(
+        "--members", action="store_true", help="members: host, client id, partitions owned"
+    )
+    view.add_argument(
+        "--state", action="store_true", help="state, coordinator, assignor, member count"
+    )
     p.set_defaults(run=describe, uses="kafka")
 
     p = cmds.add_parser(
@@ -190,6 +202,26 @@ def describe(args: argparse.Namespace, client: AdminClient) -> int:
     if group.state == "Dead":
         error(f"consumer group {args.group!r} does not exist")
         return Exit.KAFKA_ERROR
+    if not args.json and (args.members or args.state):
+        _warn_state(group)
+        if args.members:
+            _print_members(group)
+        else:
+            host, port = client.broker(group.coordinator)
+            kafka_table(
+                ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
+                [
+                    (
+                        group.group_id,
+                        f"{host}:{port}  ({group.coordinator})",
+                        group.protocol or None,
+                        group.state,
+                        len(group.members),
+                    )
+                ],
+                (None, max(25, len(f"{host}:{port}  ({group.coordinator})")), 20, 20, None),
+            )
+        return Exit.OK
     committed = client.committed(args.group, group.coordinator)
     partitions = group_view.partitions_of(group, committed)
     log_end = client.list_offsets(partitions, offset_reset.LATEST) if partitions else {}
@@ -197,10 +229,7 @@ def describe(args: argparse.Namespace, client: AdminClient) -> int:
     if args.json:
         print_json(group_view.describe_json(group, rows))
         return Exit.OK
-    if group.state == "Empty":
-        print(f"\nConsumer group '{args.group}' has no active members.", file=sys.stderr)
-    elif group.state in group_view.REBALANCING:
-        print(f"\nWarning: Consumer group '{args.group}' is rebalancing.", file=sys.stderr)
+    _warn_state(group)
     if rows:
         kafka_table(
             (
@@ -231,6 +260,32 @@ def describe(args: argparse.Namespace, client: AdminClient) -> int:
             (None, None, 10, 15, 15, 15, None, None, None),
         )
     return Exit.OK
+
+
+def _warn_state(group: group_view.Group) -> None:
+    """What Kafka's tool says on stderr of an empty or rebalancing group."""
+    if group.state == "Empty":
+        print(f"\nConsumer group '{group.group_id}' has no active members.", file=sys.stderr)
+    elif group.state in group_view.REBALANCING:
+        print(f"\nWarning: Consumer group '{group.group_id}' is rebalancing.", file=sys.stderr)
+
+
+def _print_members(group: group_view.Group) -> None:
+    """kafka-consumer-groups.sh --describe --members: GROUP-INSTANCE-ID only when a member
+    has one."""
+    static = any(m.instance_id for m in group.members)
+    header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+    widths: list[int | None] = [None, None, None, None, None]
+    if static:
+        header.insert(2, "GROUP-INSTANCE-ID")
+        widths.insert(2, max([17, *(len(m.instance_id or "") for m in group.members)]))
+    rows = []
+    for m in group.members:
+        row: list[object] = [group.group_id, m.member_id, m.host, m.client_id]
+        if static:
+            row.insert(2, m.instance_id or "")
+        rows.append([*row, len(set(m.assignment))])
+    kafka_table(header, rows, widths)
 
 
 # -- timeline ---------------------------------------------------------------------------

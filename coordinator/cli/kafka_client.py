@@ -216,6 +216,12 @@ class AdminClient:
                     out[(topic.name, p.partition_index)] = p.leader_id
         return out
 
+    def broker(self, node: int) -> tuple[str, int]:
+        """(host, port) of a broker the client has heard of."""
+        if node not in self._brokers:
+            self.metadata([])
+        return self._brokers.get(node, ("?", -1))
+
     def coordinator(self, group: str) -> int:
         response = self.send(ApiKey.FIND_COORDINATOR, key_type=0, coordinator_keys=(group,))
         (found,) = response.coordinators
