@@ -5,9 +5,11 @@ runs against Apache Kafka in tests/jvm/test_cli_vs_kafka.py."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from tests.cli_support import cli, produce_topics, run_scenario
+from tests.cli_support import cli, cli_process, produce_topics, run_scenario
 from tests.support import ServerProcess, free_port
 
 
@@ -60,9 +62,13 @@ def test_list_delete_topics_and_exit_codes(server: ServerProcess) -> None:
     assert cli(b, "topics", "list").out.split() == ["orders"]
     assert cli(b, "topics", "describe", "audit").code == 1
 
-    # Exit codes: usage 2, server unreachable 3.
-    assert cli(b, "groups", "reset-offsets", "g1", "--all-topics").code == 2
+    # Exit codes of the command a user runs: ok 0, Kafka error 1, usage 2, unreachable 3.
+    done = cli_process(b, "groups", "describe", "g1", "--json")
+    assert done.code == 1 and "does not exist" in done.err  # deleted above
+    done = cli_process(b, "topics", "describe", "orders", "--json")
+    assert done.code == 0 and json.loads(done.out)[0]["partition_count"] == 3
+    assert cli_process(b, "groups", "reset-offsets", "g1", "--all-topics").code == 2
     assert cli(b, "groups", "describe").code == 2
     assert cli(b, "groups", "list", "--state", "sleepy").code == 2
-    unreachable = cli(f"127.0.0.1:{free_port()}", "groups", "list")
+    unreachable = cli_process(f"127.0.0.1:{free_port()}", "groups", "list")
     assert unreachable.code == 3 and "cannot connect" in unreachable.err

@@ -16,6 +16,7 @@ from tests.support import serving
 pytestmark = [pytest.mark.jvm]
 
 
+@pytest.mark.timeout(900)  # two servers, two groups each, a 3 s initial rebalance delay
 def test_the_cli_says_the_same_of_kafka_and_of_groupcoord(
     reference_kafka: KafkaBroker, tmp_path: Path
 ) -> None:
