@@ -276,9 +276,15 @@ class AdminClient:
     # -- groups --------------------------------------------------------------------------
 
     def list_groups(self, states: tuple[str, ...] = (), types: tuple[str, ...] = ()) -> list[Any]:
-        response = self.send(ApiKey.LIST_GROUPS, states_filter=states, types_filter=types)
-        check(response.error_code, what="ListGroups")
-        return list(response.groups)
+        """The groups of every broker (each lists those it coordinates), as Kafka's admin
+        client asks."""
+        self.metadata([])
+        groups = []
+        for node in sorted(self._brokers):
+            response = self.send(ApiKey.LIST_GROUPS, node, states_filter=states, types_filter=types)
+            check(response.error_code, what=f"ListGroups (broker {node})")
+            groups.extend(response.groups)
+        return groups
 
     def describe_classic(self, group: str, node: int) -> Any:
         response = self.send(ApiKey.DESCRIBE_GROUPS, node, groups=(group,))
