@@ -6,9 +6,11 @@ them, in groups/config.py: here they are only declared, and checked through it."
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import re
 import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -433,10 +435,8 @@ class Config:
 
     @property
     def advertised_address(self) -> tuple[str, int]:
-        host, port = split_host_port(self.advertised_listener or self.listen)
-        if host in ("0.0.0.0", "::", ""):
-            host = "127.0.0.1"
-        return host, port
+        """Where clients are told to connect; `validate` refuses a wildcard host here."""
+        return split_host_port(self.advertised_listener or self.listen)
 
     @property
     def listener_specs(self) -> list[ListenerSpec]:
@@ -462,6 +462,12 @@ class Config:
 
 
 ENV_PREFIX = "GROUPCOORD_"
+# GROUPCOORD_* variables that are not settings: the file of settings, and the test and
+# benchmark harnesses' own (the server inherits the environment of the test that starts it).
+ENV_NOT_SETTINGS = (ENV_PREFIX + "CONFIG",)
+ENV_HARNESS_PREFIXES = (ENV_PREFIX + "TEST_", ENV_PREFIX + "BENCH_")
+# Hosts that mean "every interface": a listener may bind them, clients cannot connect to them.
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
 def _coerce(name: str, kind: Any, value: Any) -> Any:
@@ -503,8 +509,11 @@ def load_config(
         for key, value in data.items():
             name = key.replace("-", "_")
             if name not in known:
-                raise ConfigError(f"unknown setting {key!r} in {file}")
+                raise ConfigError(
+                    f"unknown setting {key!r} in {file}; did you mean {closest(name, known)!r}?"
+                )
             values[name] = _coerce(name, known[name], value)
+    check_environment(environ, known)
     for name, kind in known.items():
         env = environ.get(ENV_PREFIX + name.upper())
         if env is not None:
@@ -517,9 +526,67 @@ def load_config(
     return config
 
 
+def closest(name: str, candidates: Iterable[str]) -> str:
+    """The candidate spelled most like `name` (for "did you mean ...?")."""
+    options = sorted(candidates)
+    return (difflib.get_close_matches(name, options, n=1, cutoff=0.0) or options)[0]
+
+
+def check_environment(environ: Mapping[str, str], known: Iterable[str]) -> None:
+    """Refuse a GROUPCOORD_* variable that names no setting: a misspelt one would otherwise
+    leave its setting at the default without a word."""
+    names = {ENV_PREFIX + name.upper() for name in known}
+    for key in sorted(environ):
+        if not key.startswith(ENV_PREFIX) or key in names or key in ENV_NOT_SETTINGS:
+            continue
+        if key.startswith(ENV_HARNESS_PREFIXES):
+            continue
+        raise ConfigError(
+            f"unknown environment variable {key}; did you mean {closest(key, names)}? "
+            "(groupcoord serve --help lists the settings)"
+        )
+
+
+def check_advertised(config: Config) -> None:
+    """Clients connect to the advertised host: a wildcard there would send them to whatever
+    server listens on their own machine (Kafka refuses it too)."""
+    host, _ = config.advertised_address
+    if host not in WILDCARD_HOSTS:
+        return
+    where = (
+        f"advertised_listener is {config.advertised_listener!r}"
+        if config.advertised_listener
+        else f"listen is {config.listen!r} and advertised_listener is not set"
+    )
+    raise ConfigError(
+        f"{where}: clients cannot connect to the non-routable address {host or '0.0.0.0'!r}. "
+        f"Set advertised_listener ({ENV_PREFIX}ADVERTISED_LISTENER, --advertised-listener) "
+        "to the HOST:PORT clients reach this server at, e.g. localhost:9092 or the "
+        "machine's name (Kafka: advertised.listeners)"
+    )
+
+
+def check_min_max(config: Config) -> None:
+    """Every pair of settings NAME_min_X / NAME_max_X: the minimum must not exceed the
+    maximum (Kafka's GroupCoordinatorConfig requires the same of its pairs)."""
+    values = {f.name: getattr(config, f.name) for f in fields(Config)}
+    for low_name, low in values.items():
+        high_name = low_name.replace("_min_", "_max_")
+        if high_name == low_name or high_name not in values:
+            continue
+        high = values[high_name]
+        if isinstance(low, int) and isinstance(high, int) and low > high:
+            raise ConfigError(
+                f"{low_name} ({low}) exceeds {high_name} ({high}): the minimum must not "
+                "exceed the maximum"
+            )
+
+
 def validate(config: Config) -> None:
     # Parsing the addresses is the check: a bad HOST:PORT raises ConfigError here.
     _ = (config.listen_address, config.advertised_address)
+    check_advertised(config)
+    check_min_max(config)
     if config.metrics_listen:
         split_host_port(config.metrics_listen)
     positive = (

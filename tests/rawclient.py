@@ -3,32 +3,16 @@ library sends on demand (replaying Spark's sequence, fuzzing, KIP-814 JoinGroup 
 
 from __future__ import annotations
 
-import io
 import socket
 import struct
 from typing import Any
 
-from kio.serial import entity_reader, entity_writer
-
 from groupcoord.protocol.api import request_schema, response_schema
+from groupcoord.protocol.client_codec import decode_response, encode_request
+
+__all__ = ["RawClient", "encode_request", "request_class"]
 
 _SIZE = struct.Struct(">i")
-
-
-def encode_request(
-    api_key: int, version: int, correlation_id: int, body: Any, client_id: str = "rawclient"
-) -> bytes:
-    cls = type(body)
-    flexible_header = cls.__header_schema__.__version__ >= 2
-    buf = io.BytesIO()
-    buf.write(struct.pack(">hhi", api_key, version, correlation_id))
-    encoded = client_id.encode()
-    buf.write(struct.pack(">h", len(encoded)) + encoded)
-    if flexible_header:
-        buf.write(b"\x00")
-    entity_writer(cls)(buf, body)
-    payload = buf.getvalue()
-    return _SIZE.pack(len(payload)) + payload
 
 
 class RawClient:
@@ -65,12 +49,15 @@ class RawClient:
 
     def request(self, api_key: int, version: int, body: Any) -> Any:
         """Send one request and decode its response (response header v0/v1 handled)."""
-        frame, pos = self.request_frame(api_key, version, body)
-        value, _ = entity_reader(response_schema(api_key, version))(frame, pos)
+        self.correlation_id += 1
+        self.send(encode_request(api_key, version, self.correlation_id, body))
+        correlation_id, value = decode_response(api_key, version, self.recv_frame())
+        assert correlation_id == self.correlation_id, (correlation_id, self.correlation_id)
         return value
 
     def request_frame(self, api_key: int, version: int, body: Any) -> tuple[bytes, int]:
-        """Send one request; its response frame and where the body starts in it."""
+        """Send one request; its response frame and where the body starts in it (for
+        responses kio cannot decode)."""
         self.correlation_id += 1
         self.send(encode_request(api_key, version, self.correlation_id, body))
         frame = self.recv_frame()

@@ -42,6 +42,13 @@ def test_precedence_defaults_file_environment_overrides(tmp_path: Path) -> None:
         ({"GROUPCOORD_DEFAULT_PARTITIONS": "0"}, "positive"),
         ({"GROUPCOORD_AUTO_CREATE_TOPICS": "maybe"}, "boolean"),
         ({"GROUPCOORD_LOG_LEVEL": "loud"}, "log_level"),
+        ({"GROUPCOORD_LISTEN": "0.0.0.0:9092"}, "Set advertised_listener"),
+        ({"GROUPCOORD_LISTEN": ":9092"}, "Set advertised_listener"),
+        ({"GROUPCOORD_DATA_DIRECTORY": "/tmp"}, "did you mean GROUPCOORD_DATA_DIR"),
+        (
+            {"GROUPCOORD_GROUP_CONSUMER_MAX_SESSION_TIMEOUT_MS": "40000"},
+            r"group_consumer_min_session_timeout_ms \(45000\) exceeds",
+        ),
     ],
 )
 def test_bad_values_are_refused_with_a_clear_message(environ: dict[str, str], message: str) -> None:
@@ -54,6 +61,16 @@ def test_unknown_key_in_file_is_refused(tmp_path: Path) -> None:
     toml.write_text("no_such_setting = 1\n")
     with pytest.raises(ConfigError, match="unknown setting"):
         load_config(str(toml), environ={})
+    toml.write_text("data-directory = 1\n")
+    with pytest.raises(ConfigError, match="did you mean 'data_dir'"):
+        load_config(str(toml), environ={})
+
+
+def test_harness_variables_are_not_settings() -> None:
+    """The test and benchmark harnesses' GROUPCOORD_TEST_*/BENCH_* reach the servers they
+    start; they are theirs, not misspelt settings."""
+    env = {"GROUPCOORD_TEST_JAVA": "java", "GROUPCOORD_BENCH_CACHE": "/tmp"}
+    assert load_config(environ=env).listen == "127.0.0.1:9092"
 
 
 def test_help_documents_every_setting(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,9 +6,18 @@ non-root user with the data volume, both ports and a HEALTHCHECK on /health, and
 from __future__ import annotations
 
 import fnmatch
+import re
 from pathlib import Path
 
+import pytest
+
+from groupcoord.coordinator.config import ConfigError, load_config
+
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _read(path: str) -> str:
+    return (ROOT / path).read_text()
 
 
 def instructions() -> list[tuple[str, str]]:
@@ -57,3 +66,37 @@ def test_dockerignore_keeps_what_the_dockerfile_copies() -> None:
         assert not ignored, f"{source} is left out of the build context by {ignored}"
     # Local state stays out of the context (a .venv is hundreds of MB, .git is history).
     assert {".git", ".venv"} <= set(patterns)
+
+
+def _image_environment() -> dict[str, str]:
+    """The GROUPCOORD_* variables the final stage's ENV sets."""
+    env = dict(final_stage())["ENV"]
+    return dict(item.split("=", 1) for item in env.split())
+
+
+def test_the_image_alone_refuses_to_advertise_its_wildcard_listener() -> None:
+    """The image listens on 0.0.0.0: without an advertised listener the server must not start
+    (clients would be told to connect to 0.0.0.0, i.e. to whatever serves on their own host)."""
+    with pytest.raises(ConfigError, match="GROUPCOORD_ADVERTISED_LISTENER"):
+        load_config(environ=_image_environment())
+
+
+@pytest.mark.parametrize(
+    "advertised",
+    [
+        # deploy/compose.yaml's environment.
+        re.search(r"GROUPCOORD_ADVERTISED_LISTENER: (\S+)", _read("deploy/compose.yaml")),
+        # deploy/docker-smoke.sh's `docker run -e`.
+        re.search(
+            r"-e GROUPCOORD_ADVERTISED_LISTENER=\"?([^\"\s]+)", _read("deploy/docker-smoke.sh")
+        ),
+        # The README's `docker run` example.
+        re.search(r"-e GROUPCOORD_ADVERTISED_LISTENER=(\S+)", _read("README.md")),
+    ],
+    ids=["compose", "docker-smoke", "readme"],
+)
+def test_the_deploy_examples_start(advertised: re.Match[str] | None) -> None:
+    assert advertised is not None, "the example sets GROUPCOORD_ADVERTISED_LISTENER"
+    value = advertised.group(1).replace("$port", "19092")
+    config = load_config(environ={**_image_environment(), "GROUPCOORD_ADVERTISED_LISTENER": value})
+    assert config.advertised_address[0] not in ("0.0.0.0", "::", "")

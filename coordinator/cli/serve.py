@@ -1,36 +1,35 @@
-"""`groupcoord` command line: `groupcoord serve [flags]`."""
+"""`groupcoord serve [flags]`: run the server."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from dataclasses import fields
+from typing import Any
 
-from .config import ENV_PREFIX, Config, ConfigError, load_config
+from ..config import ENV_PREFIX, Config, ConfigError, load_config
 
 
-def _parser() -> argparse.ArgumentParser:
+def settings_epilog() -> str:
     settings = "\n".join(
         f"  {f.name:<36} {ENV_PREFIX}{f.name.upper():<36} default {f.default!r}\n"
         f"  {'':<36} {f.metadata.get('help', '')}"
         for f in fields(Config)
     )
-    parser = argparse.ArgumentParser(
-        prog="groupcoord",
-        description="Kafka-protocol server: group coordinator and durable single-node data plane.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=(
-            "Every setting can come from a TOML file (--config), from an environment variable\n"
-            f"{ENV_PREFIX}<NAME>, or from a flag; flags win over the environment, which wins over\n"
-            "the file.\n\nSettings (TOML key, environment variable, default):\n" + settings
-        ),
+    return (
+        "Every setting can come from a TOML file (--config), from an environment variable\n"
+        f"{ENV_PREFIX}<NAME>, or from a flag; flags win over the environment, which wins over\n"
+        "the file.\n\nSettings (TOML key, environment variable, default):\n" + settings
     )
-    sub = parser.add_subparsers(dest="command")
-    serve = sub.add_parser(
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    serve: argparse.ArgumentParser = sub.add_parser(
         "serve",
         help="run the server",
+        description="Run the server.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=parser.epilog,
+        epilog=settings_epilog(),
     )
     serve.add_argument("--config", metavar="FILE", help="TOML file with settings")
     serve.add_argument("--listen", metavar="HOST:PORT", help="Kafka listener (127.0.0.1:9092)")
@@ -50,15 +49,11 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="any other setting, e.g. --set auto_create_topics=false",
     )
-    return parser
+    serve.set_defaults(run=run)
+    return serve
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.command != "serve":
-        parser.print_help()
-        return 0 if args.command is None and argv == [] else 2
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     overrides: dict[str, object] = {
         "listen": args.listen,
         "advertised_listener": args.advertised_listener,
@@ -77,14 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"groupcoord: {e}", file=sys.stderr)
         return 2
-    from .server.app import run
+    from ..server.app import run as run_server
 
     try:
-        return run(config)
+        return run_server(config)
     except ConfigError as e:  # found while starting: e.g. an assignor that is not installed
         print(f"groupcoord: {e}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
