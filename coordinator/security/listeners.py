@@ -91,7 +91,7 @@ def listener_specs(
     """The listeners to open, first the one named first. Empty `listeners`: one PLAINTEXT
     listener on `legacy_listen` (the `listen` setting) advertising `legacy_advertised`
     (the `advertised_listener` setting) when given. A listener without an advertised
-    address advertises its own, a wildcard host as 127.0.0.1. Raises ListenerError."""
+    address advertises its own; a wildcard host there is refused. Raises ListenerError."""
     mapping = parse_protocol_map(protocol_map)
     if listeners.strip():
         bound = parse_endpoints(listeners, "listeners")
@@ -121,8 +121,13 @@ def listener_specs(
             adv_host, adv_port = legacy_advertised
         else:
             adv_host, adv_port = host, port
-        if adv_host in ("0.0.0.0", "::", ""):
-            adv_host = "127.0.0.1"
+        if adv_host in ("0.0.0.0", "::", "") and listeners.strip():
+            # Clients cannot connect to a wildcard (Kafka refuses it too); the single
+            # listener of `listen` gets config.check_advertised's message instead.
+            raise ListenerError(
+                f"listener {name} binds {host or '0.0.0.0'!r}, which clients cannot connect "
+                f"to: give its address in advertised_listeners (Kafka: advertised.listeners)"
+            )
         specs.append(ListenerSpec(name, protocol, host or "0.0.0.0", port, adv_host, adv_port))
     ports = [s.port for s in specs if s.port]
     if len(ports) != len(set(ports)):

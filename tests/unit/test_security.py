@@ -154,6 +154,7 @@ def test_listener_settings() -> None:
         ("PLAINTEXT://:1,PLAINTEXT://:2", "", "PLAINTEXT:PLAINTEXT"),  # twice
         ("PLAINTEXT://:1", "SSL://x:2", "PLAINTEXT:PLAINTEXT"),  # advertised not a listener
         ("PLAINTEXT://:1", "PLAINTEXT://0.0.0.0:2", "PLAINTEXT:PLAINTEXT"),  # wildcard
+        ("PLAINTEXT://0.0.0.0:1", "", "PLAINTEXT:PLAINTEXT"),  # wildcard, not advertised
         ("PLAINTEXT://:1,SSL://:1", "", "PLAINTEXT:PLAINTEXT,SSL:SSL"),  # same port
         ("PLAINTEXT://:1", "", "PLAINTEXT:KERBEROS"),  # not a protocol
         ("PLAINTEXT:1", "", "PLAINTEXT:PLAINTEXT"),  # not NAME://HOST:PORT
@@ -162,7 +163,7 @@ def test_listener_settings() -> None:
         with pytest.raises(ListenerError):
             listener_specs(listeners, advertised, mapping, ("", 9092), None)
     with pytest.raises(ConfigError, match="ssl_certificate_file"):
-        load_config(overrides={"listeners": "SSL://:9093"}, environ={})
+        load_config(overrides={"listeners": "SSL://127.0.0.1:9093"}, environ={})
     with pytest.raises(ConfigError, match="ssl_truststore_file"):
         load_config(overrides={"ssl_client_auth": "required"}, environ={})
     with pytest.raises(ConfigError, match="GSSAPI"):
