@@ -247,7 +247,9 @@ class Server:
         if self.config.metrics_listen:
             from ..config import split_host_port
 
-            http = HttpEndpoint(self.metrics, self.health, self.refresh_gauges)
+            http = HttpEndpoint(
+                self.metrics, self.health, self.refresh_gauges, self.coordinator.timeline
+            )
             self._http = await Listener.start(
                 *split_host_port(self.config.metrics_listen),
                 lambda _host: http.protocol(),

@@ -529,6 +529,12 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions, RegexRefresh):
         gid = group.group_id
         new_id = member.member_id
         old_meta = group.metadata[old_id]
+        self.shard.events.cause(
+            gid,
+            old_id,
+            "member_fenced",
+            f"static member {old_meta.instance_id} rejoined as {new_id}",
+        )
         return [
             (ConsumerGroupCurrentMemberAssignmentKey(gid, old_id), None),
             (ConsumerGroupTargetAssignmentMemberKey(gid, old_id), None),
