@@ -65,8 +65,10 @@ def derive_classic(
         events.forget(group_id)
         return
     generation = new.generation
-    if old is None:
-        events.emit(group_id, "group_created", generation, None, "a JoinGroup", now_ms)
+    # Members came and went during the old generation (as when announced live).
+    old_generation = old.generation if old is not None else 0
+    if old is None and events.announced(group_id, "", "created") is None:
+        events.emit(group_id, "group_created", generation, None, "JoinGroup", now_ms)
     old_members = {m.member_id: m for m in old.members} if old is not None else {}
     new_members = {m.member_id: m for m in new.members}
     joined = [m for m in new.members if m.member_id not in old_members]
@@ -91,19 +93,20 @@ def derive_classic(
         else:
             event, cause = "member_left", _removed_cause(events)
         left[member.member_id] = cause
-        events.emit(group_id, event, generation, member.member_id, cause, now_ms, _classic(member))
+        events.emit(
+            group_id, event, old_generation, member.member_id, cause, now_ms, _classic(member)
+        )
     for member in joined:
         if events.announced(group_id, member.member_id, "joined") is None:
             events.emit(
                 group_id,
                 "member_joined",
-                generation,
+                old_generation,
                 member.member_id,
                 "JoinGroup",
                 now_ms,
                 _classic(member),
             )
-    old_generation = old.generation if old is not None else 0
     if new.members and generation != old_generation:
         moved = _classic_moves(old, new) if new.protocol_type == "consumer" else []
         cause = f"generation {generation}"
@@ -128,7 +131,7 @@ def derive_classic(
         )
     elif not new.members and old_members:
         events.emit(group_id, "group_emptied", generation, None, "no member left", now_ms)
-    events.settle(group_id)
+    events.settle(group_id, new_members)
 
 
 def _deleted_cause(events: GroupEvents) -> str:
@@ -222,7 +225,9 @@ def before_consumer(
             events.forget(group_id)
         elif value.epoch > epoch:
             cause = events.take_reasons(group_id, "the subscribed topics changed")
-            events.emit(group_id, "rebalance_started", value.epoch, None, cause, now_ms)
+            if group is not None and group.metadata:
+                # (An emptied group's epoch bump starts nothing: group_emptied said it.)
+                events.emit(group_id, "rebalance_started", value.epoch, None, cause, now_ms)
     elif kind is ConsumerGroupTargetAssignmentMemberKey:
         old = group.target.get(key.member_id, {}) if group is not None else {}
         _gather_moves(events, group_id, key.member_id, old, value)
@@ -306,6 +311,8 @@ def _assignment_changed(
     events: GroupEvents, topics: TopicImage, group: ConsumerGroup, epoch: int, now_ms: int
 ) -> None:
     moves = events.moves.pop(group.group_id, {})
+    if not group.metadata:
+        return  # the target of an emptied group: group_emptied said it
     changed = [(tp, move) for tp, move in moves.items() if move[0] != move[1]]
     revoked = sum(1 for _, move in changed if move[0] is not None)
     assigned = sum(1 for _, move in changed if move[1] is not None)

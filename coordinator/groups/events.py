@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,6 +125,8 @@ class GroupEvents:
             kind = "joined" if event == "member_joined" else "removed"
             self._announced.setdefault(group_id, {})[(member_id, kind)] = cause
             self.reason(group_id, f"{member_id} {event.removeprefix('member_')}: {cause}")
+        elif event == "group_created":
+            self._announced.setdefault(group_id, {})[("", "created")] = cause
         self.emit(group_id, event, generation_or_epoch, member_id, cause, now_ms, details)
 
     def announced(self, group_id: str, member_id: str, kind: str) -> str | None:
@@ -132,10 +134,18 @@ class GroupEvents:
         announced = self._announced.get(group_id)
         return None if announced is None else announced.get((member_id, kind))
 
-    def settle(self, group_id: str) -> None:
-        """The group's record was derived: what was announced for it is now written, and
-        the reasons gathered for its rebalance are spent."""
-        self._announced.pop(group_id, None)
+    def settle(self, group_id: str, members: Container[str]) -> None:
+        """The group's record, with these `members`, was derived: what it shows of the
+        announcements is written (a member joined and in it, any removal, the creation),
+        and the reasons gathered for its rebalance are spent. A member that joined and is
+        not in it yet (a new group's first record is written empty) stays announced."""
+        announced = self._announced.get(group_id)
+        if announced:
+            for member_id, kind in list(announced):
+                if kind != "joined" or member_id in members or (member_id, "removed") in announced:
+                    del announced[(member_id, kind)]
+            if not announced:
+                del self._announced[group_id]
         self._reasons.pop(group_id, None)
 
     def reason(self, group_id: str, why: str) -> None:

@@ -117,6 +117,7 @@ class ShardStats:
     offsets: int
     consumer_rebalances: int  # group epoch bumps from heartbeats
     completed_rebalances: int
+    classic_rebalances: Counter[str]  # started, by the state the group left
     commits: int
     expirations: int
     deletions: int
@@ -368,9 +369,8 @@ class GroupShard:
             consumer_groups=Counter(group.state().value for group in self.consumer_groups.values()),
             offsets=self.offsets.offset_count(),
             consumer_rebalances=self.consumer.rebalances,
-            # Kafka's classic-group-completed-rebalance sensor: ClassicGroupManager counts
-            # no completed rebalances yet, so this has always read 0.
-            completed_rebalances=0,
+            completed_rebalances=self.classic.completed_rebalances,
+            classic_rebalances=self.classic.rebalances_from,
             commits=self.offsets.commits,
             expirations=self.offsets.expirations,
             deletions=self.offsets.deletions,

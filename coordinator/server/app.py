@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from collections.abc import Coroutine
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from ..observability.coordinator_metrics import CoordinatorCollector
 from ..observability.http import HttpEndpoint
 from ..observability.logging import get_logger, setup_logging
 from ..observability.metrics import ServerMetrics
+from ..observability.runtime_metrics import RuntimeCollector
 from ..observability.storage_metrics import StorageCollector
 from ..runtime.gateway import GroupCoordinatorGateway
 from ..runtime.group_config_store import GroupConfigStore
@@ -148,6 +150,13 @@ class Server:
             config.transaction_max_timeout_ms,
         )
         self.txn_gateway = TxnCoordinatorGateway(self.txn_coordinator)
+        self.metrics.registry.register(
+            RuntimeCollector(
+                lambda: chain(
+                    self.coordinator.queued_events(), self.txn_coordinator.queued_events()
+                )
+            )
+        )
         self.connections: set[Connection] = set()
         self.frame_budget = FrameBudget(
             config.frames_per_loop_iteration_max, config.queued_request_bytes_max

@@ -30,6 +30,7 @@ removed while its SyncGroup is parked (LeaveGroup) gets UNKNOWN_MEMBER_ID for it
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -65,6 +66,7 @@ LEAVE_BATCH_VERSION = 3
 # Why members are removed by a request (events.py: the event and its cause).
 _MAX_SIZE = ("member_left", "removed: the group is at group.max.size")
 _LEFT = ("member_left", "LeaveGroup")
+
 DESCRIBE_GROUP_ID_NOT_FOUND_VERSION = 6
 
 
@@ -77,6 +79,10 @@ class ClassicGroupManager(RebalancePhases):
         # The last GroupMetadata value written (or replayed) per group: what a reload
         # would rebuild. Maintained for persisted_view() and the property tests.
         self._persisted: dict[str, GroupMetadataValue] = {}
+        # Kafka's CompletedRebalances sensor: the leader's assignment written, the group
+        # Stable; and the rebalances started, by the state the group left (ours).
+        self.completed_rebalances = 0
+        self.rebalances_from: Counter[str] = Counter()
 
     # ========================================================================================
     # JoinGroup
@@ -154,6 +160,9 @@ class ClassicGroupManager(RebalancePhases):
                 )
                 return result
             group = self.shard.get_or_create_classic_group(request.group_id, now_ms)
+            self.shard.events.announce(
+                group.group_id, "group_created", 0, None, "JoinGroup", now_ms
+            )
 
         if not self._accept_joining_member(group, request.member_id):
             self._remove_member(group, request.member_id, result, _MAX_SIZE, now_ms)
@@ -584,6 +593,7 @@ class ClassicGroupManager(RebalancePhases):
                 m.assignment = assignments[m.member_id]
             self._propagate_assignment(group, ErrorCode.NONE, result)
             group.transition(GroupState.STABLE, now_ms)
+            self.completed_rebalances += 1
         return result
 
     def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:

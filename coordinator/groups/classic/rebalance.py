@@ -10,6 +10,7 @@ expects.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from groupcoord.protocol.errors import ErrorCode
@@ -49,6 +50,7 @@ class RebalancePhases:
 
     shard: ShardView
     _persisted: dict[str, GroupMetadataValue]
+    rebalances_from: Counter[str]
 
     @property
     def _config(self) -> GroupConfig:
@@ -86,6 +88,7 @@ class RebalancePhases:
         self.shard.timer.cancel(sync_key(group.group_id))
         self.shard.events.rebalance_started(group.group_id, group.generation_id, now_ms)
 
+        self.rebalances_from[group.state.value] += 1
         initial = group.state is GroupState.EMPTY
         if initial:
             group.initial_join_started_ms = group.last_join_ms = now_ms
