@@ -113,3 +113,21 @@ def test_consumer_group_events_live_and_replayed_from_the_log() -> None:
     for e in replayed:
         if e.event == "member_left":
             assert e.cause.endswith("removed (left, or its session or rebalance timed out)")
+
+
+def test_a_member_fenced_by_its_epoch_is_an_event() -> None:
+    h = Harness({"foo": 2}, consumer_assignment_interval_ms=0)
+    a = Client(h, "a")
+    a.join(["foo"])
+    settle(h, a)
+    response = h.heartbeat(member_id="a", member_epoch=a.epoch + 5)
+    assert response.error_code == 110  # FENCED_MEMBER_EPOCH
+    timeline = h.shard.timeline(GROUP)
+    assert timeline is not None
+    fenced = timeline[-1]
+    assert (fenced.event, fenced.member_id, fenced.generation_or_epoch) == (
+        "member_fenced",
+        "a",
+        a.epoch + 5,
+    )
+    assert "greater member epoch" in fenced.cause

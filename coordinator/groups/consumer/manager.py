@@ -177,6 +177,16 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions, RegexRefresh):
             result = Result()
             # As Kafka's: a fresh response, MemberId null and MemberEpoch 0.
             response = HeartbeatResponse(error_code=e.error, error_message=e.message)
+            if e.error is ErrorCode.FENCED_MEMBER_EPOCH:
+                # Fenced by its epoch: it must give up its partitions and rejoin.
+                self.shard.events.emit(
+                    request.group_id,
+                    "member_fenced",
+                    request.member_epoch,
+                    request.member_id,
+                    e.message or "stale member epoch",
+                    now_ms,
+                )
         result.reply(reply, response)
         return result
 
