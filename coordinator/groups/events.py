@@ -35,7 +35,7 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Any
 
-MOVED_LISTED = 50  # moved partitions listed in an event's details (all are counted)
+MOVED_LISTED = 50  # partitions listed in an event's details (all are counted)
 
 
 @dataclass(slots=True)

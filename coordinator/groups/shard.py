@@ -50,7 +50,7 @@ from .consumer.change import HeartbeatError
 from .consumer.group import ConsumerGroup
 from .consumer.manager import ConsumerGroupManager
 from .event_records import after_consumer, before_consumer, derive_classic
-from .events import GroupEvent, GroupEvents
+from .events import MOVED_LISTED, GroupEvent, GroupEvents
 from .offsets import (
     OffsetCommitRequest,
     OffsetFetchRequest,
@@ -104,7 +104,7 @@ def offsets_reset(shard: GroupShard, group_id: str, records: list[Any], now_ms: 
             None,
             "OffsetCommit with no generation (admin request)",
             now_ms,
-            {"partitions": len(changed), "offsets": changed[:50]},
+            {"partitions": len(changed), "offsets": changed[:MOVED_LISTED]},
         )
 
 
@@ -184,7 +184,10 @@ class GroupShard:
                 None,
                 "OffsetDelete (admin request)",
                 now_ms,
-                {"partitions": len(deleted), "deleted": [list(tp) for tp in deleted[:50]]},
+                {
+                    "partitions": len(deleted),
+                    "deleted": [list(tp) for tp in deleted[:MOVED_LISTED]],
+                },
             )
         return result
 
