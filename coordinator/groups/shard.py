@@ -161,8 +161,11 @@ class GroupShard:
         A commit with no generation to a group without members is an admin's reset of its
         offsets (AdminClient.alterConsumerGroupOffsets): an offsets_reset event."""
         result = self.offsets.commit_offsets(request, reply, now_ms)
-        if request.generation_id_or_member_epoch < 0 and result.records:
-            offsets_reset(self, request.group_id, result.records, now_ms)
+        if request.generation_id_or_member_epoch < 0:
+            # Inlined first test: a simple group (no protocol type) commits so all the time.
+            group = self.groups.get(request.group_id)
+            if (group is None or group.protocol_type) and result.records:
+                offsets_reset(self, request.group_id, result.records, now_ms)
         return result
 
     def fetch_offsets(self, request: OffsetFetchRequest, reply: Reply, now_ms: int) -> Result:
