@@ -325,6 +325,8 @@ class Config:
     group_consumer_reconciling_heartbeat_interval_ms: int = _group_setting(
         "group_consumer_reconciling_heartbeat_interval_ms"
     )
+    group_timeline_events: int = _group_setting("group_timeline_events")
+    group_timeline_events_total: int = _group_setting("group_timeline_events_total")
     thread_switch_interval_us: int = field(
         default=100,
         metadata={"help": "Python thread switch interval; short so fsync results return fast"},

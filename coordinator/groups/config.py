@@ -217,6 +217,18 @@ class GroupConfig:
         "group_consumer_offload_min_partitions",
         "... or whose subscribed topics have this many partitions (ours)",
     )
+    # Ours: the rebalance timeline (events.py), rebuilt from the log at load. In a shard's
+    # GroupConfig, timeline_events_total is that shard's share (runtime/service.py).
+    timeline_events: int = _server(
+        100,
+        "group_timeline_events",
+        "group events kept per group for the rebalance timeline (ours; 0: none)",
+    )
+    timeline_events_total: int = _server(
+        100_000,
+        "group_timeline_events_total",
+        "group events kept for the timelines of all groups, the oldest dropped first (ours)",
+    )
 
 
 # -- broker-level: the server's settings ---------------------------------------------------

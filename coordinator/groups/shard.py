@@ -49,6 +49,8 @@ from .consumer import messages as ccm
 from .consumer.change import HeartbeatError
 from .consumer.group import ConsumerGroup
 from .consumer.manager import ConsumerGroupManager
+from .event_records import after_consumer, before_consumer, derive_classic
+from .events import MOVED_LISTED, GroupEvent, GroupEvents
 from .offsets import (
     OffsetCommitRequest,
     OffsetFetchRequest,
@@ -72,6 +74,40 @@ _CONSUMER_GROUP_KEYS = frozenset(
 )
 
 
+_GROUP_TOMBSTONES = (GroupMetadataKey, ConsumerGroupMetadataKey)
+
+
+def offsets_reset(shard: GroupShard, group_id: str, records: list[Any], now_ms: int) -> None:
+    """An offsets_reset event when `records` (a commit with no generation, not yet
+    replayed) change the offsets of a group that had members and has none now (a simple
+    group, which never had members, commits so all the time)."""
+    classic = shard.groups.get(group_id)
+    consumer = shard.consumer_groups.get(group_id)
+    if classic is not None:
+        if classic.members or not classic.protocol_type:
+            return
+    elif consumer is None or consumer.metadata:
+        return
+    changed = []
+    for key, value in records:
+        old = shard.offsets.get(group_id, key.topic, key.partition)
+        before = None if old is None else old.offset
+        if before != value.offset:
+            changed.append(
+                {"topic": key.topic, "partition": key.partition, "from": before, "to": value.offset}
+            )
+    if changed:
+        shard.events.announce(
+            group_id,
+            "offsets_reset",
+            -1,
+            None,
+            "OffsetCommit with no generation (admin request)",
+            now_ms,
+            {"partitions": len(changed), "offsets": changed[:MOVED_LISTED]},
+        )
+
+
 @dataclass(slots=True)
 class ShardStats:
     """What the group-coordinator metrics read from a shard at scrape time."""
@@ -81,6 +117,7 @@ class ShardStats:
     offsets: int
     consumer_rebalances: int  # group epoch bumps from heartbeats
     completed_rebalances: int
+    classic_rebalances: Counter[str]  # started, by the state the group left
     commits: int
     expirations: int
     deletions: int
@@ -111,6 +148,8 @@ class GroupShard:
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self._groups_total = groups_total if groups_total is not None else self.group_count
+        # Group events (events.py): the runtime sets `events.sink` once the shard is loaded.
+        self.events = GroupEvents(config.timeline_events, config.timeline_events_total)
         self.classic = ClassicGroupManager(self)
         self.consumer = ConsumerGroupManager(self)
         self.offsets = OffsetManager(self)
@@ -118,8 +157,16 @@ class GroupShard:
     # -- offsets (OffsetManager) -------------------------------------------------------------
 
     def commit_offsets(self, request: OffsetCommitRequest, reply: Reply, now_ms: int) -> Result:
-        """OffsetCommit: replies with an OffsetCommitResponse (OffsetManager.commit_offsets)."""
-        return self.offsets.commit_offsets(request, reply, now_ms)
+        """OffsetCommit: replies with an OffsetCommitResponse (OffsetManager.commit_offsets).
+        A commit with no generation to a group without members is an admin's reset of its
+        offsets (AdminClient.alterConsumerGroupOffsets): an offsets_reset event."""
+        result = self.offsets.commit_offsets(request, reply, now_ms)
+        if request.generation_id_or_member_epoch < 0:
+            # Inlined first test: a simple group (no protocol type) commits so all the time.
+            group = self.groups.get(request.group_id)
+            if (group is None or group.protocol_type) and result.records:
+                offsets_reset(self, request.group_id, result.records, now_ms)
+        return result
 
     def fetch_offsets(self, request: OffsetFetchRequest, reply: Reply, now_ms: int) -> Result:
         """OffsetFetch of one group: replies with an OffsetFetchResponse."""
@@ -128,12 +175,34 @@ class GroupShard:
     def delete_offsets(
         self, group_id: str, topics: Mapping[str, list[int]], reply: Reply, now_ms: int
     ) -> Result:
-        """OffsetDelete: replies with an OffsetDeleteResponse."""
-        return self.offsets.delete_offsets(group_id, topics, reply, now_ms)
+        """OffsetDelete: replies with an OffsetDeleteResponse; an offsets_deleted event
+        when offsets are deleted."""
+        result = self.offsets.delete_offsets(group_id, topics, reply, now_ms)
+        if result.records:
+            deleted = [(key.topic, key.partition) for key, _ in result.records]
+            self.events.announce(
+                group_id,
+                "offsets_deleted",
+                -1,
+                None,
+                "OffsetDelete (admin request)",
+                now_ms,
+                {
+                    "partitions": len(deleted),
+                    "deleted": [list(tp) for tp in deleted[:MOVED_LISTED]],
+                },
+            )
+        return result
 
     def delete_groups(self, group_ids: list[str], reply: Reply, now_ms: int) -> Result:
-        """DeleteGroups of this shard's `group_ids`: replies with a DeleteGroupsResponse."""
-        return self.offsets.delete_groups(group_ids, reply, now_ms)
+        """DeleteGroups of this shard's `group_ids`: replies with a DeleteGroupsResponse
+        (the group_deleted events come from the tombstones, with this cause)."""
+        result = self.offsets.delete_groups(group_ids, reply, now_ms)
+        for key, value in result.records:
+            if value is None and type(key) in _GROUP_TOMBSTONES:
+                group_id = key.group if type(key) is GroupMetadataKey else key.group_id
+                self.events.cause(group_id, "", "group_deleted", "DeleteGroups (admin request)")
+        return result
 
     # -- transactional offsets (txn_commit.py, pending_offsets.py) ---------------------------
 
@@ -302,6 +371,10 @@ class GroupShard:
         if group is not None:
             group.state = GroupState.DEAD
 
+    def timeline(self, group_id: str) -> list[GroupEvent] | None:
+        """The group's last events, oldest first (None: a group never seen)."""
+        return self.events.timeline(group_id)
+
     def stats(self) -> ShardStats:
         """Counts for the metrics: groups by state, offsets, and the managers' counters."""
         return ShardStats(
@@ -309,9 +382,8 @@ class GroupShard:
             consumer_groups=Counter(group.state().value for group in self.consumer_groups.values()),
             offsets=self.offsets.offset_count(),
             consumer_rebalances=self.consumer.rebalances,
-            # Kafka's classic-group-completed-rebalance sensor: ClassicGroupManager counts
-            # no completed rebalances yet, so this has always read 0.
-            completed_rebalances=0,
+            completed_rebalances=self.classic.completed_rebalances,
+            classic_rebalances=self.classic.rebalances_from,
             commits=self.offsets.commits,
             expirations=self.offsets.expirations,
             deletions=self.offsets.deletions,
@@ -326,9 +398,11 @@ class GroupShard:
         if type(key) is OffsetCommitKey:
             self.offsets.replay(key, value, now_ms)
         elif type(key) is GroupMetadataKey:
+            old = self.classic.persisted_view(key.group)
+            derive_classic(self.events, key.group, old, value, key.group in self.groups, now_ms)
             self.classic.replay(key, value, now_ms)
         elif type(key) in _CONSUMER_GROUP_KEYS:
-            self._replay_consumer(key, value)
+            self._replay_consumer(key, value, now_ms)
         else:
             raise UnknownRecordType(getattr(key, "RECORD_TYPE", -1))
 
@@ -347,11 +421,12 @@ class GroupShard:
         being unloaded, and its runtime answers them NOT_COORDINATOR."""
         return self.classic.take_parked_replies()
 
-    def _replay_consumer(self, key: Any, value: Any) -> None:
+    def _replay_consumer(self, key: Any, value: Any, now_ms: int) -> None:
         """Kafka's replay of consumer-group records: a value creates the group if needed,
         a tombstone for a group that is not there is a no-op."""
         group_id = key.group_id
         group = self.consumer_groups.get(group_id)
+        before_consumer(self.events, self.topics, group, key, value, now_ms)
         if group is None:
             if value is None:
                 return
@@ -369,6 +444,7 @@ class GroupShard:
             del self.consumer_groups[group_id]
         else:
             group.apply(key, value)
+            after_consumer(self.events, group, key, value, now_ms)
 
     def on_loaded(self, now_ms: int) -> Result:
         """After loading: re-arm member session timers and the offset-expiration timer; the

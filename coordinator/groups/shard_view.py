@@ -28,6 +28,7 @@ from .config import ConsumerGroupSettings, GroupConfig
 from .consumer.change import GroupChange
 from .consumer.group import ConsumerGroup
 from .consumer.member import ConsumerGroupMember
+from .events import GroupEvents
 from .result import IdSource, Record, Reply, Result, Timer
 from .topics import TopicImage
 
@@ -130,6 +131,7 @@ class ShardView(Protocol):
     topics: TopicImage
     groups: dict[str, ClassicGroup]
     consumer_groups: dict[str, ConsumerGroup]
+    events: GroupEvents
 
     @property
     def classic(self) -> ClassicPort: ...

@@ -29,6 +29,8 @@ class ShardStats(Protocol):
     @property
     def completed_rebalances(self) -> int: ...
     @property
+    def classic_rebalances(self) -> Mapping[str, int]: ...  # by the state left
+    @property
     def commits(self) -> int: ...
     @property
     def expirations(self) -> int: ...
@@ -48,7 +50,9 @@ class CoordinatorCollector(Collector):
         offsets = 0
         counters: Counter[str] = Counter()
         partitions: Counter[str] = Counter()
+        rebalances_from: Counter[str] = Counter()
         for state, stats in self.shard_stats():
+            rebalances_from.update(stats.classic_rebalances)
             partitions[state] += 1
             states.update(stats.classic_groups)
             consumer_states.update(stats.consumer_groups)
@@ -96,9 +100,19 @@ class CoordinatorCollector(Collector):
         yield shards
         yield CounterMetricFamily(
             "groupcoord_group_completed_rebalances",
-            "Classic rebalances completed (transitions to Stable)",
+            "Classic rebalances completed: the leader's assignment written, the group Stable"
+            " (group-completed-rebalance-count)",
             value=counters["completed_rebalances"],
         )
+        started = CounterMetricFamily(
+            "groupcoord_classic_group_rebalances",
+            "Classic rebalances started, by the state the group was in (Empty: its first"
+            " members; Stable or CompletingRebalance: a member came, went or changed)",
+            labels=["state"],
+        )
+        for state in sorted({"Empty", "Stable", "CompletingRebalance", *rebalances_from}):
+            started.add_metric([state], rebalances_from.get(state, 0))
+        yield started
         yield CounterMetricFamily(
             "groupcoord_offset_commits",
             "Offsets committed (per partition)",

@@ -1,11 +1,23 @@
 """Prometheus metrics of the server. One registry per server instance, so tests that run
-several servers in one process do not collide."""
+several servers in one process do not collide. The standard process and platform
+collectors are registered in it; counters export no `_created` series (a timestamp per
+counter and label set that no dashboard reads, doubling the scrape)."""
 
 from __future__ import annotations
 
+import platform
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+)
 
 from .fast_metrics import FastCounter, FastHistogram
 
@@ -30,17 +42,37 @@ LATENCY_BUCKETS_S = (
 )
 
 
+def build_version() -> str:
+    """The installed groupcoord's version ("unknown" when run from a checkout that is not
+    installed)."""
+    try:
+        return version("groupcoord")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 class ServerMetrics:
     def __init__(self) -> None:
+        # Process-wide in prometheus_client: every counter made from here on.
+        disable_created_metrics()
         # Labelled children cached by (api, version, error): looking labels up costs more
         # than the increment on the hot path.
         self._request_children: dict[tuple[int, int, int], tuple[Any, Any]] = {}
         self.registry = CollectorRegistry()
         r = self.registry
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        build = Gauge(
+            "groupcoord_build_info",
+            "The server's build: version and Python (always 1)",
+            ["version", "python"],
+            registry=r,
+        )
+        build.labels(build_version(), platform.python_version()).set(1)
         self.requests = FastCounter(
             "groupcoord_requests",
-            "Requests answered, by API, version and top-level error",
-            ["api", "version", "error"],
+            "Requests answered, by API, version and top-level error (code and name)",
+            ["api", "version", "error", "error_name"],
         )
         r.register(self.requests)
         self.request_latency = FastHistogram(
@@ -121,6 +153,11 @@ class ServerMetrics:
             "groupcoord_coordinator_event_purgatory_seconds",
             "Time coordinator replies waited for their records to be durable",
         )
+        self.batch_linger = _seconds_histogram(
+            r,
+            "groupcoord_coordinator_batch_linger_seconds",
+            "Time from a coordinator batch's first record to its write (batch-linger-time-ms)",
+        )
         self.batch_flush = _seconds_histogram(
             r,
             "groupcoord_coordinator_batch_flush_seconds",
@@ -155,7 +192,7 @@ class ServerMetrics:
         if children is None:
             name = api_name(api_key)
             children = (
-                self.requests.labels(name, str(version), str(error)),
+                self.requests.labels(name, str(version), str(error), error_name(error)),
                 self.request_latency.labels(name),
             )
             self._request_children[key] = children
@@ -167,6 +204,15 @@ def _seconds_histogram(registry: CollectorRegistry, name: str, documentation: st
     histogram = FastHistogram(name, documentation, [], LATENCY_BUCKETS_S)
     registry.register(histogram)
     return histogram.labels()
+
+
+def error_name(code: int) -> str:
+    from groupcoord.protocol.errors import ErrorCode
+
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return "UNKNOWN"
 
 
 def api_name(api_key: int) -> str:

@@ -91,9 +91,10 @@ class _Batch:
     transactional batch (the group shards' TxnOffsetCommit) carries its producer id and
     epoch; a marker (`marker` COMMIT True / ABORT False) is written as a control batch."""
 
-    __slots__ = ("records", "replies", "producer_id", "producer_epoch", "marker")
+    __slots__ = ("records", "replies", "producer_id", "producer_epoch", "marker", "created")
 
     def __init__(self) -> None:
+        self.created = time.perf_counter()  # the batch linger metric
         self.records: list[tuple[bytes, bytes | None]] = []
         self.replies: list[tuple[Reply, Any]] = []
         self.producer_id = NO_PRODUCER_ID
@@ -137,6 +138,7 @@ class CoordinatorShardRunner:
         self.log: PartitionLog | None = None
         self._batch: _Batch | None = None
         self._inflight = 0  # appended batches not yet durable
+        self._inflight_replies = 0  # their replies (the event queue size metric)
         self._drained = asyncio.Event()  # set while nothing is in flight
         self._drained.set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -235,6 +237,12 @@ class CoordinatorShardRunner:
             self.state = ShardState.CLOSED  # a reload cancelled mid-load left it LOADING
         if self.log is not None:
             self.log.close()
+
+    def queued_events(self) -> int:
+        """Events whose answers wait on this shard's writes: gathered into the open batch,
+        or appended and waiting for their fsync."""
+        batch = self._batch
+        return self._inflight_replies + (len(batch.replies) if batch is not None else 0)
 
     # -- events ----------------------------------------------------------------------------
 
@@ -341,6 +349,7 @@ class CoordinatorShardRunner:
             last_offset = base + len(batch.records) - 1
             if self.metrics is not None:
                 self.metrics.batch_flush.observe(time.perf_counter() - flush_started)
+                self.metrics.batch_linger.observe(flush_started - batch.created)
         if last_offset < log_.durable_offset:
             for reply, response in batch.replies:
                 reply(response)
@@ -348,6 +357,7 @@ class CoordinatorShardRunner:
         # A callback, not a task awaiting wait_durable: a task and a future per batch were
         # a tenth of a commit's CPU when batches are small (one commit per connection).
         self._inflight += 1
+        self._inflight_replies += len(batch.replies)
         self._drained.clear()
         started = time.perf_counter()
         try:
@@ -361,6 +371,7 @@ class CoordinatorShardRunner:
         """The batch's records are durable (error None), or will never be: answer its
         replies, or fail them (fsync failed, log or committer closed)."""
         self._inflight -= 1
+        self._inflight_replies -= len(batch.replies)
         if self._inflight == 0:
             self._drained.set()
         if error is not None:

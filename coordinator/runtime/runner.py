@@ -6,6 +6,7 @@ group shards' fast loader (_LogReplayer, below)."""
 from __future__ import annotations
 
 import operator
+import struct
 import time
 from collections.abc import Callable
 from itertools import compress, count, islice, repeat
@@ -17,6 +18,7 @@ from groupcoord.protocol.batches import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
+    MAX_TIMESTAMP_AT,
     TRANSACTIONAL_MASK,
     DefaultRecordBatch,
     header_struct,
@@ -36,6 +38,7 @@ from groupcoord.protocol.records import (
 from groupcoord.storage import GroupCommitter, LogConfig
 
 from ..groups.config import GroupConfig, GroupConfigSource
+from ..groups.events import GroupEvent
 from ..groups.result import Reply, Result
 from ..groups.shard import GroupShard
 from ..groups.topics import TopicImage
@@ -52,6 +55,7 @@ from .log_runner import (
 )
 
 log = get_logger("groupcoord.shard")
+events_log = get_logger("groupcoord.groups")
 
 _A = TypeVar("_A")
 
@@ -63,6 +67,19 @@ class UuidIds:
         import uuid
 
         return str(uuid.uuid4())
+
+
+def log_group_event(event: GroupEvent) -> None:
+    """One INFO line per group event (groups/events.py)."""
+    events_log.info(
+        "group event",
+        group_event=event.event,
+        group=event.group_id,
+        generation_or_epoch=event.generation_or_epoch,
+        member_id=event.member_id,
+        cause=event.cause,
+        details=event.details,
+    )
 
 
 class ShardRunner(CoordinatorShardRunner):
@@ -106,10 +123,15 @@ class ShardRunner(CoordinatorShardRunner):
 
     async def _replay_log(self, now_ms: int) -> int:
         """Replay the whole log into `self.shard` in LOAD_CHUNK_BYTES reads; returns how
-        many records were replayed (unknown record types are skipped, not counted)."""
+        many records were replayed (unknown record types are skipped, not counted). The
+        group events derived meanwhile rebuild the timelines, stamped with their batches'
+        times, and are not logged; from then on they are (`log_group_event`)."""
         replayer = _LogReplayer(self.shard, self.shard_id, now_ms)
         await self._read_log(replayer.feed, LOAD_CHUNK_BYTES)
         replayer.flush()
+        events = self.shard.events
+        events.replay_time_ms = None
+        events.sink = log_group_event
         return replayer.count
 
     def call_transactional(
@@ -424,6 +446,7 @@ class _LogReplayer:
                 error=str(e),
             )
             return
+        self.shard.events.replay_time_ms = _batch_time_ms(batch)
         if type(decoded_key) is GroupMetadataKey:
             self._before_group_record(decoded_key.group, decoded_value is None)
         elif type(decoded_key) is OffsetCommitKey and decoded_value is None:
@@ -493,6 +516,15 @@ class _LogReplayer:
             self.now_ms,
         )
         self._indexed -= len(group_keys)
+
+
+_TIMESTAMP = struct.Struct(">q")
+
+
+def _batch_time_ms(batch: memoryview) -> int:
+    """When the coordinator wrote the batch (its max timestamp: every record of a batch
+    the runner writes has the same)."""
+    return int(_TIMESTAMP.unpack_from(batch, MAX_TIMESTAMP_AT)[0])
 
 
 def _record_offset(batch: memoryview, index: int) -> int:

@@ -4,8 +4,10 @@ shards only through the gateway (gateway.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from groupcoord.storage import GroupCommitter, LogConfig
 
@@ -16,7 +18,7 @@ from ..groups.shard import ShardStats
 from ..groups.topics import TopicImage
 from ..observability.metrics import ServerMetrics
 from .partitioning import OFFSETS_TOPIC
-from .runner import NotActive, ShardRunner
+from .runner import NotActive, ShardRunner, ShardState
 from .shard_family import ShardFamily
 
 
@@ -37,12 +39,17 @@ class CoordinatorService(ShardFamily[ShardRunner]):
         group_configs: GroupConfigSource | None = None,
     ) -> None:
         self.group_config = group_config
+        # Each shard keeps its share of the timelines' events.
+        shard_config = dataclasses.replace(
+            group_config,
+            timeline_events_total=-(-group_config.timeline_events_total // max(shard_count, 1)),
+        )
         super().__init__(
             [
                 ShardRunner(
                     i,
                     data_dir / f"{OFFSETS_TOPIC}-{i}",
-                    group_config,
+                    shard_config,
                     log_config,
                     committer,
                     metrics=metrics,
@@ -60,6 +67,18 @@ class CoordinatorService(ShardFamily[ShardRunner]):
 
     def loaded_counts(self) -> dict[str, int]:
         return {"groups": sum(r.shard.group_count() for r in self.runners)}
+
+    def timeline(self, group_id: str) -> list[dict[str, Any]] | None:
+        """The group's rebalance timeline, oldest first, as the HTTP API serves it; None
+        for a group its shard has never seen (or a shard not loaded)."""
+        runner = self.runner_for(group_id)
+        if runner.state is not ShardState.ACTIVE:
+            return None
+        events = runner.shard.timeline(group_id)
+        if events is None:
+            # A group with no events (a simple group, made by commits) is still known.
+            return [] if runner.shard.has_group(group_id) else None
+        return [event.to_json() for event in events]
 
     def shard_stats(self) -> Iterator[tuple[str, ShardStats]]:
         """Each shard's state ("loading", "active", ...) and counts, for the metrics (read at

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 from typing import Generic, TypeVar
 
 from groupcoord.storage import DataDirError, PartitionLog, install_compaction, prepare_compaction
@@ -105,6 +106,11 @@ class ShardFamily(Generic[RunnerT]):
 
     async def close(self) -> None:
         await asyncio.gather(*(r.close() for r in self.runners), return_exceptions=True)
+
+    def queued_events(self) -> Iterator[int]:
+        """Each shard's events waiting on its writes (the event queue size metric)."""
+        for runner in self.runners:
+            yield runner.queued_events()
 
     def active_runners(self) -> list[RunnerT]:
         return [r for r in self.runners if r.state is ShardState.ACTIVE]

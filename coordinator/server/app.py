@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from collections.abc import Coroutine
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from ..observability.coordinator_metrics import CoordinatorCollector
 from ..observability.http import HttpEndpoint
 from ..observability.logging import get_logger, setup_logging
 from ..observability.metrics import ServerMetrics
+from ..observability.runtime_metrics import RuntimeCollector
 from ..observability.storage_metrics import StorageCollector
 from ..observability.txn_metrics import TxnMetrics
 from ..runtime.gateway import GroupCoordinatorGateway
@@ -161,6 +163,13 @@ class Server:
         # The shard logs as Kafka's internal topics, read-only (topics/internal_topics.py);
         # added at start, once the cluster id (part of their topic ids) is known.
         self.internal_topics = InternalTopics()
+        self.metrics.registry.register(
+            RuntimeCollector(
+                lambda: chain(
+                    self.coordinator.queued_events(), self.txn_coordinator.queued_events()
+                )
+            )
+        )
         self.connections: set[Connection] = set()
         self.frame_budget = FrameBudget(
             config.frames_per_loop_iteration_max, config.queued_request_bytes_max
@@ -267,7 +276,9 @@ class Server:
         if self.config.metrics_listen:
             from ..config import split_host_port
 
-            http = HttpEndpoint(self.metrics, self.health, self.refresh_gauges)
+            http = HttpEndpoint(
+                self.metrics, self.health, self.refresh_gauges, self.coordinator.timeline
+            )
             self._http = await Listener.start(
                 *split_host_port(self.config.metrics_listen),
                 lambda _host: http.protocol(),

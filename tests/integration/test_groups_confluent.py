@@ -48,6 +48,10 @@ def test_group_grows_and_shrinks_every_message_once_by_its_owner(
     # Grow to 4 members.
     events_before = len(log.events)
     owned_before = {m.member: set(m.owned) for m in members}
+    completed_before = _completed_rebalances(group_server)
+    from_stable_before = _samples(group_server.metrics_text()).get(
+        'groupcoord_classic_group_rebalances_total{state="Stable"}', 0.0
+    )
     fourth = Member("m3", bootstrap, group, topic, log, strategy)
     fourth.start()
     members.append(fourth)
@@ -56,6 +60,10 @@ def test_group_grows_and_shrinks_every_message_once_by_its_owner(
         30,
         "4 members to settle",
     )
+    # The growth was a rebalance from Stable, completed: both counted.
+    assert _completed_rebalances(group_server) > completed_before
+    samples = _samples(group_server.metrics_text())
+    assert samples['groupcoord_classic_group_rebalances_total{state="Stable"}'] > from_stable_before
     expected += produce(bootstrap, topic, PARTITIONS, 20, "b")
     wait_until(lambda: len(log.values()) >= len(expected), 30, "batch b consumed")
     if strategy == "cooperative-sticky":
@@ -109,6 +117,8 @@ def test_static_rolling_restart_causes_no_rebalance(group_server: ServerProcess)
     wait_until(lambda: assignment_settled(members, 6), 30, "static members to settle")
     assignment = {m.member: set(m.owned) for m in members}
     rebalances = _completed_rebalances(group_server)
+    # The members settled through at least one completed rebalance: counted.
+    assert rebalances >= 1
     events_before = len(log.events)
     allowed: set[tuple[str, str]] = set()
     for i in range(3):
@@ -217,6 +227,8 @@ def test_coordinator_metrics_show_a_group_at_work(group_server: ServerProcess) -
     assert batches >= 3  # group metadata at least once, then each commit's batch
     assert m["groupcoord_coordinator_batch_flush_seconds_sum"] > 0
     assert m["groupcoord_coordinator_event_purgatory_seconds_count"] == batches
+    # And each batch's linger, from its first record to its write (batch-linger-time-ms).
+    assert m["groupcoord_coordinator_batch_linger_seconds_count"] == batches
     assert 1 <= m["groupcoord_log_sync_round_seconds_count"]
     assert m["groupcoord_log_sync_round_seconds_sum"] > 0
     assert m["groupcoord_coordinator_partition_load_seconds_count"] == 50

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import platform
 import signal
 import socket
 import struct
@@ -296,7 +297,19 @@ def test_metrics_and_health_endpoints(server: ServerProcess) -> None:
         )
     text = server.metrics_text()
     assert 'groupcoord_requests_total{api="PRODUCE"' in text
-    assert 'groupcoord_requests_total{api="METADATA",error="35",version="13"} 1.0' in text
+    assert (
+        'groupcoord_requests_total{api="METADATA",error="35",'
+        'error_name="UNSUPPORTED_VERSION",version="13"} 1.0'
+    ) in text
+    # The standard process and platform collectors, the build, Kafka's runtime gauges;
+    # no `_created` series.
+    assert "process_cpu_seconds_total " in text and "process_resident_memory_bytes " in text
+    assert "python_info{" in text
+    assert f'groupcoord_build_info{{python="{platform.python_version()}",version="' in text
+    assert "groupcoord_coordinator_event_queue_size " in text
+    assert "groupcoord_coordinator_thread_idle_ratio " in text
+    assert "groupcoord_coordinator_batch_linger_seconds_count " in text
+    assert "_created" not in text
     assert 'groupcoord_request_latency_seconds_bucket{api="PRODUCE"' in text
     assert (
         "groupcoord_network_in_bytes_total" in text and "groupcoord_network_out_bytes_total" in text

@@ -54,6 +54,8 @@ SERVER_TO_SHARD = {
     "group_consumer_reconciling_heartbeat_interval_ms": (
         "consumer_reconciling_heartbeat_interval_ms"
     ),
+    "group_timeline_events": "timeline_events",
+    "group_timeline_events_total": "timeline_events_total",
 }
 
 

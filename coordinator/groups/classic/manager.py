@@ -30,6 +30,7 @@ removed while its SyncGroup is parked (LeaveGroup) gets UNKNOWN_MEMBER_ID for it
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -61,6 +62,11 @@ JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION = 4  # JoinGroupRequest.requiresKnownMembe
 JOIN_SKIP_ASSIGNMENT_VERSION = 9  # JoinGroupRequest.supportsSkippingAssignment (KIP-814)
 SYNC_REQUIRES_PROTOCOL_VERSION = 5
 LEAVE_BATCH_VERSION = 3
+
+# Why members are removed by a request (events.py: the event and its cause).
+_MAX_SIZE = ("member_left", "removed: the group is at group.max.size")
+_LEFT = ("member_left", "LeaveGroup")
+
 DESCRIBE_GROUP_ID_NOT_FOUND_VERSION = 6
 
 
@@ -73,6 +79,10 @@ class ClassicGroupManager(RebalancePhases):
         # The last GroupMetadata value written (or replayed) per group: what a reload
         # would rebuild. Maintained for persisted_view() and the property tests.
         self._persisted: dict[str, GroupMetadataValue] = {}
+        # Kafka's CompletedRebalances sensor: the leader's assignment written, the group
+        # Stable; and the rebalances started, by the state the group left (ours).
+        self.completed_rebalances = 0
+        self.rebalances_from: Counter[str] = Counter()
 
     # ========================================================================================
     # JoinGroup
@@ -150,9 +160,12 @@ class ClassicGroupManager(RebalancePhases):
                 )
                 return result
             group = self.shard.get_or_create_classic_group(request.group_id, now_ms)
+            self.shard.events.announce(
+                group.group_id, "group_created", 0, None, "JoinGroup", now_ms
+            )
 
         if not self._accept_joining_member(group, request.member_id):
-            self._remove_member(group, request.member_id, result)
+            self._remove_member(group, request.member_id, result, _MAX_SIZE, now_ms)
             result.reply(
                 reply,
                 JoinGroupResponse(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=UNKNOWN_MEMBER_ID),
@@ -166,7 +179,7 @@ class ClassicGroupManager(RebalancePhases):
 
         if is_new_group and not sub.records and not sub.applied_records:
             # Commit the new group to the log (Kafka: "to the timeline data structure").
-            self._write(result, group.empty_record())
+            self._write(result, group.empty_record(), now_ms)
         return result
 
     def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
@@ -323,6 +336,15 @@ class ClassicGroupManager(RebalancePhases):
         ):
             group.last_join_ms = now_ms
         group.add(member)
+        self.shard.events.announce(
+            group.group_id,
+            "member_joined",
+            group.generation_id,
+            member_id,
+            "JoinGroup",
+            now_ms,
+            {"instance_id": member.group_instance_id, "client_id": member.client_id},
+        )
         # A new member cannot heartbeat while parked and its disconnects go unnoticed, so
         # its first join is bounded by the new-member join timeout, not its session.
         self._schedule_heartbeat(group, member_id, self._config.new_member_join_timeout_ms)
@@ -337,6 +359,8 @@ class ClassicGroupManager(RebalancePhases):
         now_ms: int,
     ) -> Result:
         result = Result()
+        if group.can_rebalance():
+            self.shard.events.reason(group.group_id, f"{member.member_id} rejoined (JoinGroup)")
         self._update_member(
             group,
             member,
@@ -402,6 +426,21 @@ class ClassicGroupManager(RebalancePhases):
         if old.awaiting_sync is not None:
             result.reply(old.awaiting_sync, SyncGroupResponse(ErrorCode.FENCED_INSTANCE_ID))
             old.awaiting_sync = None
+        events = self.shard.events
+        cause = f"static member {request.group_instance_id} rejoined as {new_member_id}"
+        details = {"instance_id": request.group_instance_id, "client_id": request.client_id}
+        events.announce(
+            group.group_id, "member_fenced", group.generation_id, old_member_id, cause, now_ms
+        )
+        events.announce(
+            group.group_id,
+            "member_joined",
+            group.generation_id,
+            new_member_id,
+            f"static member {request.group_instance_id} replaced {old_member_id}",
+            now_ms,
+            details,
+        )
         # Kafka lets the old id's timer expire without effect; cancelling it is the same.
         self.shard.timer.cancel(heartbeat_key(group.group_id, old_member_id))
         self._schedule_heartbeat(group, new_member_id, new.session_timeout_ms)
@@ -421,7 +460,7 @@ class ClassicGroupManager(RebalancePhases):
             if (group.protocol_name or "") == group.select_protocol():
                 # No rebalance: persist the new member id with the current generation and
                 # assignments, and answer the new instance once that is durable.
-                self._write(result, group.to_record())
+                self._write(result, group.to_record(), now_ms)
                 if request.api_version >= JOIN_SKIP_ASSIGNMENT_VERSION:
                     is_leader = group.leader_id == new_member_id
                     response = JoinGroupResponse(
@@ -549,11 +588,12 @@ class ClassicGroupManager(RebalancePhases):
                 return result
             # The record is built in CompletingRebalance, as Kafka builds it before the
             # append; the state change below reaches clients only once it is durable.
-            self._write(result, group.to_record(assignments))
+            self._write(result, group.to_record(assignments), now_ms)
             for m in group.members.values():
                 m.assignment = assignments[m.member_id]
             self._propagate_assignment(group, ErrorCode.NONE, result)
             group.transition(GroupState.STABLE, now_ms)
+            self.completed_rebalances += 1
         return result
 
     def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
@@ -668,13 +708,15 @@ class ClassicGroupManager(RebalancePhases):
                 if target is None:
                     error = ErrorCode.UNKNOWN_MEMBER_ID
                 else:
-                    self._remove_member(group, target, result)
+                    why = ("member_left", "LeaveGroup by instance id (an admin removal)")
+                    self._remove_member(group, target, result, why, now_ms)
             elif leaving.member_id in group.pending_members:
-                self._remove_member(group, leaving.member_id, result)
+                self._remove_member(group, leaving.member_id, result, _LEFT, now_ms)
             else:
                 error = group.validate_member(leaving.member_id, leaving.group_instance_id)
                 if error is ErrorCode.NONE:
-                    self._remove_member(group, leaving.member_id, result)
+                    why = ("member_left", f"LeaveGroup ({leaving.reason or 'no reason given'})")
+                    self._remove_member(group, leaving.member_id, result, why, now_ms)
             any_left = any_left or error is ErrorCode.NONE
             responses.append(
                 LeaveMemberResponse(leaving.member_id, leaving.group_instance_id, error)

@@ -10,12 +10,14 @@ expects.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.protocol.records import GroupMetadataKey, GroupMetadataValue
 
 from ..config import GroupConfig
+from ..event_records import derive_classic
 from ..result import Result
 from .group import ClassicGroup, ClassicMember, GroupState
 from .messages import JoinGroupMember, JoinGroupResponse, SyncGroupResponse
@@ -24,6 +26,11 @@ if TYPE_CHECKING:
     from ..shard_view import ShardView
 
 UNKNOWN_MEMBER_ID = ""
+
+# Why members are removed (events.py: the event and its cause).
+_SESSION_TIMEOUT = ("member_expired", "session timeout")
+_NOT_REJOINED = ("member_expired", "rebalance timeout: did not rejoin")
+_NO_SYNC = ("member_expired", "rebalance timeout: no SyncGroup")
 
 
 def heartbeat_key(group_id: str, member_id: str) -> str:
@@ -43,6 +50,7 @@ class RebalancePhases:
 
     shard: ShardView
     _persisted: dict[str, GroupMetadataValue]
+    rebalances_from: Counter[str]
 
     @property
     def _config(self) -> GroupConfig:
@@ -78,7 +86,9 @@ class RebalancePhases:
             self._propagate_assignment(group, ErrorCode.REBALANCE_IN_PROGRESS, result)
         group.pending_sync_members.clear()
         self.shard.timer.cancel(sync_key(group.group_id))
+        self.shard.events.rebalance_started(group.group_id, group.generation_id, now_ms)
 
+        self.rebalances_from[group.state.value] += 1
         initial = group.state is GroupState.EMPTY
         if initial:
             group.initial_join_started_ms = group.last_join_ms = now_ms
@@ -136,7 +146,7 @@ class RebalancePhases:
         for member in [
             m for m in group.members.values() if m.awaiting_join is None and not m.is_static
         ]:
-            self._remove_member(group, member.member_id, result)
+            self._remove_member(group, member.member_id, result, _NOT_REJOINED, now_ms)
 
         if group.state is GroupState.DEAD:
             return result
@@ -148,7 +158,7 @@ class RebalancePhases:
 
         group.init_next_generation(now_ms)
         if group.state is GroupState.EMPTY:
-            self._write(result, group.to_record())
+            self._write(result, group.to_record(), now_ms)
             return result
 
         for member in group.members.values():
@@ -182,7 +192,7 @@ class RebalancePhases:
             # Members that never sent SyncGroup are gone (heartbeats do not save them).
             result = Result()
             for member_id in list(group.pending_sync_members):
-                self._remove_member(group, member_id, result)
+                self._remove_member(group, member_id, result, _NO_SYNC, now_ms)
                 group.pending_sync_members.discard(member_id)
             result.extend(self._prepare_rebalance(group, now_ms))
             return result
@@ -217,11 +227,29 @@ class RebalancePhases:
             result.reply(member.awaiting_join, response)
             group.set_awaiting_join(member, None)
 
-    def _remove_member(self, group: ClassicGroup, member_id: str, result: Result) -> None:
+    def _remove_member(
+        self,
+        group: ClassicGroup,
+        member_id: str,
+        result: Result,
+        why: tuple[str, str],
+        now_ms: int,
+    ) -> None:
         """Remove a member (or a pending member id) and its heartbeat timer. A parked
-        JoinGroup is answered UNKNOWN_MEMBER_ID so that a live client joins again."""
+        JoinGroup is answered UNKNOWN_MEMBER_ID so that a live client joins again. `why`:
+        the removal's event and cause (events.py), announced for a member."""
         member = group.members.get(member_id)
         if member is not None:
+            event, cause = why
+            self.shard.events.announce(
+                group.group_id,
+                event,
+                group.generation_id,
+                member_id,
+                cause,
+                now_ms,
+                {"instance_id": member.group_instance_id, "client_id": member.client_id},
+            )
             self._complete_join(
                 group,
                 member,
@@ -254,7 +282,7 @@ class RebalancePhases:
         member = group.members.get(member_id)
         if member is None or member.has_satisfied_heartbeat():
             return result
-        self._remove_member(group, member_id, result)
+        self._remove_member(group, member_id, result, _SESSION_TIMEOUT, now_ms)
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             result.extend(self._maybe_prepare_rebalance_or_complete_join(group, now_ms))
         elif group.state is GroupState.PREPARING_REBALANCE and group.all_members_joined():
@@ -264,8 +292,13 @@ class RebalancePhases:
     def _is_live(self, group: ClassicGroup) -> bool:
         return self.shard.groups.get(group.group_id) is group and group.state is not GroupState.DEAD
 
-    def _write(self, result: Result, record: tuple[object, object]) -> None:
+    def _write(self, result: Result, record: tuple[object, object], now_ms: int) -> None:
+        """Persist the group as it now stands (applied: never replayed live), and derive
+        its events from the record."""
         key, value = record
         assert isinstance(key, GroupMetadataKey) and isinstance(value, GroupMetadataValue)
         result.applied_records.append((key, value))
+        derive_classic(
+            self.shard.events, key.group, self._persisted.get(key.group), value, True, now_ms
+        )
         self._persisted[key.group] = value

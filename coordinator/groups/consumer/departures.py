@@ -89,6 +89,7 @@ class MemberDepartures(TargetScheduling):
             return HeartbeatResponse(
                 member_id=member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH
             )
+        self.shard.events.cause(group_id, member_id, "member_left", "left (heartbeat epoch -1)")
         result.records.extend(self.removal_records(group, [member_id], now_ms))
         return HeartbeatResponse(member_id=member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH)
 
@@ -176,6 +177,7 @@ class MemberDepartures(TargetScheduling):
             member_id, fired = queued.popitem()
             if member_id in group.metadata and not all(map(timer.is_scheduled, fired)):
                 removed.append(member_id)
+                self.shard.events.cause(gid, member_id, "member_expired", _expiry_cause(fired))
         if removed:
             result.records.extend(self.removal_records(group, removed, now_ms))
         if queued:
@@ -213,6 +215,15 @@ class MemberDepartures(TargetScheduling):
         self.shard.timer.cancel(session_timeout_key(group_id, member_id))
         self.shard.timer.cancel(rebalance_timeout_key(group_id, member_id))
         self.migration.cancel_timers(group_id, member_id)
+
+
+def _expiry_cause(fired: list[str]) -> str:
+    """Why a queued member is fenced, from the keys of the timers that queued it."""
+    if any(key.startswith("session-timeout-") for key in fired):
+        return "session timeout"
+    if any(key.startswith("rebalance-timeout-") for key in fired):
+        return "rebalance timeout: partitions not revoked in time"
+    return "rebalance timeout: a classic member did not rejoin or sync"
 
 
 def check_static_owner(owner: str | None, member_id: str, instance_id: str | None) -> None:

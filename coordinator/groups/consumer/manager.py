@@ -177,6 +177,16 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions, RegexRefresh):
             result = Result()
             # As Kafka's: a fresh response, MemberId null and MemberEpoch 0.
             response = HeartbeatResponse(error_code=e.error, error_message=e.message)
+            if e.error is ErrorCode.FENCED_MEMBER_EPOCH:
+                # Fenced by its epoch: it must give up its partitions and rejoin.
+                self.shard.events.emit(
+                    request.group_id,
+                    "member_fenced",
+                    request.member_epoch,
+                    request.member_id,
+                    e.message or "stale member epoch",
+                    now_ms,
+                )
         result.reply(reply, response)
         return result
 
@@ -529,6 +539,12 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions, RegexRefresh):
         gid = group.group_id
         new_id = member.member_id
         old_meta = group.metadata[old_id]
+        self.shard.events.cause(
+            gid,
+            old_id,
+            "member_fenced",
+            f"static member {old_meta.instance_id} rejoined as {new_id}",
+        )
         return [
             (ConsumerGroupCurrentMemberAssignmentKey(gid, old_id), None),
             (ConsumerGroupTargetAssignmentMemberKey(gid, old_id), None),

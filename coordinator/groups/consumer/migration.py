@@ -516,6 +516,9 @@ class ClassicMembers:
         for key, value in converted[len(classic.members) + 1 :]:
             group.apply(key, value)
         records.extend(converted)
+        self.shard.events.cause(
+            gid, "", "group_converted", "upgraded to a consumer group: a consumer-protocol member"
+        )
         return group
 
     def finish_upgrade(
@@ -675,6 +678,9 @@ class ClassicMembers:
         # comes.
         records[:] = self.manager.deletion_records(group)
         records.append((GroupMetadataKey(gid), value))
+        self.shard.events.cause(
+            gid, "", "group_converted", "downgraded to a classic group: only classic members remain"
+        )
         self.shard.timer.schedule(
             downgrade_key(gid),
             0,
