@@ -3,21 +3,32 @@ gateway, and the shard's answer back to the request's version.
 
 The commit is the producer's: its offsets are written as a transactional batch of the
 producer id and epoch and stay pending until the transaction's marker reaches the group's
-shard (GroupCoordinatorGateway.complete_transaction). Kafka's broker first verifies with the
-transaction coordinator that the offsets partition is in the transaction (TV2: adds it);
-that check belongs to the transaction coordinator and is not made here.
+shard (GroupCoordinatorGateway.complete_transaction). First the transaction coordinator is
+asked about the group's offsets partition, as Kafka's broker asks it (KIP-890): v5+
+(transactions V2) adds it to the transaction, older versions verify that it is in it (with
+transaction_partition_verification_enable); a refusal fails the whole request.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 
 from ..runtime import group_messages as gm
+from ..runtime.partitioning import OFFSETS_TOPIC, shard_for
+from ..topics.txn_verification import ask_coordinator, producer_error
 from .context import GroupContext
 from .encoded_responses import NO_THROTTLE
+
+# TxnOffsetCommit v5+ is transactions V2: the offsets partition is added implicitly.
+_TV2_TXN_OFFSET_COMMIT = 5
+_OPERATION_ERRORS = {
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NETWORK_EXCEPTION: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+}
 
 
 def handle_txn_offset_commit(ctx: GroupContext, request: Request) -> Any:
@@ -27,7 +38,10 @@ def handle_txn_offset_commit(ctx: GroupContext, request: Request) -> Any:
     KafkaApis); the shard's (groups/txn_commit.py: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
     FENCED_INSTANCE_ID, COORDINATOR_NOT_AVAILABLE, INVALID_PRODUCER_EPOCH,
     OFFSET_METADATA_TOO_LARGE); COORDINATOR_LOAD_IN_PROGRESS (COORDINATOR_NOT_AVAILABLE
-    below v2, as Kafka maps it) and NOT_COORDINATOR for the whole request."""
+    below v2, as Kafka maps it) and NOT_COORDINATOR for the whole request; the transaction
+    coordinator's refusal of the offsets partition for the whole request:
+    INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE /
+    TRANSACTION_ABORTABLE (v4+), CONCURRENT_TRANSACTIONS (v5), COORDINATOR_NOT_AVAILABLE."""
     body = request.body
     version = request.api_version
     registry = ctx.topics
@@ -94,11 +108,48 @@ def handle_txn_offset_commit(ctx: GroupContext, request: Request) -> Any:
         version=version,
         topics=topics,
     )
-    return ctx.groups.txn_commit_offsets(
-        commit,
+
+    def write() -> Any:
+        return ctx.groups.txn_commit_offsets(
+            commit,
+            ctx.read_at,
+            lambda answer: respond(
+                [(t.name, p.index, p.error) for t in answer.topics for p in t.partitions]
+            ),
+            failed,
+        )
+
+    tv2 = version >= _TV2_TXN_OFFSET_COMMIT
+    if ctx.txns is None or not (tv2 or ctx.settings.transaction_partition_verification_enable):
+        return write()
+    return _verified_then(ctx, body, version, tv2, write, failed)
+
+
+async def _verified_then(
+    ctx: GroupContext,
+    body: Any,
+    version: int,
+    tv2: bool,
+    write: Callable[[], Any],
+    failed: Callable[[ErrorCode], Any],
+) -> Any:
+    """KIP-890 for the group's offsets partition (txn_verification.py): v5+ adds it to the
+    transaction, older versions verify it is in it; the commit is written only then."""
+    partition = (OFFSETS_TOPIC, shard_for(body.group_id, ctx.settings.offsets_partitions))
+    answers = await ask_coordinator(
+        ctx.txns,
+        body.transactional_id,
+        body.producer_id,
+        body.producer_epoch,
+        [partition],
+        tv2,
         ctx.read_at,
-        lambda answer: respond(
-            [(t.name, p.index, p.error) for t in answer.topics for p in t.partitions]
-        ),
-        failed,
     )
+    error = producer_error(answers[partition], tv2, version >= 4)
+    if error is not ErrorCode.NONE:
+        # As Kafka's CoordinatorOperationExceptionHelper maps a failed verification.
+        return failed(_OPERATION_ERRORS.get(error, error))
+    answer = write()
+    if hasattr(answer, "__await__"):
+        return await answer
+    return answer
