@@ -8,6 +8,7 @@ cases on a consumer group."""
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from groupcoord.protocol.errors import ErrorCode
 from tests.integration.raw_groups import commit, join_until_member, sync
 from tests.integration.test_clients import create_topic
 from tests.integration.test_kip848_raw import RawMember, owned_of
+from tests.integration.test_txn_coordinator import add_offsets, init_pid
 from tests.rawclient import RawClient, request_class
 from tests.support import ServerProcess, serving
 
@@ -36,18 +38,44 @@ def _m(api_key: int, version: int) -> Any:
     return sys.modules[request_class(api_key, version).__module__]
 
 
+# The transactional producer "tx" of each server (by address): (producer id, epoch).
+_PRODUCERS: dict[Any, tuple[int, int]] = {}
+
+
+def _producer(client: RawClient) -> tuple[int, int]:
+    """The server's transactional producer "tx", initialised once (InitProducerId), as the
+    commits of a real producer come from one: the transaction coordinator is asked about the
+    group's offsets partition before a commit is written (KIP-890)."""
+    server = client.sock.getpeername()
+    if server not in _PRODUCERS:
+        deadline = time.monotonic() + 30
+        answer = init_pid(client, "tx")
+        # A transaction left open (by a server killed before) is aborted first: retried.
+        while answer.error_code == ErrorCode.CONCURRENT_TRANSACTIONS:
+            assert time.monotonic() < deadline, answer
+            time.sleep(0.05)
+            answer = init_pid(client, "tx")
+        assert answer.error_code == 0, answer
+        _PRODUCERS[server] = (answer.producer_id, answer.producer_epoch)
+    return _PRODUCERS[server]
+
+
 def txn_commit(
     client: RawClient,
     group: str,
     offsets: dict[tuple[str, int], int],
     *,
-    producer_id: int = 1000,
-    producer_epoch: int = 0,
     generation: int = -1,
     member_id: str = "",
     instance_id: str | None = None,
     version: int = 3,
 ) -> dict[tuple[str, int], int]:
+    """A TxnOffsetCommit of the server's producer "tx"; before v5 (transactions V1) it adds
+    the group's offsets partition to its transaction first (AddOffsetsToTxn), as a client
+    does; v5 has the server add it."""
+    producer_id, producer_epoch = _producer(client)
+    if version < 5:
+        assert add_offsets(client, "tx", producer_id, producer_epoch, group) == 0
     m = _m(TXN_OFFSET_COMMIT, version)
     topics: dict[str, list[Any]] = {}
     for (topic, partition), offset in offsets.items():
