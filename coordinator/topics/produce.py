@@ -102,7 +102,11 @@ def handle_produce(ctx: TopicsContext, request: Request) -> Any:
     if refused is None and body.transactional_id is not None and ctx.txns is not None:
         asking = _to_verify(ctx, request)
         if asking is not None:
-            return _produce_verified(ctx, request, *asking)
+            verified = _produce_verified(ctx, request, *asking)
+            if body.acks == 0:
+                ctx.spawn(verified)  # no response: appended once the coordinator answers
+                return NO_RESPONSE
+            return verified
     return _produce(ctx, request, refused, None)
 
 

@@ -17,6 +17,7 @@ raw client, as Kafka 4 serves them:
 
 from __future__ import annotations
 
+import datetime
 import time
 from typing import Any
 
@@ -41,7 +42,7 @@ from tests.integration.txn_support import (
     read_all,
     txn_batch,
 )
-from tests.rawclient import RawClient, request_class
+from tests.rawclient import RawClient, encode_request, request_class
 from tests.support import ServerProcess
 
 E = ErrorCode
@@ -234,3 +235,35 @@ def test_a_v1_produce_outside_its_transaction_is_refused_and_nothing_hangs(
         wait_state(c, "v1", "CompleteCommit")
         assert read_all(c, "t", 0, READ_COMMITTED).values == [b"in"]
         assert list_offset(c, "t", 1, LATEST, READ_COMMITTED) == (0, 0)
+
+
+def test_produce_v12_with_acks_0_adds_and_appends_without_a_response(
+    server: ServerProcess,
+) -> None:
+    create_topic(server.bootstrap, "t", 1)
+    with RawClient(server.bootstrap) as c:
+        init = init_pid(c, "v2-acks0")
+        pid, epoch = init.producer_id, init.producer_epoch
+        m = _m(0, 12)
+        request = m.ProduceRequest(
+            transactional_id="v2-acks0",
+            acks=0,
+            timeout=datetime.timedelta(seconds=10),
+            topic_data=(
+                m.TopicProduceData(
+                    name="t",
+                    partition_data=(
+                        m.PartitionProduceData(
+                            index=0, records=txn_batch([b"quiet"], pid, epoch, 0)
+                        ),
+                    ),
+                ),
+            ),
+        )
+        c.send(encode_request(0, 12, 999, request))
+        # No response comes; the next request on the connection is answered in turn.
+        until(lambda: partitions_of(c, "v2-acks0") == {("t", 0)})
+        until(lambda: read_all(c, "t", 0, READ_UNCOMMITTED).values == [b"quiet"])
+        assert end_txn_v5(c, "v2-acks0", pid, epoch, True) == (E.NONE, pid, epoch + 1)
+        wait_state(c, "v2-acks0", "CompleteCommit")
+        assert read_all(c, "t", 0, READ_COMMITTED).values == [b"quiet"]

@@ -3,7 +3,8 @@
 - consume-transform-produce with sendOffsetsToTransaction(offsets, consumer.groupMetadata()),
   classic and consumer protocol, one transaction aborted: the group's committed offsets equal
   the input's ends, and the output read with read_committed holds each input exactly once
-  (against groupcoord and Apache Kafka, the same checks);
+  (against groupcoord and Apache Kafka, the same checks); the same with kafka-clients 3.9
+  (transactions V1);
 - Kafka Streams word count with exactly_once_v2 (a repartition and a changelog topic) while
   groupcoord is SIGKILLed and restarted twice: the final counts are exact.
 
@@ -108,6 +109,42 @@ def test_consume_transform_produce_with_one_abort(
         assert ended > 1
         epochs = producer_epochs(bootstrap, txn_id)
         assert epochs == {txn_id: ended}, f"{target}: epochs {epochs} after {ended} transactions"
+
+    on_both(targets, scenario)
+
+
+def test_java_3_9_client_keeps_transactions_v1(
+    classes: Path,  # noqa: F811
+    targets: dict[str, str],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The same loop with kafka-clients 3.9, which knows no transactions V2: it adds its
+    partitions itself and EndTxn v4 leaves the epoch where InitProducerId put it, while the
+    broker advertises transaction.version 2 (on groupcoord as on Kafka)."""
+
+    def scenario(target: str, bootstrap: str) -> None:
+        txn_id = _name("ctp39-txn")
+        run = run_program(
+            classes,
+            "TxnLoop",
+            [
+                bootstrap,
+                _name("ctp39-in"),
+                _name("ctp39-out"),
+                _name("ctp39-g"),
+                "classic",
+                txn_id,
+            ],
+            tmp_path,
+            f"txnloop39-{target}",
+            PROGRAM_TIMEOUT_S,
+            clients="clients39",
+        )
+        run.assert_completed()
+        check_transformed_exactly_once(run)
+        assert run.one("transactions")["count"] > 1
+        epochs = producer_epochs(bootstrap, txn_id)
+        assert epochs == {txn_id: 0}, f"{target}: epochs {epochs} (transactions V1: unbumped)"
 
     on_both(targets, scenario)
 
