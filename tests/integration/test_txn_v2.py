@@ -21,6 +21,8 @@ import datetime
 import time
 from typing import Any
 
+import pytest
+
 from groupcoord.protocol.api import build
 from groupcoord.protocol.errors import ErrorCode
 from tests.integration.test_clients import create_topic
@@ -31,7 +33,6 @@ from tests.integration.test_txn_coordinator import (
     init_pid,
     wait_state,
 )
-from tests.integration.test_txn_offsets_raw import fetch as fetch_offsets
 from tests.integration.txn_support import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
@@ -46,8 +47,9 @@ from tests.rawclient import RawClient, encode_request, request_class
 from tests.support import ServerProcess
 
 E = ErrorCode
-API_VERSIONS, END_TXN, TXN_OFFSET_COMMIT = 18, 26, 28
+API_VERSIONS, END_TXN, TXN_OFFSET_COMMIT, OFFSET_FETCH = 18, 26, 28, 9
 LATEST = -1
+RETRIABLE = (E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS)
 
 
 def end_txn_v5(c: RawClient, txn: str, pid: int, epoch: int, commit: bool) -> tuple[E, int, int]:
@@ -59,7 +61,14 @@ def end_txn_v5(c: RawClient, txn: str, pid: int, epoch: int, commit: bool) -> tu
 
 
 def txn_offset_commit(
-    c: RawClient, txn: str, pid: int, epoch: int, group: str, offsets: dict[int, int], version: int
+    c: RawClient,
+    txn: str,
+    pid: int,
+    epoch: int,
+    group: str,
+    topic: str,
+    offsets: dict[int, int],
+    version: int,
 ) -> dict[int, E]:
     m = _m(TXN_OFFSET_COMMIT, version)
     response = c.request(
@@ -77,7 +86,7 @@ def txn_offset_commit(
             topics=(
                 build(
                     m.TxnOffsetCommitRequestTopic,
-                    name="t",
+                    name=topic,
                     partitions=tuple(
                         build(
                             m.TxnOffsetCommitRequestPartition,
@@ -93,6 +102,31 @@ def txn_offset_commit(
         ),
     )
     return {p.partition_index: E(p.error_code) for t in response.topics for p in t.partitions}
+
+
+def init(c: RawClient, txn: str) -> tuple[int, int]:
+    """InitProducerId, retried while the coordinator is not ready (Kafka creates
+    __transaction_state on the first request)."""
+    deadline = time.monotonic() + 60
+    while True:
+        answer = init_pid(c, txn)
+        if answer.error_code == 0:
+            return answer.producer_id, answer.producer_epoch
+        assert answer.error_code in RETRIABLE and time.monotonic() < deadline, answer
+        time.sleep(0.1)
+
+
+def committed(c: RawClient, group: str, topic: str) -> tuple[int, int]:
+    """(offset, error) of `topic`-0 for `group` (OffsetFetch v7, require_stable)."""
+    m = _m(OFFSET_FETCH, 7)
+    request = build(
+        m.OffsetFetchRequest,
+        group_id=group,
+        topics=(build(m.OffsetFetchRequestTopic, name=topic, partition_indexes=(0,)),),
+        require_stable=True,
+    )
+    partition = c.request(OFFSET_FETCH, 7, request).topics[0].partitions[0]
+    return partition.committed_offset, partition.error_code
 
 
 def partitions_of(c: RawClient, txn: str) -> set[tuple[str, int]]:
@@ -114,8 +148,8 @@ def until(check: Any, timeout_s: float = 30) -> None:
         time.sleep(0.05)
 
 
-def test_api_versions_advertise_transaction_version_2(server: ServerProcess) -> None:
-    with RawClient(server.bootstrap) as c:
+def api_versions_advertise_transaction_version_2(bootstrap: str, n: str) -> None:
+    with RawClient(bootstrap) as c:
         for version in (3, 4):
             request = request_class(API_VERSIONS, version)(
                 client_software_name="raw", client_software_version="1"
@@ -126,132 +160,124 @@ def test_api_versions_advertise_transaction_version_2(server: ServerProcess) -> 
             finalized = {f.name: f.max_version_level for f in response.finalized_features}
             assert finalized["transaction.version"] == 2
             assert response.finalized_features_epoch >= 0
-            supported = {f.name: f.max_version for f in response.supported_features}
-            assert supported["transaction.version"] == 2
 
 
-def test_produce_v12_and_end_txn_v5_bump_the_epoch_every_transaction(
-    server: ServerProcess,
-) -> None:
-    create_topic(server.bootstrap, "t", 2)
-    with RawClient(server.bootstrap) as c:
-        init = init_pid(c, "v2")
-        pid, epoch = init.producer_id, init.producer_epoch
+def produce_v12_and_end_txn_v5_bump_the_epoch(bootstrap: str, n: str) -> None:
+    topic, txn = f"t-{n}", f"v2-{n}"
+    create_topic(bootstrap, topic, 2)
+    with RawClient(bootstrap) as c:
+        pid, epoch = init(c, txn)
         # Produce v12: the partition joins the transaction without AddPartitionsToTxn.
-        r = produce(c, "t", 0, txn_batch([b"a1", b"a2"], pid, epoch, 0), "v2", version=12)
+        r = produce(c, topic, 0, txn_batch([b"a1", b"a2"], pid, epoch, 0), txn, version=12)
         assert r.error_code == 0, r
-        assert partitions_of(c, "v2") == {("t", 0)}
-        assert describe(c, "v2")[0].transaction_state == "Ongoing"
-        assert end_txn_v5(c, "v2", pid, epoch, True) == (E.NONE, pid, epoch + 1)
-        wait_state(c, "v2", "CompleteCommit")
+        assert partitions_of(c, txn) == {(topic, 0)}
+        assert describe(c, txn)[0].transaction_state == "Ongoing"
+        assert end_txn_v5(c, txn, pid, epoch, True) == (E.NONE, pid, epoch + 1)
+        wait_state(c, txn, "CompleteCommit")
         # The marker was written with the bumped epoch.
-        assert producer_epochs(c, "t", 0) == {pid: epoch + 1}
-        assert read_all(c, "t", 0, READ_COMMITTED).values == [b"a1", b"a2"]
+        assert producer_epochs(c, topic, 0) == {pid: epoch + 1}
+        assert read_all(c, topic, 0, READ_COMMITTED).values == [b"a1", b"a2"]
         # A retry of the end with the epoch before the bump: NONE, the current id and epoch.
-        assert end_txn_v5(c, "v2", pid, epoch, True) == (E.NONE, pid, epoch + 1)
+        assert end_txn_v5(c, txn, pid, epoch, True) == (E.NONE, pid, epoch + 1)
         # The old epoch is fenced: its batches, its ends.
-        r = produce(c, "t", 1, txn_batch([b"zombie"], pid, epoch, 1), "v2", version=12)
+        r = produce(c, topic, 1, txn_batch([b"zombie"], pid, epoch, 1), txn, version=12)
         assert r.error_code == E.INVALID_PRODUCER_EPOCH, r
-        assert end_txn_v5(c, "v2", pid, epoch, False) == (E.INVALID_TXN_STATE, -1, -1)
+        assert end_txn_v5(c, txn, pid, epoch, False) == (E.INVALID_TXN_STATE, -1, -1)
         # The next transaction at the bumped epoch (sequences from 0), aborted.
         epoch += 1
         for partition in (0, 1):
             batch = txn_batch([b"b%d" % partition], pid, epoch, 0)
-            r = produce(c, "t", partition, batch, "v2", version=12)
+            r = produce(c, topic, partition, batch, txn, version=12)
             assert r.error_code == 0, r
-        assert partitions_of(c, "v2") == {("t", 0), ("t", 1)}
-        assert end_txn_v5(c, "v2", pid, epoch, False) == (E.NONE, pid, epoch + 1)
-        wait_state(c, "v2", "CompleteAbort")
-        assert producer_epochs(c, "t", 1) == {pid: epoch + 1}
-        assert end_txn_v5(c, "v2", pid, epoch, False) == (E.NONE, pid, epoch + 1)
-        assert read_all(c, "t", 0, READ_COMMITTED).values == [b"a1", b"a2"]
-        assert read_all(c, "t", 1, READ_COMMITTED).values == []
-        assert read_all(c, "t", 0, READ_UNCOMMITTED).values == [b"a1", b"a2", b"b0"]
+        assert partitions_of(c, txn) == {(topic, 0), (topic, 1)}
+        assert end_txn_v5(c, txn, pid, epoch, False) == (E.NONE, pid, epoch + 1)
+        wait_state(c, txn, "CompleteAbort")
+        assert producer_epochs(c, topic, 1) == {pid: epoch + 1}
+        assert end_txn_v5(c, txn, pid, epoch, False) == (E.NONE, pid, epoch + 1)
+        assert read_all(c, topic, 0, READ_COMMITTED).values == [b"a1", b"a2"]
+        assert read_all(c, topic, 1, READ_COMMITTED).values == []
+        assert read_all(c, topic, 0, READ_UNCOMMITTED).values == [b"a1", b"a2", b"b0"]
         # An abort with nothing in the transaction still bumps the epoch.
         epoch += 1
-        assert end_txn_v5(c, "v2", pid, epoch, True) == (E.INVALID_TXN_STATE, -1, -1)
-        assert end_txn_v5(c, "v2", pid, epoch, False) == (E.NONE, pid, epoch + 1)
-        wait_state(c, "v2", "CompleteAbort")
-        assert describe(c, "v2")[0].producer_epoch == epoch + 1
+        assert end_txn_v5(c, txn, pid, epoch, True) == (E.INVALID_TXN_STATE, -1, -1)
+        assert end_txn_v5(c, txn, pid, epoch, False) == (E.NONE, pid, epoch + 1)
+        wait_state(c, txn, "CompleteAbort")
+        assert describe(c, txn)[0].producer_epoch == epoch + 1
         # EndTxn v4 (transactions V1) does not bump: the epoch stays.
         epoch += 1
-        assert add_partitions(c, "v2", pid, epoch, {"t": [0]}) == {("t", 0): 0}
+        assert add_partitions(c, txn, pid, epoch, {topic: [0]}) == {(topic, 0): 0}
         request = request_class(END_TXN, 4)(
-            transactional_id="v2", producer_id=pid, producer_epoch=epoch, committed=True
+            transactional_id=txn, producer_id=pid, producer_epoch=epoch, committed=True
         )
         assert c.request(END_TXN, 4, request).error_code == 0
-        wait_state(c, "v2", "CompleteCommit")
-        assert describe(c, "v2")[0].producer_epoch == epoch
+        wait_state(c, txn, "CompleteCommit")
+        assert describe(c, txn)[0].producer_epoch == epoch
 
 
-def test_txn_offset_commit_v5_adds_the_offsets_partition(server: ServerProcess) -> None:
-    create_topic(server.bootstrap, "t", 1)
-    with RawClient(server.bootstrap) as c:
-        init = init_pid(c, "v2-offsets")
-        pid, epoch = init.producer_id, init.producer_epoch
-        assert txn_offset_commit(c, "v2-offsets", pid, epoch, "g2", {0: 42}, 5) == {0: E.NONE}
-        (added,) = partitions_of(c, "v2-offsets")
+def txn_offset_commit_v5_adds_the_offsets_partition(bootstrap: str, n: str) -> None:
+    topic, txn, group = f"t-{n}", f"v2-offsets-{n}", f"g2-{n}"
+    create_topic(bootstrap, topic, 1)
+    with RawClient(bootstrap) as c:
+        pid, epoch = init(c, txn)
+        assert txn_offset_commit(c, txn, pid, epoch, group, topic, {0: 42}, 5) == {0: E.NONE}
+        (added,) = partitions_of(c, txn)
         assert added[0] == "__consumer_offsets"
-        assert fetch_offsets(c, "g2", [0], True) == (0, {0: (-1, E.UNSTABLE_OFFSET_COMMIT)})
-        assert end_txn_v5(c, "v2-offsets", pid, epoch, True) == (E.NONE, pid, epoch + 1)
-        until(lambda: fetch_offsets(c, "g2", [0], True) == (0, {0: (42, 0)}))
+        assert committed(c, group, topic) == (-1, E.UNSTABLE_OFFSET_COMMIT)
+        assert end_txn_v5(c, txn, pid, epoch, True) == (E.NONE, pid, epoch + 1)
+        until(lambda: committed(c, group, topic) == (42, 0))
         # The fenced epoch's commit is refused before anything is written.
-        answer = txn_offset_commit(c, "v2-offsets", pid, epoch, "g2", {0: 7}, 5)
+        answer = txn_offset_commit(c, txn, pid, epoch, group, topic, {0: 7}, 5)
         assert answer == {0: E.INVALID_PRODUCER_EPOCH}
+        assert committed(c, group, topic) == (42, 0)
 
 
-def test_a_v1_produce_outside_its_transaction_is_refused_and_nothing_hangs(
-    server: ServerProcess,
-) -> None:
-    create_topic(server.bootstrap, "t", 2)
-    with RawClient(server.bootstrap) as c:
-        init = init_pid(c, "v1")
-        pid, epoch = init.producer_id, init.producer_epoch
-        assert add_partitions(c, "v1", pid, epoch, {"t": [0]}) == {("t", 0): 0}
-        r = produce(c, "t", 0, txn_batch([b"in"], pid, epoch, 0), "v1", version=11)
+def v1_produce_outside_its_transaction_is_refused(bootstrap: str, n: str) -> None:
+    topic, txn, group = f"t-{n}", f"v1-{n}", f"g1-{n}"
+    create_topic(bootstrap, topic, 2)
+    with RawClient(bootstrap) as c:
+        pid, epoch = init(c, txn)
+        assert add_partitions(c, txn, pid, epoch, {topic: [0]}) == {(topic, 0): 0}
+        r = produce(c, topic, 0, txn_batch([b"in"], pid, epoch, 0), txn, version=11)
         assert r.error_code == 0, r
         # Partition 1 was never added: refused, per version as Kafka maps it.
-        r = produce(c, "t", 1, txn_batch([b"out"], pid, epoch, 0), "v1", version=11)
+        r = produce(c, topic, 1, txn_batch([b"out"], pid, epoch, 0), txn, version=11)
         assert r.error_code == E.TRANSACTION_ABORTABLE, r
-        r = produce(c, "t", 1, txn_batch([b"out"], pid, epoch, 0), "v1", version=9)
+        r = produce(c, topic, 1, txn_batch([b"out"], pid, epoch, 0), txn, version=9)
         assert r.error_code == E.INVALID_TXN_STATE, r
         # Nothing was appended to it: no open transaction holds its last stable offset.
-        assert list_offset(c, "t", 1, LATEST, READ_COMMITTED) == (0, 0)
-        assert producer_epochs(c, "t", 1) == {}
-        # An unknown producer (no InitProducerId) is refused too.
-        r = produce(c, "t", 1, txn_batch([b"x"], 4242, 0, 0), "v1", version=11)
-        assert r.error_code == E.INVALID_PRODUCER_ID_MAPPING, r
+        assert list_offset(c, topic, 1, LATEST, READ_COMMITTED) == (0, 0)
+        assert producer_epochs(c, topic, 1) == {}
         # A TxnOffsetCommit whose group's offsets partition is not in the transaction.
-        assert txn_offset_commit(c, "v1", pid, epoch, "g1", {0: 1}, 4) == {
+        assert txn_offset_commit(c, txn, pid, epoch, group, topic, {0: 1}, 4) == {
             0: E.TRANSACTION_ABORTABLE
         }
-        assert txn_offset_commit(c, "v1", pid, epoch, "g1", {0: 1}, 3) == {0: E.INVALID_TXN_STATE}
-        assert add_offsets(c, "v1", pid, epoch, "g1") == 0
-        assert txn_offset_commit(c, "v1", pid, epoch, "g1", {0: 1}, 3) == {0: E.NONE}
+        assert txn_offset_commit(c, txn, pid, epoch, group, topic, {0: 1}, 3) == {
+            0: E.INVALID_TXN_STATE
+        }
+        assert add_offsets(c, txn, pid, epoch, group) == 0
+        assert txn_offset_commit(c, txn, pid, epoch, group, topic, {0: 1}, 3) == {0: E.NONE}
         request = request_class(END_TXN, 4)(
-            transactional_id="v1", producer_id=pid, producer_epoch=epoch, committed=True
+            transactional_id=txn, producer_id=pid, producer_epoch=epoch, committed=True
         )
         assert c.request(END_TXN, 4, request).error_code == 0
-        wait_state(c, "v1", "CompleteCommit")
-        assert read_all(c, "t", 0, READ_COMMITTED).values == [b"in"]
-        assert list_offset(c, "t", 1, LATEST, READ_COMMITTED) == (0, 0)
+        wait_state(c, txn, "CompleteCommit")
+        assert read_all(c, topic, 0, READ_COMMITTED).values == [b"in"]
+        assert list_offset(c, topic, 1, LATEST, READ_COMMITTED) == (0, 0)
 
 
-def test_produce_v12_with_acks_0_adds_and_appends_without_a_response(
-    server: ServerProcess,
-) -> None:
-    create_topic(server.bootstrap, "t", 1)
-    with RawClient(server.bootstrap) as c:
-        init = init_pid(c, "v2-acks0")
-        pid, epoch = init.producer_id, init.producer_epoch
+def produce_v12_with_acks_0(bootstrap: str, n: str) -> None:
+    topic, txn = f"t-{n}", f"v2-acks0-{n}"
+    create_topic(bootstrap, topic, 1)
+    with RawClient(bootstrap) as c:
+        pid, epoch = init(c, txn)
         m = _m(0, 12)
         request = m.ProduceRequest(
-            transactional_id="v2-acks0",
+            transactional_id=txn,
             acks=0,
             timeout=datetime.timedelta(seconds=10),
             topic_data=(
                 m.TopicProduceData(
-                    name="t",
+                    name=topic,
                     partition_data=(
                         m.PartitionProduceData(
                             index=0, records=txn_batch([b"quiet"], pid, epoch, 0)
@@ -262,8 +288,38 @@ def test_produce_v12_with_acks_0_adds_and_appends_without_a_response(
         )
         c.send(encode_request(0, 12, 999, request))
         # No response comes; the next request on the connection is answered in turn.
-        until(lambda: partitions_of(c, "v2-acks0") == {("t", 0)})
-        until(lambda: read_all(c, "t", 0, READ_UNCOMMITTED).values == [b"quiet"])
-        assert end_txn_v5(c, "v2-acks0", pid, epoch, True) == (E.NONE, pid, epoch + 1)
-        wait_state(c, "v2-acks0", "CompleteCommit")
-        assert read_all(c, "t", 0, READ_COMMITTED).values == [b"quiet"]
+        until(lambda: partitions_of(c, txn) == {(topic, 0)})
+        until(lambda: read_all(c, topic, 0, READ_UNCOMMITTED).values == [b"quiet"])
+        assert end_txn_v5(c, txn, pid, epoch, True) == (E.NONE, pid, epoch + 1)
+        wait_state(c, txn, "CompleteCommit")
+        assert read_all(c, topic, 0, READ_COMMITTED).values == [b"quiet"]
+
+
+# Every scenario, by name: tests/jvm/test_txn_v2_vs_kafka.py plays them on Kafka too.
+SCENARIOS = {
+    f.__name__: f
+    for f in (
+        api_versions_advertise_transaction_version_2,
+        produce_v12_and_end_txn_v5_bump_the_epoch,
+        txn_offset_commit_v5_adds_the_offsets_partition,
+        v1_produce_outside_its_transaction_is_refused,
+        produce_v12_with_acks_0,
+    )
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_transactions_v2(server: ServerProcess, name: str) -> None:
+    SCENARIOS[name](server.bootstrap, "a")
+
+
+def test_supported_features_list_transaction_version(server: ServerProcess) -> None:
+    with RawClient(server.bootstrap) as c:
+        request = request_class(API_VERSIONS, 4)(
+            client_software_name="raw", client_software_version="1"
+        )
+        response = c.request(API_VERSIONS, 4, request)
+        supported = {f.name: (f.min_version, f.max_version) for f in response.supported_features}
+        assert supported == {"transaction.version": (0, 2)}
+        # Before v3 there is no room for features.
+        assert c.request(API_VERSIONS, 2, request_class(API_VERSIONS, 2)()).error_code == 0
