@@ -47,7 +47,7 @@ from tests.rawclient import RawClient, encode_request, request_class
 from tests.support import ServerProcess
 
 E = ErrorCode
-API_VERSIONS, END_TXN, TXN_OFFSET_COMMIT, OFFSET_FETCH = 18, 26, 28, 9
+API_VERSIONS, END_TXN, TXN_OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 18, 26, 28, 9, 10
 LATEST = -1
 RETRIABLE = (E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS)
 
@@ -105,9 +105,14 @@ def txn_offset_commit(
 
 
 def init(c: RawClient, txn: str) -> tuple[int, int]:
-    """InitProducerId, retried while the coordinator is not ready (Kafka creates
-    __transaction_state on the first request)."""
+    """FindCoordinator (key type 1, as a client asks first: Kafka creates
+    __transaction_state then), then InitProducerId, each retried while the coordinator is
+    not ready."""
     deadline = time.monotonic() + 60
+    find = request_class(FIND_COORDINATOR, 4)(key_type=1, coordinator_keys=(txn,))
+    while c.request(FIND_COORDINATOR, 4, find).coordinators[0].error_code != 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
     while True:
         answer = init_pid(c, txn)
         if answer.error_code == 0:
