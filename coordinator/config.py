@@ -280,6 +280,16 @@ class Config:
             "(transaction.remove.expired.transaction.cleanup.interval.ms)"
         },
     )
+    transaction_partition_verification_enable: bool = field(
+        default=True,
+        metadata={
+            "help": "a transactional Produce (v11 and older) or TxnOffsetCommit (v4 and older) "
+            "that would open a transaction on a partition first asks the transaction "
+            "coordinator whether the partition is in the transaction, so no hanging "
+            "transaction is created (transaction.partition.verification.enable; transactions "
+            "V2 always ask, to add it)"
+        },
+    )
     group_min_session_timeout_ms: int = _group_setting("group_min_session_timeout_ms")
     group_max_session_timeout_ms: int = _group_setting("group_max_session_timeout_ms")
     group_initial_rebalance_delay_ms: int = _group_setting("group_initial_rebalance_delay_ms")

@@ -18,6 +18,7 @@ from groupcoord.protocol.errors import ErrorCode
 from ..groups.result import Result
 from ..transactions.messages import (
     DescribedTransaction,
+    EndTxnAnswer,
     InitProducerIdAnswer,
     ListedTransaction,
     ListFilters,
@@ -103,6 +104,20 @@ class TxnCoordinatorGateway:
         request = (transactional_id, producer_id, producer_epoch, commit)
         return await _answer(  # type: ignore[no-any-return]
             self._on_shard(transactional_id, _end_transaction, request, read_at, _same)
+        )
+
+    async def end_transaction_v2(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        read_at: float,
+    ) -> EndTxnAnswer:
+        """TxnShard.end_transaction_v2 (EndTxn v5): answered once Prepare* is durable."""
+        request = (transactional_id, producer_id, producer_epoch, commit)
+        return await _answer(  # type: ignore[no-any-return]
+            self._on_shard(transactional_id, _end_transaction_v2, request, read_at, _end_failed)
         )
 
     async def complete_transaction(self, job: MarkerJob) -> ErrorCode:
@@ -192,6 +207,11 @@ def _end_transaction(shard: TxnShard, call: ShardCall, now_ms: int) -> Result:
     return shard.end_transaction(txn_id, producer_id, producer_epoch, commit, call, now_ms)
 
 
+def _end_transaction_v2(shard: TxnShard, call: ShardCall, now_ms: int) -> Result:
+    txn_id, producer_id, producer_epoch, commit = call.request
+    return shard.end_transaction_v2(txn_id, producer_id, producer_epoch, commit, call, now_ms)
+
+
 def _complete_transaction(shard: TxnShard, call: ShardCall, now_ms: int) -> Result:
     return shard.complete_transaction(call.request, call, now_ms)
 
@@ -208,6 +228,10 @@ def _init_failed(error: ErrorCode) -> InitProducerIdAnswer:
     return InitProducerIdAnswer(error)
 
 
+def _end_failed(error: ErrorCode) -> EndTxnAnswer:
+    return EndTxnAnswer(error)
+
+
 def _same(answer: Any) -> Any:
     return answer
 
@@ -222,6 +246,7 @@ def _by_id(described: list[DescribedTransaction]) -> dict[str, DescribedTransact
 
 __all__ = [
     "DescribedTransaction",
+    "EndTxnAnswer",
     "InitProducerIdAnswer",
     "ListFilters",
     "ListedTransaction",

@@ -27,17 +27,48 @@ def handle_api_versions(ctx: GroupContext, request: Request) -> Any:
     return api_versions_response(ctx.supported_versions, request.api_version)
 
 
+# The features this node serves (ApiVersions v3+: SupportedFeatures and FinalizedFeatures):
+# transaction.version 2 (KIP-890 part 2), finalized at 2 as a Kafka 4 cluster formatted with
+# its default metadata version has it. A Kafka 4 Java client uses transactions V2 (EndTxn
+# v5, Produce v12 and TxnOffsetCommit v5 adding partitions implicitly) when the finalized
+# level is 2 or more; every other client ignores it. The server decides a request's
+# transaction version by the request's version, as Kafka does, so older clients keep
+# transactions V1. The features never change here: their epoch is a constant (a Java client
+# reads features whose epoch is above the -1 it starts from).
+FEATURES: tuple[tuple[str, int, int], ...] = (("transaction.version", 0, 2),)
+FINALIZED_FEATURES: tuple[tuple[str, int], ...] = (("transaction.version", 2),)
+FINALIZED_FEATURES_EPOCH = 0
+
+
 def api_versions_response(
     supported: Mapping[int, tuple[int, int]], version: int, error: ErrorCode = ErrorCode.NONE
 ) -> Any:
-    """The ApiVersions response of `version` listing the `supported` ranges by API key."""
+    """The ApiVersions response of `version` listing the `supported` ranges by API key, and
+    (v3+) this node's features (FEATURES, FINALIZED_FEATURES)."""
     m = response_types(ApiKey.API_VERSIONS, version)
     keys = tuple(
         build(m.ApiVersion, api_key=key, min_version=low, max_version=high)
         for key, (low, high) in sorted(supported.items())
     )
+    if version < 3 or error is not ErrorCode.NONE:
+        return build(
+            m.ApiVersionsResponse, error_code=error, api_keys=keys, finalized_features_epoch=-1
+        )
     return build(
-        m.ApiVersionsResponse, error_code=error, api_keys=keys, finalized_features_epoch=-1
+        m.ApiVersionsResponse,
+        error_code=error,
+        api_keys=keys,
+        supported_features=tuple(
+            build(m.SupportedFeatureKey, name=name, min_version=low, max_version=high)
+            for name, low, high in FEATURES
+        ),
+        finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
+        finalized_features=tuple(
+            build(
+                m.FinalizedFeatureKey, name=name, max_version_level=level, min_version_level=level
+            )
+            for name, level in FINALIZED_FEATURES
+        ),
     )
 
 

@@ -48,7 +48,7 @@ from .write_txn_markers_api import handle_write_txn_markers
 
 # (handler, lowest version, highest version)
 APIS: dict[int, tuple[Any, int, int]] = {
-    ApiKey.PRODUCE: (handle_produce, 3, 11),
+    ApiKey.PRODUCE: (handle_produce, 3, 12),
     ApiKey.FETCH: (handle_fetch, 4, 17),
     ApiKey.LIST_OFFSETS: (handle_list_offsets, 1, 9),
     ApiKey.METADATA: (handle_metadata, 0, 12),
@@ -82,7 +82,7 @@ APIS: dict[int, tuple[Any, int, int]] = {
     # Transaction coordinator (InitProducerId with a transactional id: cluster.py's handler)
     ApiKey.ADD_PARTITIONS_TO_TXN: (handle_add_partitions_to_txn, 0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: (handle_add_offsets_to_txn, 0, 4),
-    ApiKey.END_TXN: (handle_end_txn, 0, 4),
+    ApiKey.END_TXN: (handle_end_txn, 0, 5),
     ApiKey.DESCRIBE_TRANSACTIONS: (handle_describe_transactions, 0, 0),
     ApiKey.LIST_TRANSACTIONS: (handle_list_transactions, 0, 2),
     # Authentication (the exchange itself: server/sasl_auth.py)

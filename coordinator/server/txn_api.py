@@ -1,5 +1,5 @@
 """The transaction coordinator's producer-facing APIs: InitProducerId with a transactional id
-(v0-v5), AddPartitionsToTxn v0-v5, AddOffsetsToTxn v0-v4 and EndTxn v0-v4, from kio
+(v0-v5), AddPartitionsToTxn v0-v5, AddOffsetsToTxn v0-v4 and EndTxn v0-v5, from kio
 requests through the transaction gateway (runtime/txn_gateway.py) to kio responses of the
 request's version. Every answer waits for the records it depends on to be durable.
 
@@ -27,7 +27,6 @@ from .encoded_responses import ms
 _INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 # AddPartitionsToTxn v4+ (from partition leaders) is transaction version 2 (KIP-890).
 _TV2 = 2
-TRANSACTION_VERSION_2 = _TV2  # TxnOffsetCommit v5 adds its partition as such (txn_offset_api)
 
 
 def fenced_for_version(error: ErrorCode, version: int, fenced_since: int) -> ErrorCode:
@@ -195,18 +194,32 @@ async def handle_add_offsets_to_txn(ctx: GroupContext, request: Request) -> Any:
 
 
 async def handle_end_txn(ctx: GroupContext, request: Request) -> Any:
-    """EndTxn v0-v4 (transaction version 1): PrepareCommit/PrepareAbort is written and,
+    """EndTxn. v0-v4 (transaction version 1): PrepareCommit/PrepareAbort is written and,
     once durable, NONE is answered; the marker router then writes the markers and
-    CompleteCommit/CompleteAbort. A retry of a completed end answers NONE. Errors:
+    CompleteCommit/CompleteAbort. A retry of a completed end answers NONE. v5 (transaction
+    version 2, as Kafka decides it: by the request's version): the end bumps the epoch,
+    the markers carry the bumped epoch, and the answer holds the producer id and epoch the
+    client continues with (a new id at epoch 0 once the epoch is exhausted); an abort with
+    no transaction is an empty abort (TxnShard.end_transaction_v2). Errors:
     INVALID_REQUEST, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED / INVALID_PRODUCER_EPOCH,
     CONCURRENT_TRANSACTIONS (the same end still completing), INVALID_TXN_STATE."""
     body = request.body
     version = request.api_version
     read_at = ctx.read_at
+    m = response_types(ApiKey.END_TXN, version)
+    if version >= 5:
+        answer = await txns(ctx).end_transaction_v2(
+            body.transactional_id, body.producer_id, body.producer_epoch, body.committed, read_at
+        )
+        return build(
+            m.EndTxnResponse,
+            error_code=answer.error,
+            producer_id=answer.producer_id,
+            producer_epoch=answer.producer_epoch,
+        )
     error = await txns(ctx).end_transaction(
         body.transactional_id, body.producer_id, body.producer_epoch, body.committed, read_at
     )
-    m = response_types(ApiKey.END_TXN, version)
     return build(
         m.EndTxnResponse,
         error_code=fenced_for_version(error, version, 2),

@@ -69,9 +69,9 @@ _DONE = frozenset(
 _STOP = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
 
 # write_txn_marker's shape: (ctx, topic, partition, producer id, epoch, coordinator epoch,
-# commit) -> error; complete_transaction's: (offsets partition, producer id, epoch, commit,
-# resumed).
-WriteMarker = Callable[[Any, str, int, int, int, int, bool], Awaitable[ErrorCode]]
+# commit, transaction version) -> error; complete_transaction's: (offsets partition,
+# producer id, epoch, commit, resumed).
+WriteMarker = Callable[[Any, str, int, int, int, int, bool, int], Awaitable[ErrorCode]]
 CompleteOffsets = Callable[[int, int, int, bool, bool], Awaitable[ErrorCode]]
 # marker_written's shape: (ctx, topic, partition, producer id, epoch, commit) -> bool.
 MarkerWritten = Callable[[Any, str, int, int, int, bool], bool]
@@ -220,6 +220,7 @@ class TxnMarkerRouter:
                         job.producer_epoch,
                         job.coordinator_epoch,
                         job.commit,
+                        job.transaction_version,
                     )
             except asyncio.CancelledError:
                 raise

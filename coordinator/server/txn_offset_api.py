@@ -3,11 +3,10 @@ gateway, and the shard's answer back to the request's version.
 
 The commit is the producer's: its offsets are written as a transactional batch of the
 producer id and epoch and stay pending until the transaction's marker reaches the group's
-shard (GroupCoordinatorGateway.complete_transaction). First, as Kafka's group coordinator
-(KIP-890 part 1), the transaction coordinator is asked whether the group's offsets
-partition is in the producer's transaction: v0-v4 only verify it, v5 adds it (Kafka's
-AddPartitionsToTxnManager: DEFAULT_ERROR below v4, GENERIC_ERROR at v4, ADD_PARTITION
-from v5).
+shard (GroupCoordinatorGateway.complete_transaction). First the transaction coordinator is
+asked about the group's offsets partition, as Kafka's broker asks it (KIP-890): v5+
+(transactions V2) adds it to the transaction, older versions verify that it is in it (with
+transaction_partition_verification_enable); a refusal fails the whole request.
 """
 
 from __future__ import annotations
@@ -20,15 +19,16 @@ from groupcoord.protocol.errors import ErrorCode
 
 from ..runtime import group_messages as gm
 from ..runtime.partitioning import OFFSETS_TOPIC, shard_for
-from ..runtime.pending import Pending
+from ..topics.txn_verification import ask_coordinator, producer_error
 from .context import GroupContext
 from .encoded_responses import NO_THROTTLE
-from .txn_api import TRANSACTION_VERSION_2, txns
 
-# Kafka's txnOffsetCommitRequestVersionToTransactionSupportedOperation: the client knows
-# TRANSACTION_ABORTABLE from v4; from v5 the verification adds the partition (KIP-890).
-_GENERIC_ERROR_SINCE = 4
-_ADDS_PARTITION_SINCE = 5
+# TxnOffsetCommit v5+ is transactions V2: the offsets partition is added implicitly.
+_TV2_TXN_OFFSET_COMMIT = 5
+_OPERATION_ERRORS = {
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NETWORK_EXCEPTION: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+}
 
 
 def handle_txn_offset_commit(ctx: GroupContext, request: Request) -> Any:
@@ -37,9 +37,11 @@ def handle_txn_offset_commit(ctx: GroupContext, request: Request) -> Any:
     per partition UNKNOWN_TOPIC_OR_PARTITION (no such topic or partition, as Kafka's
     KafkaApis); the shard's (groups/txn_commit.py: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
     FENCED_INSTANCE_ID, COORDINATOR_NOT_AVAILABLE, INVALID_PRODUCER_EPOCH,
-    OFFSET_METADATA_TOO_LARGE); the verification's (_verify_in_transaction);
-    COORDINATOR_LOAD_IN_PROGRESS (COORDINATOR_NOT_AVAILABLE below v2, as Kafka maps it)
-    and NOT_COORDINATOR for the whole request."""
+    OFFSET_METADATA_TOO_LARGE); COORDINATOR_LOAD_IN_PROGRESS (COORDINATOR_NOT_AVAILABLE
+    below v2, as Kafka maps it) and NOT_COORDINATOR for the whole request; the transaction
+    coordinator's refusal of the offsets partition for the whole request:
+    INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE /
+    TRANSACTION_ABORTABLE (v4+), CONCURRENT_TRANSACTIONS (v5), COORDINATOR_NOT_AVAILABLE."""
     body = request.body
     version = request.api_version
     registry = ctx.topics
@@ -106,50 +108,48 @@ def handle_txn_offset_commit(ctx: GroupContext, request: Request) -> Any:
         version=version,
         topics=topics,
     )
-    return _verified_commit(ctx, commit, respond, failed)
+
+    def write() -> Any:
+        return ctx.groups.txn_commit_offsets(
+            commit,
+            ctx.read_at,
+            lambda answer: respond(
+                [(t.name, p.index, p.error) for t in answer.topics for p in t.partitions]
+            ),
+            failed,
+        )
+
+    tv2 = version >= _TV2_TXN_OFFSET_COMMIT
+    if ctx.txns is None or not (tv2 or ctx.settings.transaction_partition_verification_enable):
+        return write()
+    return _verified_then(ctx, body, version, tv2, write, failed)
 
 
-async def _verified_commit(
+async def _verified_then(
     ctx: GroupContext,
-    commit: gm.TxnOffsetCommitRequest,
-    respond: Callable[[list[tuple[str, int, ErrorCode]]], Any],
+    body: Any,
+    version: int,
+    tv2: bool,
+    write: Callable[[], Any],
     failed: Callable[[ErrorCode], Any],
 ) -> Any:
-    read_at = ctx.read_at
-    error = await _verify_in_transaction(ctx, commit, read_at)
-    if error is not ErrorCode.NONE:
-        return failed(error)
-    answer = ctx.groups.txn_commit_offsets(
-        commit,
-        read_at,
-        lambda answer: respond(
-            [(t.name, p.index, p.error) for t in answer.topics for p in t.partitions]
-        ),
-        failed,
+    """KIP-890 for the group's offsets partition (txn_verification.py): v5+ adds it to the
+    transaction, older versions verify it is in it; the commit is written only then."""
+    partition = (OFFSETS_TOPIC, shard_for(body.group_id, ctx.settings.offsets_partitions))
+    answers = await ask_coordinator(
+        ctx.txns,
+        body.transactional_id,
+        body.producer_id,
+        body.producer_epoch,
+        [partition],
+        tv2,
+        ctx.read_at,
     )
-    return await answer if isinstance(answer, Pending) else answer
-
-
-async def _verify_in_transaction(
-    ctx: GroupContext, commit: gm.TxnOffsetCommitRequest, read_at: float
-) -> ErrorCode:
-    """The group's offsets partition is in the producer's transaction (v5: added to it, as
-    AddPartitionsToTxn v5 from a broker does). Errors as Kafka's AddPartitionsToTxnManager
-    maps them: INVALID_PRODUCER_EPOCH (fenced: another epoch), INVALID_PRODUCER_ID_MAPPING,
-    CONCURRENT_TRANSACTIONS; a partition not in the transaction INVALID_TXN_STATE below v4,
-    TRANSACTION_ABORTABLE at v4."""
-    partition = (OFFSETS_TOPIC, shard_for(commit.group_id, ctx.settings.offsets_partitions))
-    gateway = txns(ctx)
-    txn_id, producer_id, epoch = commit.transactional_id, commit.producer_id, commit.producer_epoch
-    if commit.version >= _ADDS_PARTITION_SINCE:
-        error = await gateway.add_partitions(
-            txn_id, producer_id, epoch, [partition], read_at, TRANSACTION_VERSION_2
-        )
-    else:
-        verified = await gateway.verify_partitions(txn_id, producer_id, epoch, [partition], read_at)
-        error = verified if isinstance(verified, ErrorCode) else verified[partition]
-    if error is ErrorCode.PRODUCER_FENCED:
-        return ErrorCode.INVALID_PRODUCER_EPOCH
-    if error is ErrorCode.TRANSACTION_ABORTABLE and commit.version < _GENERIC_ERROR_SINCE:
-        return ErrorCode.INVALID_TXN_STATE
-    return error
+    error = producer_error(answers[partition], tv2, version >= 4)
+    if error is not ErrorCode.NONE:
+        # As Kafka's CoordinatorOperationExceptionHelper maps a failed verification.
+        return failed(_OPERATION_ERRORS.get(error, error))
+    answer = write()
+    if hasattr(answer, "__await__"):
+        return await answer
+    return answer

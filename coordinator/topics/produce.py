@@ -1,4 +1,4 @@
-"""Produce v3-v11.
+"""Produce v3-v12.
 
 Emits: appends each partition's batches to its log (as sent, only the base offset stamped,
 the timestamp type and max timestamp as message.timestamp.type asks: timestamps.py, and
@@ -23,8 +23,13 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED (a transactional batch without a transacti
 and INVALID_PRODUCER_ID_MAPPING (transactional batches of several producer ids).
 Transactional batches (attribute bit 0x10) are checked as idempotent ones, and the first
 opens the producer's transaction on the partition (producers.py) until a marker ends it
-(txn_markers.py). The transaction coordinator is not asked whether the partition is part
-of the transaction (Kafka's KIP-890 verification).
+(txn_markers.py). A transactional batch that would open its producer's transaction on a
+partition is first checked with the transaction coordinator (KIP-890, txn_verification.py):
+Produce v12+ (transactions V2) adds the partition to the transaction; older versions, with
+transaction_partition_verification_enable, verify that it is in it (INVALID_TXN_STATE, or
+TRANSACTION_ABORTABLE from v11, when it is not; INVALID_PRODUCER_EPOCH when fenced;
+NOT_ENOUGH_REPLICAS while the coordinator is unavailable; CONCURRENT_TRANSACTIONS for v12
+while the previous transaction completes).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from groupcoord.protocol.batches import (
     TRANSACTIONAL_MASK,
     InvalidBatch,
     header_struct,
+    parse_header,
     split_batches,
 )
 from groupcoord.protocol.errors import ErrorCode
@@ -54,6 +60,7 @@ from .context import NO_RESPONSE, TopicsContext
 from .producers import SequenceError
 from .registry import Partition, wake_waiters
 from .timestamps import InvalidTimestamps, RecordsUnreadable, TimestampPolicy
+from .txn_verification import ask_coordinator, producer_error
 
 log = get_logger("groupcoord.produce")
 
@@ -61,6 +68,8 @@ log = get_logger("groupcoord.produce")
 # encodes back to exactly the append time.
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _PRODUCER_ID = header_struct("producer_id")
+# Produce v12+ is transactions V2 (KIP-890 part 2): the leader adds partitions itself.
+_TV2_PRODUCE = 12
 
 
 class _PartitionResult:
@@ -90,9 +99,29 @@ class _PartitionResult:
 
 def handle_produce(ctx: TopicsContext, request: Request) -> Any:
     body = request.body
+    refused = _refuse_transactional(body)
+    if refused is None and body.transactional_id is not None and ctx.txns is not None:
+        asking = _to_verify(ctx, request)
+        if asking is not None:
+            verified = _produce_verified(ctx, request, *asking)
+            if body.acks == 0:
+                ctx.spawn(verified)  # no response: appended once the coordinator answers
+                return NO_RESPONSE
+            return verified
+    return _produce(ctx, request, refused, None)
+
+
+def _produce(
+    ctx: TopicsContext,
+    request: Request,
+    refused: tuple[ErrorCode, str] | None,
+    verified: dict[tuple[str, int], tuple[ErrorCode, object]] | None,
+) -> Any:
+    """Appends and answers (`verified`: the KIP-890 answer and guard of the partitions the
+    transaction coordinator was asked about)."""
+    body = request.body
     acks = body.acks
     results: list[tuple[str, list[_PartitionResult]]] = []
-    refused = _refuse_transactional(body)
     for topic_data in body.topic_data:
         name = topic_data.name
         topic = ctx.topics.get(name)
@@ -100,6 +129,7 @@ def handle_produce(ctx: TopicsContext, request: Request) -> Any:
         for data in topic_data.partition_data:
             result = _PartitionResult(data.index)
             partition_results.append(result)
+            check = verified.get((name, data.index)) if verified is not None else None
             if refused is not None:
                 result.error, result.message = refused
             elif acks not in (0, 1, -1):
@@ -109,8 +139,11 @@ def handle_produce(ctx: TopicsContext, request: Request) -> Any:
             elif topic.internal:  # Kafka's ReplicaManager: clients never append to these
                 result.error = ErrorCode.INVALID_TOPIC_EXCEPTION
                 result.message = f"Cannot append to internal topic {name}"
+            elif check is not None and check[0] is not ErrorCode.NONE:
+                result.error = check[0]
             else:
-                _append(ctx, topic.partitions[data.index], data.records, result)
+                guard = check[1] if check is not None else None
+                _append(ctx, topic.partitions[data.index], data.records, result, guard)
         results.append((name, partition_results))
 
     appended = [r for _, rs in results for r in rs if r.partition is not None]
@@ -121,6 +154,76 @@ def handle_produce(ctx: TopicsContext, request: Request) -> Any:
     if not appended:
         return _response(request, results)
     return _respond_when_durable(ctx, request, results, appended)
+
+
+def _to_verify(
+    ctx: TopicsContext, request: Request
+) -> tuple[int, int, list[tuple[str, int]]] | None:
+    """(producer id, epoch, partitions) of a transactional Produce whose batches would open
+    the producer's transaction on some partitions, when the transaction coordinator must be
+    asked about them (txn_verification.py): Produce v12+ always (transactions V2 add them),
+    older versions when transaction_partition_verification_enable is on; else None."""
+    tv2 = request.api_version >= _TV2_PRODUCE
+    if not tv2 and not ctx.settings.transaction_partition_verification_enable:
+        return None
+    producer: tuple[int, int] | None = None
+    partitions: list[tuple[str, int]] = []
+    for topic_data in request.body.topic_data:
+        topic = ctx.topics.get(topic_data.name)
+        if topic is None:
+            continue
+        for data in topic_data.partition_data:
+            records = data.records
+            if not 0 <= data.index < len(topic.partitions) or not records:
+                continue
+            try:
+                header = parse_header(records)
+            except InvalidBatch:
+                continue  # refused at the append
+            if not header.is_transactional or header.is_control:
+                continue
+            if topic.partitions[data.index].producers.opens_transaction(header):
+                producer = (header.producer_id, header.producer_epoch)
+                partitions.append((topic_data.name, data.index))
+    if producer is None:
+        return None
+    return producer[0], producer[1], partitions
+
+
+async def _produce_verified(
+    ctx: TopicsContext,
+    request: Request,
+    producer_id: int,
+    producer_epoch: int,
+    partitions: list[tuple[str, int]],
+) -> Any:
+    """Ask the transaction coordinator (guards taken first), then append and answer."""
+    tv2 = request.api_version >= _TV2_PRODUCE
+    guards = {}
+    for name, index in partitions:
+        producers = ctx.topics.partition(name, index).producers  # type: ignore[union-attr]
+        guards[(name, index)] = producers.start_verification(producer_id, producer_epoch)
+    answers = await ask_coordinator(
+        ctx.txns,
+        request.body.transactional_id,
+        producer_id,
+        producer_epoch,
+        partitions,
+        tv2,
+        ctx.read_at,
+    )
+    verified = {}
+    for (name, index), guard in guards.items():
+        error = producer_error(answers[(name, index)], tv2, request.api_version >= 11)
+        if error is not ErrorCode.NONE:
+            partition = ctx.topics.partition(name, index)
+            if partition is not None:
+                partition.producers.end_verification(producer_id, guard)
+        verified[(name, index)] = (error, guard)
+    answer = _produce(ctx, request, None, verified)
+    if hasattr(answer, "__await__"):
+        return await answer
+    return answer
 
 
 def _refuse_transactional(body: Any) -> tuple[ErrorCode, str] | None:
@@ -153,7 +256,11 @@ def _refuse_transactional(body: Any) -> tuple[ErrorCode, str] | None:
 
 
 def _append(
-    ctx: TopicsContext, partition: Partition, records: bytes | None, result: _PartitionResult
+    ctx: TopicsContext,
+    partition: Partition,
+    records: bytes | None,
+    result: _PartitionResult,
+    guard: object | None = None,
 ) -> None:
     if not records:
         result.error = ErrorCode.INVALID_RECORD
@@ -220,6 +327,18 @@ def _append(
     first_base = -1
     for (payload, group_headers), max_timestamp in zip(groups, max_timestamps, strict=True):
         header = group_headers[0]
+        if (
+            guard is not None
+            and header.is_transactional
+            and producers.opens_transaction(header)
+            and not producers.verified(header.producer_id, guard)
+        ):
+            # Kafka's verification guard: a marker (or another append) of the producer
+            # came between the coordinator's answer and this append.
+            result.error = ErrorCode.INVALID_TXN_STATE
+            result.message = "Record was not part of an ongoing transaction"
+            result.log_start_offset = log_.log_start_offset
+            return
         try:
             duplicate = producers.check(header)
         except SequenceError as e:

@@ -97,7 +97,7 @@ class SequenceError(Exception):
 
 
 class ProducerStates:
-    __slots__ = ("producers", "open_txns", "unstable", "aborted")
+    __slots__ = ("producers", "open_txns", "unstable", "aborted", "verifying")
 
     def __init__(self) -> None:
         self.producers: dict[int, ProducerState] = {}
@@ -108,6 +108,12 @@ class ProducerStates:
         # durable yet, in marker order: they hold the last stable offset until it is.
         self.unstable: deque[tuple[int, int]] = deque()
         self.aborted = AbortedTxns()
+        # KIP-890 verification guards (Kafka's VerificationStateEntry), memory only:
+        # producer id -> (guard, epoch), set before the transaction coordinator is asked
+        # whether the partition is in the producer's transaction and dropped by the
+        # producer's next transactional append or marker, so an answer that arrives after
+        # a marker ended the transaction cannot open a new one (see `verified`).
+        self.verifying: dict[int, tuple[object, int]] = {}
 
     @classmethod
     def rebuild(cls, log: PartitionLog) -> ProducerStates:
@@ -194,9 +200,12 @@ class ProducerStates:
                 )
             )
         state.last_timestamp = header.max_timestamp
-        if header.is_transactional and state.txn_first_offset == NO_TXN:
-            state.txn_first_offset = base_offset
-            self.open_txns[producer_id] = base_offset
+        if header.is_transactional:
+            if self.verifying:
+                self.verifying.pop(producer_id, None)
+            if state.txn_first_offset == NO_TXN:
+                state.txn_first_offset = base_offset
+                self.open_txns[producer_id] = base_offset
 
     # -- markers --------------------------------------------------------------------------
 
@@ -225,10 +234,22 @@ class ProducerStates:
             )
 
     def record_marker(
-        self, header: BatchHeader, offset: int, coordinator_epoch: int, commit: bool
+        self,
+        header: BatchHeader,
+        offset: int,
+        coordinator_epoch: int,
+        commit: bool,
+        transaction_version: int = 0,
     ) -> None:
         """Remember a marker batch appended at `offset`."""
         producer_id = header.producer_id
+        verifying = self.verifying.get(producer_id)
+        if verifying is not None and not (
+            transaction_version >= 2 and verifying[1] == header.producer_epoch
+        ):
+            # A version 2 marker at the verified epoch ends the transaction before it: the
+            # verification is the next one's, begun at the bumped epoch (as Kafka keeps it).
+            del self.verifying[producer_id]
         state = self.producers.get(producer_id)
         if state is None:
             state = self.producers[producer_id] = ProducerState(header.producer_epoch)
@@ -257,6 +278,37 @@ class ProducerStates:
             and state.txn_first_offset == NO_TXN
             and state.last_marker_commit is commit
         )
+
+    # -- KIP-890 verification -------------------------------------------------------------
+
+    def opens_transaction(self, header: BatchHeader) -> bool:
+        """A transactional batch that would open its producer's transaction here (none is
+        open at the batch's epoch): Kafka asks the transaction coordinator first."""
+        state = self.producers.get(header.producer_id)
+        if state is None:
+            return True
+        if header.producer_epoch < state.epoch:
+            return False  # refused as fenced by `check`, without asking
+        return state.txn_first_offset == NO_TXN or header.producer_epoch != state.epoch
+
+    def start_verification(self, producer_id: int, epoch: int) -> object:
+        """The guard of a verification of `producer_id` at `epoch` (an existing one reused,
+        as Kafka's maybeStartTransactionVerification)."""
+        entry = self.verifying.get(producer_id)
+        if entry is None or entry[1] != epoch:
+            entry = self.verifying[producer_id] = (object(), epoch)
+        return entry[0]
+
+    def verified(self, producer_id: int, guard: object) -> bool:
+        """Whether the verification `guard` still stands (no transactional append or marker
+        of the producer since it began)."""
+        entry = self.verifying.get(producer_id)
+        return entry is not None and entry[0] is guard
+
+    def end_verification(self, producer_id: int, guard: object) -> None:
+        """A verification that failed: its guard goes (the append is not made)."""
+        if self.verified(producer_id, guard):
+            del self.verifying[producer_id]
 
     # -- reads ----------------------------------------------------------------------------
 

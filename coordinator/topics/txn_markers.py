@@ -80,7 +80,7 @@ def append_txn_marker(
         log.error("marker append failed", topic=topic, partition=partition, error=str(e))
         ctx.committer.health.write_failed("append", log_.directory, e)
         return ErrorCode.KAFKA_STORAGE_ERROR
-    producers.record_marker(header, offset, coordinator_epoch, commit)
+    producers.record_marker(header, offset, coordinator_epoch, commit, transaction_version)
     return MarkerAppended(target, offset)
 
 
@@ -120,13 +120,22 @@ async def write_txn_marker(
     producer_epoch: int,
     coordinator_epoch: int,
     commit: bool,
+    transaction_version: int = 0,
 ) -> ErrorCode:
     """Write one COMMIT (`commit`) or ABORT marker for `producer_id` at `producer_epoch` to
     `topic`-`partition`; returns once it is durable. Errors: UNKNOWN_TOPIC_OR_PARTITION,
-    INVALID_PRODUCER_EPOCH (an epoch below the partition's), TRANSACTION_COORDINATOR_FENCED
-    (a coordinator epoch below one of an earlier marker), KAFKA_STORAGE_ERROR."""
+    INVALID_PRODUCER_EPOCH (an epoch below the partition's; with transaction version 2
+    also an equal one while a transaction is open), TRANSACTION_COORDINATOR_FENCED (a
+    coordinator epoch below one of an earlier marker), KAFKA_STORAGE_ERROR."""
     appended = append_txn_marker(
-        ctx, topic, partition, producer_id, producer_epoch, coordinator_epoch, commit
+        ctx,
+        topic,
+        partition,
+        producer_id,
+        producer_epoch,
+        coordinator_epoch,
+        commit,
+        transaction_version,
     )
     if isinstance(appended, ErrorCode):
         return appended

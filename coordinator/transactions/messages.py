@@ -18,10 +18,23 @@ class InitProducerIdAnswer:
 
 
 @dataclass(frozen=True, slots=True)
+class EndTxnAnswer:
+    """EndTxn v5 (transaction version 2): the error and, on success, the producer id and
+    epoch the client continues with (the bumped epoch, or a new id at epoch 0); -1, -1 with
+    an error, as Kafka answers."""
+
+    error: ErrorCode
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
 class MarkerJob:
     """A transaction in PrepareCommit (`commit`) or PrepareAbort whose markers must be
     written: every partition with (producer id, epoch) as of the Prepare record, then the
-    Complete record (TxnShard.complete_transaction)."""
+    Complete record (TxnShard.complete_transaction). `transaction_version`: the
+    transaction's client version (2: the markers carry a bumped epoch, which the
+    partitions check strictly, as Kafka's WriteTxnMarkers v2 TransactionVersion)."""
 
     transactional_id: str
     producer_id: int
@@ -31,6 +44,7 @@ class MarkerJob:
     coordinator_epoch: int
     # Handed over by a load (recovery): some markers may be written already.
     recovered: bool = False
+    transaction_version: int = 0
 
 
 @dataclass(frozen=True, slots=True)

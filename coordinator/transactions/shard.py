@@ -33,6 +33,7 @@ from ..groups.result import Reply, Result
 from .counters import TxnCounters
 from .messages import (
     DescribedTransaction,
+    EndTxnAnswer,
     InitProducerIdAnswer,
     ListedTransaction,
     ListFilters,
@@ -41,6 +42,7 @@ from .messages import (
 from .metadata import (
     EPOCH_MAX,
     NO_EPOCH,
+    NO_PRODUCER_ID,
     TopicPartition,
     TransactionMetadata,
     epoch_exhausted,
@@ -288,6 +290,69 @@ class TxnShard:
             result.reply(reply, ErrorCode.INVALID_TXN_STATE)
         return result
 
+    def end_transaction_v2(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        reply: Reply,
+        now_ms: int,
+    ) -> Result:
+        """EndTxn v5 (transaction version 2, Kafka's `endTransaction`): every end bumps the
+        epoch. Ongoing writes PrepareCommit/PrepareAbort at epoch + 1 (an exhausted epoch:
+        at MAX, with a next producer id the Complete record rotates to) and answers the
+        producer id and epoch the client continues with; an abort from Empty, CompleteCommit
+        or CompleteAbort at the current epoch is an empty abort (PrepareAbort at epoch + 1,
+        no partitions). A retry (the epoch before the bump, or the last epoch of the id
+        before a rotation) of a completed end answers NONE with the current id and epoch.
+        Errors: INVALID_REQUEST, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (an epoch that
+        is neither the current one nor, where a retry is possible, the one before it),
+        CONCURRENT_TRANSACTIONS (a retry while the same end completes), INVALID_TXN_STATE."""
+        result = Result()
+        meta = self.txns.get(transactional_id)
+        if not transactional_id:
+            result.reply(reply, EndTxnAnswer(ErrorCode.INVALID_REQUEST))
+            return result
+        if meta is None:
+            result.reply(reply, EndTxnAnswer(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
+            return result
+        state = meta.state
+        current = meta.producer_epoch
+        retry_on_bump = current == producer_epoch + 1
+        retry_on_overflow = (
+            producer_id == meta.prev_producer_id
+            and producer_epoch == EPOCH_MAX - 1
+            and current == 0
+        )
+        retry = retry_on_bump or retry_on_overflow
+        if state in PREPARING:
+            valid_epoch = retry_on_bump
+        elif state in COMPLETED:
+            valid_epoch = retry or producer_epoch == current
+        else:
+            valid_epoch = producer_epoch == current
+        if producer_id != meta.producer_id and not retry_on_overflow:
+            error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        elif not valid_epoch:
+            error = ErrorCode.PRODUCER_FENCED
+        elif state is ONGOING or (not commit and not retry and state in EXPIRABLE):
+            answer = self._prepare_v2(meta, commit, result, now_ms)
+            # The client's answer first, then the markers (both once durable), as Kafka.
+            result.replies.insert(0, (reply, answer))
+            return result
+        elif state in PREPARING:
+            same = state is (PREPARE_COMMIT if commit else PREPARE_ABORT)
+            error = ErrorCode.CONCURRENT_TRANSACTIONS if same else ErrorCode.INVALID_TXN_STATE
+        elif state is (COMPLETE_COMMIT if commit else COMPLETE_ABORT) and retry:
+            # A retry of an end that completed: the id and epoch it answered.
+            result.reply(reply, EndTxnAnswer(ErrorCode.NONE, meta.producer_id, current))
+            return result
+        else:
+            error = ErrorCode.INVALID_TXN_STATE
+        result.reply(reply, EndTxnAnswer(error))
+        return result
+
     def complete_transaction(self, job: MarkerJob, reply: Reply, now_ms: int) -> Result:
         """Every marker of `job` is written: CompleteCommit/CompleteAbort (no partitions),
         answered NONE once durable. A transaction no longer in that Prepare state with
@@ -301,11 +366,17 @@ class TxnShard:
             and meta.producer_id == job.producer_id
             and meta.producer_epoch == job.producer_epoch
         ):
+            changes: dict[str, Any] = {}
+            if meta.client_transaction_version >= TV2 and meta.next_producer_id != NO_PRODUCER_ID:
+                # The epoch was exhausted: the transaction completes under the next id.
+                changes = {"producer_id": meta.next_producer_id, "producer_epoch": 0}
             value = self._transit(
                 meta,
                 COMPLETE_COMMIT if job.commit else COMPLETE_ABORT,
                 now_ms,
                 partitions=(),
+                next_producer_id=NO_PRODUCER_ID,
+                **changes,
             )
             result.records.append((TransactionLogKey(job.transactional_id), value))
             if job.commit:
@@ -444,7 +515,14 @@ class TxnShard:
         check_transition(meta.state, PREPARE_EPOCH_FENCE)
         epoch = meta.producer_epoch
         fence_epoch = epoch if epoch >= EPOCH_MAX else epoch + 1
-        fenced = replace_meta(meta, state=PREPARE_EPOCH_FENCE, producer_epoch=fence_epoch)
+        next_id = NO_PRODUCER_ID
+        if meta.client_transaction_version >= TV2 and epoch_exhausted(epoch):
+            # A transaction of version 2 rotates its producer id when the fence exhausts
+            # the epoch (KAFKA-20090), as its own ends do.
+            next_id = self.producer_ids()
+        fenced = replace_meta(
+            meta, state=PREPARE_EPOCH_FENCE, producer_epoch=fence_epoch, next_producer_id=next_id
+        )
         self._prepare(fenced, PREPARE_ABORT, result, now_ms)
         meta.last_producer_epoch = NO_EPOCH
 
@@ -461,8 +539,39 @@ class TxnShard:
             target is PREPARE_COMMIT,
             tuple(sorted(meta.partitions)),
             COORDINATOR_EPOCH,
+            transaction_version=value.client_transaction_version,
         )
         result.reply(self.markers, job)
+
+    def _prepare_v2(
+        self, meta: TransactionMetadata, commit: bool, result: Result, now_ms: int
+    ) -> EndTxnAnswer:
+        """prepareAbortOrCommit of transaction version 2: PrepareCommit/PrepareAbort at
+        epoch + 1 (an abort at MAX stays at MAX), a next producer id when the epoch is
+        exhausted, the start time now for an empty abort; returns what the client is
+        answered (the values the Complete record will hold)."""
+        epoch = meta.producer_epoch
+        next_id = self.producer_ids() if epoch_exhausted(epoch) else NO_PRODUCER_ID
+        bumped = epoch if epoch >= EPOCH_MAX and not commit else epoch + 1
+        changes: dict[str, Any] = {}
+        if meta.state is not ONGOING:
+            changes = {"partitions": set(), "start_ms": now_ms}
+        self._prepare(
+            replace_meta(
+                meta,
+                producer_epoch=bumped,
+                next_producer_id=next_id,
+                client_transaction_version=TV2,
+                **changes,
+            ),
+            PREPARE_COMMIT if commit else PREPARE_ABORT,
+            result,
+            now_ms,
+        )
+        meta.last_producer_epoch = epoch  # memory only, as Kafka's
+        if next_id != NO_PRODUCER_ID:
+            return EndTxnAnswer(ErrorCode.NONE, next_id, 0)
+        return EndTxnAnswer(ErrorCode.NONE, meta.producer_id, bumped)
 
     def _marker_job(self, meta: TransactionMetadata, recovered: bool) -> MarkerJob:
         return MarkerJob(
@@ -472,7 +581,8 @@ class TxnShard:
             meta.state is PREPARE_COMMIT,
             tuple(sorted(meta.partitions)),
             COORDINATOR_EPOCH,
-            recovered,
+            recovered=recovered,
+            transaction_version=meta.client_transaction_version,
         )
 
     def _transit(

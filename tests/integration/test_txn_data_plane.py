@@ -1,14 +1,21 @@
 """The partition side of transactions with a raw client (issue 18 item 3): transactional
 Produce, markers through WriteTxnMarkers, Fetch read_committed / read_uncommitted,
-ListOffsets, DescribeProducers, restarts after SIGKILL, retention and compaction."""
+ListOffsets, DescribeProducers, restarts after SIGKILL, retention and compaction.
+
+The producers here are made up (no transaction coordinator knows them), so the servers run
+with transaction_partition_verification_enable off, as a Kafka broker would need
+transaction.partition.verification.enable=false to take such batches (KIP-890 verification
+is tested in test_txn_v2.py)."""
 
 from __future__ import annotations
 
 import datetime
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.protocol.control_batches import marker_batch
@@ -33,6 +40,13 @@ NONE, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE = 0, 47, 48
 UNKNOWN_TOPIC_OR_PARTITION, TRANSACTION_COORDINATOR_FENCED = 3, 52
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_PRODUCER_ID_MAPPING, INVALID_RECORD = 53, 49, 87
 LATEST, EARLIEST = -1, -2
+UNVERIFIED = {"transaction_partition_verification_enable": "false"}
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    with serving(tmp_path / "data", **UNVERIFIED) as proc:
+        yield proc
 
 
 def _txn(client: RawClient, topic: str, pid: int, epoch: int, seq: int, *values: bytes) -> int:
@@ -279,7 +293,7 @@ def test_retention_below_an_open_transaction(tmp_path: Path) -> None:
     (as Kafka's): an aborted transaction's entry goes with its data, and an open
     transaction whose first batches are gone pins the LSO at the log start until its
     marker comes; after a SIGKILL the same holds."""
-    with serving(tmp_path / "data", log_retention_check_interval_ms=100) as server:
+    with serving(tmp_path / "data", log_retention_check_interval_ms=100, **UNVERIFIED) as server:
         # One batch per segment; retention keeps at least 400 bytes.
         _create(server.bootstrap, "r", **{"segment.bytes": "100", "retention.bytes": "400"})
         with RawClient(server.bootstrap) as c:
@@ -324,7 +338,7 @@ def test_compaction_keeps_aborted_records_hidden_and_committed_ones(tmp_path: Pa
     cleaner), never cleans past the open transaction, never makes the aborted record
     visible to read_committed readers nor loses a committed one; across a SIGKILL the
     same."""
-    with serving(tmp_path / "data", log_cleaner_interval_ms=100) as server:
+    with serving(tmp_path / "data", log_cleaner_interval_ms=100, **UNVERIFIED) as server:
         # Any dirty segment makes the log due: a pass that ran early must not leave the
         # later segments below the dirty ratio.
         _create(
@@ -389,7 +403,7 @@ def test_a_damaged_abort_marker_never_shows_the_aborted_records(tmp_path: Path) 
     open: the last stable offset stays at its first offset and read_committed readers get
     nothing past it (never the aborted record); a marker sent again (the coordinator's
     recovery, or an admin's abort) ends it and the committed data after it shows."""
-    with serving(tmp_path / "data") as server:
+    with serving(tmp_path / "data", **UNVERIFIED) as server:
         create_topic(server.bootstrap, "d", 1)
         with RawClient(server.bootstrap) as c:
             _txn(c, "d", 1, 0, 0, b"secret")  # 0

@@ -7,7 +7,6 @@ cases on a consumer group."""
 
 from __future__ import annotations
 
-import datetime
 import sys
 import time
 from collections.abc import Iterator
@@ -21,17 +20,12 @@ from groupcoord.protocol.errors import ErrorCode
 from tests.integration.raw_groups import commit, join_until_member, sync
 from tests.integration.test_clients import create_topic
 from tests.integration.test_kip848_raw import RawMember, owned_of
+from tests.integration.test_txn_coordinator import add_offsets, init_pid
 from tests.rawclient import RawClient, request_class
 from tests.support import ServerProcess, serving
 
 TXN_OFFSET_COMMIT = 28
 OFFSET_FETCH = 9
-INIT_PRODUCER_ID, ADD_OFFSETS_TO_TXN, END_TXN, DESCRIBE_TRANSACTIONS = 22, 25, 26, 65
-RETRIABLE = {
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.CONCURRENT_TRANSACTIONS,
-}
 
 
 @pytest.fixture
@@ -44,38 +38,26 @@ def _m(api_key: int, version: int) -> Any:
     return sys.modules[request_class(api_key, version).__module__]
 
 
-def open_transaction(client: RawClient, groups: list[str]) -> dict[str, int]:
-    """InitProducerId for transactional id "tx" and AddOffsetsToTxn of `groups`, as a
-    producer does before TxnOffsetCommit (the broker verifies that the group's offsets
-    partition is in the transaction, as Kafka's does): txn_commit's producer arguments."""
-    init = _m(INIT_PRODUCER_ID, 4)
-    deadline = time.monotonic() + 30
-    while True:
-        answer = client.request(
-            INIT_PRODUCER_ID,
-            4,
-            build(
-                init.InitProducerIdRequest,
-                transactional_id="tx",
-                transaction_timeout=datetime.timedelta(minutes=5),
-                producer_id=-1,
-                producer_epoch=-1,
-            ),
-        )
-        if answer.error_code not in RETRIABLE or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    assert answer.error_code == ErrorCode.NONE, answer
-    producer = {"producer_id": answer.producer_id, "producer_epoch": answer.producer_epoch}
-    add = _m(ADD_OFFSETS_TO_TXN, 3)
-    for group in groups:
-        added = client.request(
-            ADD_OFFSETS_TO_TXN,
-            3,
-            build(add.AddOffsetsToTxnRequest, transactional_id="tx", group_id=group, **producer),
-        )
-        assert added.error_code == ErrorCode.NONE, added
-    return producer
+# The transactional producer "tx" of each server (by address): (producer id, epoch).
+_PRODUCERS: dict[Any, tuple[int, int]] = {}
+
+
+def _producer(client: RawClient) -> tuple[int, int]:
+    """The server's transactional producer "tx", initialised once (InitProducerId), as the
+    commits of a real producer come from one: the transaction coordinator is asked about the
+    group's offsets partition before a commit is written (KIP-890)."""
+    server = client.sock.getpeername()
+    if server not in _PRODUCERS:
+        deadline = time.monotonic() + 30
+        answer = init_pid(client, "tx")
+        # A transaction left open (by a server killed before) is aborted first: retried.
+        while answer.error_code == ErrorCode.CONCURRENT_TRANSACTIONS:
+            assert time.monotonic() < deadline, answer
+            time.sleep(0.05)
+            answer = init_pid(client, "tx")
+        assert answer.error_code == 0, answer
+        _PRODUCERS[server] = (answer.producer_id, answer.producer_epoch)
+    return _PRODUCERS[server]
 
 
 def txn_commit(
@@ -83,13 +65,17 @@ def txn_commit(
     group: str,
     offsets: dict[tuple[str, int], int],
     *,
-    producer_id: int,
-    producer_epoch: int,
     generation: int = -1,
     member_id: str = "",
     instance_id: str | None = None,
     version: int = 3,
 ) -> dict[tuple[str, int], int]:
+    """A TxnOffsetCommit of the server's producer "tx"; before v5 (transactions V1) it adds
+    the group's offsets partition to its transaction first (AddOffsetsToTxn), as a client
+    does; v5 has the server add it."""
+    producer_id, producer_epoch = _producer(client)
+    if version < 5:
+        assert add_offsets(client, "tx", producer_id, producer_epoch, group) == 0
     m = _m(TXN_OFFSET_COMMIT, version)
     topics: dict[str, list[Any]] = {}
     for (topic, partition), offset in offsets.items():
@@ -175,12 +161,11 @@ def test_pending_offsets_are_unstable_and_survive_a_sigkill(tmp_path: Path) -> N
     with serving(data) as first:
         create_topic(first.bootstrap, "t", 3)
         with RawClient(first.bootstrap) as client:
-            producer = open_transaction(client, ["g"])
             assert (
                 commit(client, "g", {("t", 0): 5, ("t", 1): 6}).topics[0].partitions[0].error_code
                 == 0
             )
-            assert txn_commit(client, "g", {("t", 0): 50, ("t", 2): 70}, **producer) == {
+            assert txn_commit(client, "g", {("t", 0): 50, ("t", 2): 70}) == {
                 ("t", 0): 0,
                 ("t", 2): 0,
             }
@@ -201,7 +186,7 @@ def test_pending_offsets_are_unstable_and_survive_a_sigkill(tmp_path: Path) -> N
         )
         assert fetch(client, "g", [0, 1, 2], False) == (0, {0: (5, 0), 1: (6, 0), 2: (-1, 0)})
         # The group is kept (not empty of pending offsets); an unknown partition is refused.
-        assert txn_commit(client, "g", {("t", 9): 1, ("u", 0): 1}, **producer) == {
+        assert txn_commit(client, "g", {("t", 9): 1, ("u", 0): 1}) == {
             ("t", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
             ("u", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         }
@@ -215,18 +200,14 @@ def test_classic_group_fencing(server: ServerProcess) -> None:
         member, generation = joined.member_id, joined.generation_id
         assert sync(client, "cg", generation, member, instance_id="static-1").error_code == 0
         ok = {("t", 0): 0}
-        producer = open_transaction(client, ["cg", "missing", "simple"])
         assert (
-            txn_commit(
-                client, "cg", {("t", 0): 1}, generation=generation, member_id=member, **producer
-            )
-            == ok
+            txn_commit(client, "cg", {("t", 0): 1}, generation=generation, member_id=member) == ok
         )
         assert txn_commit(
-            client, "cg", {("t", 0): 1}, generation=generation + 1, member_id=member, **producer
+            client, "cg", {("t", 0): 1}, generation=generation + 1, member_id=member
         ) == {("t", 0): ErrorCode.ILLEGAL_GENERATION}
         assert txn_commit(
-            client, "cg", {("t", 0): 1}, generation=generation, member_id="nobody", **producer
+            client, "cg", {("t", 0): 1}, generation=generation, member_id="nobody"
         ) == {("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
         assert txn_commit(
             client,
@@ -235,16 +216,15 @@ def test_classic_group_fencing(server: ServerProcess) -> None:
             generation=generation,
             member_id="other",
             instance_id="static-1",
-            **producer,
         ) == {("t", 0): ErrorCode.FENCED_INSTANCE_ID}
         # Old clients (v0-v2, no member information) are accepted, as by Kafka.
         for version in (0, 2):
-            assert txn_commit(client, "cg", {("t", 0): 2}, version=version, **producer) == ok
+            assert txn_commit(client, "cg", {("t", 0): 2}, version=version) == ok
         # A missing group with a generation: ILLEGAL_GENERATION; with -1 a simple group.
-        assert txn_commit(
-            client, "missing", {("t", 0): 1}, generation=3, member_id="m", **producer
-        ) == {("t", 0): ErrorCode.ILLEGAL_GENERATION}
-        assert txn_commit(client, "simple", {("t", 0): 1}, **producer) == ok
+        assert txn_commit(client, "missing", {("t", 0): 1}, generation=3, member_id="m") == {
+            ("t", 0): ErrorCode.ILLEGAL_GENERATION
+        }
+        assert txn_commit(client, "simple", {("t", 0): 1}) == ok
 
 
 def test_kip1251_fencing_of_transactional_commits(tmp_path: Path) -> None:
@@ -274,8 +254,6 @@ def test_kip1251_fencing_of_transactional_commits(tmp_path: Path) -> None:
             assert a.ack().error_code == 0 and a.epoch == e2
             assert b.ack().error_code == 0 and b.partitions() == moved
 
-            producer = open_transaction(a.client, [group])
-
             def commit_at(offsets: dict[int, int], epoch: int) -> dict[int, int]:
                 answer = txn_commit(
                     a.client,
@@ -284,7 +262,6 @@ def test_kip1251_fencing_of_transactional_commits(tmp_path: Path) -> None:
                     generation=epoch,
                     member_id=a.member_id,
                     version=5,
-                    **producer,
                 )
                 return {p: e for (_, p), e in answer.items()}
 
@@ -303,61 +280,3 @@ def test_kip1251_fencing_of_transactional_commits(tmp_path: Path) -> None:
         finally:
             a.close()
             b.close()
-
-
-def _describe_transaction(client: RawClient) -> tuple[str, list[tuple[str, list[int]]]]:
-    """(state, topics) of transactional id "tx" (DescribeTransactions; only states with a
-    start time: the codec cannot read Empty's -1)."""
-    m = _m(DESCRIBE_TRANSACTIONS, 0)
-    answer = client.request(
-        DESCRIBE_TRANSACTIONS, 0, build(m.DescribeTransactionsRequest, transactional_ids=("tx",))
-    )
-    (state,) = answer.transaction_states
-    return state.transaction_state, [(t.topic, sorted(t.partitions)) for t in state.topics]
-
-
-def _end(client: RawClient, producer: dict[str, int], commit: bool) -> int:
-    m = _m(END_TXN, 3)
-    answer = client.request(
-        END_TXN,
-        3,
-        build(m.EndTxnRequest, transactional_id="tx", committed=commit, **producer),
-    )
-    return int(answer.error_code)
-
-
-def test_the_offsets_partition_is_verified_with_the_transaction(server: ServerProcess) -> None:
-    """As Kafka's group coordinator (KIP-890 part 1): a TxnOffsetCommit whose group was not
-    added to the transaction is INVALID_TXN_STATE below v4, TRANSACTION_ABORTABLE at v4,
-    and adds the group's offsets partition at v5; another producer epoch is
-    INVALID_PRODUCER_EPOCH (not written: the transaction still completes)."""
-    create_topic(server.bootstrap, "t", 1)
-    with RawClient(server.bootstrap) as client:
-        producer = open_transaction(client, ["added"])
-        offsets = {("t", 0): 3}
-        for version, error in ((0, ErrorCode.INVALID_TXN_STATE), (3, ErrorCode.INVALID_TXN_STATE)):
-            assert txn_commit(client, "not-added", offsets, version=version, **producer) == {
-                ("t", 0): error
-            }
-        assert txn_commit(client, "not-added", offsets, version=4, **producer) == {
-            ("t", 0): ErrorCode.TRANSACTION_ABORTABLE
-        }
-        fenced = {**producer, "producer_epoch": producer["producer_epoch"] + 1}
-        for version in (3, 5):
-            assert txn_commit(client, "added", offsets, version=version, **fenced) == {
-                ("t", 0): ErrorCode.INVALID_PRODUCER_EPOCH
-            }
-        state, topics = _describe_transaction(client)
-        assert (state, [t for t, _ in topics]) == ("Ongoing", ["__consumer_offsets"])
-        (before,) = topics
-        assert txn_commit(client, "not-added", offsets, version=5, **producer) == {("t", 0): 0}
-        state, topics = _describe_transaction(client)
-        assert len(topics) == 1 and len(topics[0][1]) == len(before[1]) + 1
-        assert txn_commit(client, "added", offsets, version=3, **producer) == {("t", 0): 0}
-        assert _end(client, producer, True) == ErrorCode.NONE
-        deadline = time.monotonic() + 30
-        while _describe_transaction(client)[0] != "CompleteCommit":
-            assert time.monotonic() < deadline, "the commit's markers were never written"
-            time.sleep(0.05)
-        for group in ("added", "not-added"):
-            assert fetch(client, group, [0], True) == (0, {0: (3, 0)})

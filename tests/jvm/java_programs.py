@@ -146,19 +146,32 @@ class StartedProgram:
 
 
 def start_program(
-    classes: Path, main: str, args: list[str], log_dir: Path, label: str
+    classes: Path,
+    main: str,
+    args: list[str],
+    log_dir: Path,
+    label: str,
+    clients: str = "clients",
 ) -> StartedProgram:
-    """Starts `main` in its own JVM (its own process group), its output in `log_dir`."""
+    """Starts `main` in its own JVM (its own process group), its output in `log_dir`;
+    `clients`: the Maven module whose classpath it runs with ("clients39": kafka-clients
+    3.9, for the programs whose calls 3.9 has too)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = log_dir / f"{label}.out", log_dir / f"{label}.err"
-    cmd = [JAVA, *JVM_FLAGS, "-cp", f"{classes}{os.pathsep}{classpath('clients')}", main, *args]
+    cmd = [JAVA, *JVM_FLAGS, "-cp", f"{classes}{os.pathsep}{classpath(clients)}", main, *args]
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, start_new_session=True)
     return StartedProgram(label, proc, stdout_path, stderr_path)
 
 
 def run_program(
-    classes: Path, main: str, args: list[str], log_dir: Path, label: str, timeout_s: float
+    classes: Path,
+    main: str,
+    args: list[str],
+    log_dir: Path,
+    label: str,
+    timeout_s: float,
+    clients: str = "clients",
 ) -> ProgramRun:
     """Runs `main` in its own JVM; SIGKILLs its process group after `timeout_s`."""
-    return start_program(classes, main, args, log_dir, label).finish(timeout_s)
+    return start_program(classes, main, args, log_dir, label, clients).finish(timeout_s)

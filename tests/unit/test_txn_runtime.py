@@ -40,7 +40,15 @@ class FakeSides:
         return answers.pop(0) if len(answers) > 1 else answers[0]
 
     async def write_marker(
-        self, ctx: Any, topic: str, partition: int, pid: int, epoch: int, coord: int, commit: bool
+        self,
+        ctx: Any,
+        topic: str,
+        partition: int,
+        pid: int,
+        epoch: int,
+        coord: int,
+        commit: bool,
+        transaction_version: int = 0,
     ) -> ErrorCode:
         self.calls.append((topic, partition, pid, epoch, commit))
         return await self._answer(topic, partition)

@@ -59,6 +59,7 @@ public final class TxnLoop {
                 producer.initTransactions();
                 consumer.subscribe(List.of(in));
                 boolean abortedOnce = false;
+                int ended = 0;  // transactions committed or aborted
                 long total = ends.values().stream().mapToLong(Long::longValue).sum();
                 long deadline = System.currentTimeMillis() + Common.PHASE_TIMEOUT_MS;
                 while (sum(Common.committed(admin, group)) < total) {
@@ -79,6 +80,7 @@ public final class TxnLoop {
                     if (!abortedOnce) {
                         abortedOnce = true;
                         producer.abortTransaction();
+                        ended++;
                         Out.emit("aborted", "count", records.count());
                         // Read the aborted input again from the group's committed offsets.
                         Map<TopicPartition, OffsetAndMetadata> committed =
@@ -91,7 +93,9 @@ public final class TxnLoop {
                         continue;
                     }
                     producer.commitTransaction();
+                    ended++;
                 }
+                Out.emit("transactions", "count", ended);
                 Out.emit("phase", "name", "input consumed");
             }
             Out.emit("committed", "offsets", Common.committed(admin, group));
