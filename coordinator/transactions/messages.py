@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from groupcoord.protocol.errors import ErrorCode
 
@@ -43,8 +43,8 @@ class MarkerJob:
     partitions: tuple[TopicPartition, ...]
     coordinator_epoch: int
     # Handed over by a load (recovery): some markers may be written already.
-    recovered: bool = False
-    transaction_version: int = 0
+    recovered: bool = field(default=False, kw_only=True)
+    transaction_version: int = field(default=0, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)

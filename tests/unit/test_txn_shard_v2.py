@@ -58,7 +58,9 @@ def test_every_end_bumps_the_epoch_and_a_retry_is_answered_with_it(h: V2) -> Non
     assert h.end2(1000, 0, True) == EndTxnAnswer(E.NONE, 1000, 1)
     assert h.state() is S.PREPARE_COMMIT and h.epoch() == 1
     # The markers carry the bumped epoch and say they are of transaction version 2.
-    assert h.jobs == [MarkerJob("tx", 1000, 1, True, (("t", 0), ("t", 1)), 0, TV2)]
+    assert h.jobs == [
+        MarkerJob("tx", 1000, 1, True, (("t", 0), ("t", 1)), 0, transaction_version=TV2)
+    ]
     # A retry with the epoch before the bump while the markers are written; the other end.
     assert h.end2(1000, 0, True) == EndTxnAnswer(E.CONCURRENT_TRANSACTIONS)
     assert h.end2(1000, 0, False) == EndTxnAnswer(E.INVALID_TXN_STATE)
@@ -77,7 +79,7 @@ def test_every_end_bumps_the_epoch_and_a_retry_is_answered_with_it(h: V2) -> Non
     # The next transaction runs at the bumped epoch and ends at the next one.
     assert h.add2(1000, 1, ("u", 0)) is E.NONE
     assert h.end2(1000, 1, False) == EndTxnAnswer(E.NONE, 1000, 2)
-    assert h.jobs[1] == MarkerJob("tx", 1000, 2, False, (("u", 0),), 0, TV2)
+    assert h.jobs[1] == MarkerJob("tx", 1000, 2, False, (("u", 0),), 0, transaction_version=TV2)
     assert h.complete(h.jobs[1]) is E.NONE
     assert h.state() is S.COMPLETE_ABORT and h.epoch() == 2
     h.assert_replay_equals_live()
@@ -112,7 +114,7 @@ def test_empty_aborts_bump_the_epoch_and_commits_without_a_transaction_are_refus
     assert h.end2(1000, 0, False) == EndTxnAnswer(E.NONE, 1000, 1)  # Empty: empty abort
     assert h.state() is S.PREPARE_ABORT
     assert h.shard.txns["tx"].start_ms == h.now_ms
-    assert h.jobs == [MarkerJob("tx", 1000, 1, False, (), 0, TV2)]
+    assert h.jobs == [MarkerJob("tx", 1000, 1, False, (), 0, transaction_version=TV2)]
     h.complete(h.jobs[0])
     assert h.end2(1000, 0, False) == EndTxnAnswer(E.NONE, 1000, 1)  # its retry
     assert h.end2(1000, 1, False) == EndTxnAnswer(E.NONE, 1000, 2)  # CompleteAbort: again
@@ -133,7 +135,9 @@ def test_an_exhausted_epoch_rotates_the_producer_id(h: V2) -> None:
     assert h.add2(1000, EPOCH_MAX - 1, ("t", 0)) is E.NONE
     # Answered with the next id at epoch 0; the markers carry the old id at MAX.
     assert h.end2(1000, EPOCH_MAX - 1, True) == EndTxnAnswer(E.NONE, 1001, 0)
-    assert h.jobs == [MarkerJob("tx", 1000, EPOCH_MAX, True, (("t", 0),), 0, TV2)]
+    assert h.jobs == [
+        MarkerJob("tx", 1000, EPOCH_MAX, True, (("t", 0),), 0, transaction_version=TV2)
+    ]
     assert h.shard.txns["tx"].next_producer_id == 1001
     # The retry while the markers are written; the new id cannot be used yet.
     assert h.end2(1000, EPOCH_MAX - 1, True) == EndTxnAnswer(E.CONCURRENT_TRANSACTIONS)
@@ -157,7 +161,7 @@ def test_a_version_2_transaction_fenced_by_init_producer_id(h: V2) -> None:
     h.add2(1000, 0, ("t", 0))
     assert h.init().error is E.CONCURRENT_TRANSACTIONS  # a second instance fences it
     assert h.state() is S.PREPARE_ABORT and h.epoch() == 1
-    assert h.jobs == [MarkerJob("tx", 1000, 1, False, (("t", 0),), 0, TV2)]
+    assert h.jobs == [MarkerJob("tx", 1000, 1, False, (("t", 0),), 0, transaction_version=TV2)]
     h.complete(h.jobs[0])
     # The fenced instance's end: its epoch is not the current one.
     assert h.end2(1000, 0, True) == EndTxnAnswer(E.INVALID_TXN_STATE)
@@ -172,7 +176,9 @@ def test_a_version_2_fence_at_an_exhausted_epoch_rotates_on_completion(h: V2) ->
     h.add2(1000, EPOCH_MAX - 1, ("t", 0))
     h.now_ms += 120_000  # past the transaction timeout
     h.apply(h.shard.abort_timed_out(h.now_ms))
-    assert h.jobs == [MarkerJob("tx", 1000, EPOCH_MAX, False, (("t", 0),), 0, TV2)]
+    assert h.jobs == [
+        MarkerJob("tx", 1000, EPOCH_MAX, False, (("t", 0),), 0, transaction_version=TV2)
+    ]
     h.complete(h.jobs[0])
     meta = h.shard.txns["tx"]
     assert (meta.producer_id, meta.producer_epoch, meta.state) == (1001, 0, S.COMPLETE_ABORT)
