@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.cli_support import cli, cli_process, produce_topics, run_scenario
+from tests.cli_support import cli, cli_process, join_member, produce_topics, run_scenario
 from tests.support import ServerProcess, free_port
 
 
@@ -72,3 +72,24 @@ def test_list_delete_topics_and_exit_codes(server: ServerProcess) -> None:
     assert cli(b, "groups", "list", "--state", "sleepy").code == 2
     unreachable = cli_process(f"127.0.0.1:{free_port()}", "groups", "list")
     assert unreachable.code == 3 and "cannot connect" in unreachable.err
+
+
+def test_timeline_of_a_group_that_rebalanced(server: ServerProcess) -> None:
+    """`groups timeline` reads the server's timeline over HTTP: a member joining and then
+    leaving shows as joined, rebalance completed and left, newest last; an unknown group is
+    a Kafka-style error (exit 1)."""
+    b = server.bootstrap
+    http = f"127.0.0.1:{server.metrics_port}"
+    produce_topics(b)
+    member = join_member(b, "cli-timeline", "classic")
+    member.close()  # a LeaveGroup: the group empties
+    events = cli(b, "groups", "timeline", "cli-timeline", "--http", http, "--json").json()
+    kinds = [e["event"] for e in events["events"]]
+    assert events["group"] == "cli-timeline"
+    for kind in ("member_joined", "rebalance_completed", "member_left"):
+        assert kind in kinds, kinds
+    assert kinds.index("member_joined") < kinds.index("member_left")
+    table = cli(b, "groups", "timeline", "cli-timeline", "--http", http)
+    assert table.code == 0 and "member_left" in table.out
+    missing = cli(b, "groups", "timeline", "no-such-group", "--http", http)
+    assert missing.code == 1 and missing.err
