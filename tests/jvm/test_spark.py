@@ -13,7 +13,8 @@ timestamp, headers) is known exactly and is the same on both brokers:
   starting inside it);
 - df.write through the connector's producer (idempotent: its batches carry sequences) and
   read back;
-- a streaming query from one topic to another (writeStream format kafka, availableNow).
+- a streaming query from one topic to another (writeStream format kafka, availableNow);
+- read_committed batch and stream reads of committed and aborted transactions.
 """
 
 from __future__ import annotations
@@ -540,6 +541,66 @@ def test_stream_to_topic(brokers: dict[str, str], spark: Any, tmp_path: Path) ->
         assert len(progress) >= 3, f"{target}: micro-batches {[p.numInputRows for p in progress]}"
         got = [(p, o, k, v, h) for p, o, k, v, _, h in read(spark, bootstrap, sink)]
         assert got == want, f"{target}: {_diff_rows(got, want)}"
+
+    on_both(brokers, scenario)
+
+
+def produce_transactions(bootstrap: str, topic: str, transactions: Sequence[bool]) -> None:
+    """One transactional producer: transaction t writes values b"t<t>-<i>" for i in 0..5
+    over the topic's 2 partitions (i % 2), committed or (False) aborted. Each transaction's
+    records are flushed before it ends, so an aborted one is in the log too."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": _name("spark-txn"), "linger.ms": 5}
+    )
+    producer.init_transactions(KAFKA_TIMEOUT_S)
+    for t, commit in enumerate(transactions):
+        producer.begin_transaction()
+        for i in range(6):
+            producer.produce(topic, value=b"t%d-%d" % (t, i), partition=i % 2)
+        assert producer.flush(KAFKA_TIMEOUT_S) == 0, f"{topic}: records left unsent"
+        if commit:
+            producer.commit_transaction(KAFKA_TIMEOUT_S)
+        else:
+            producer.abort_transaction(KAFKA_TIMEOUT_S)
+
+
+def test_read_committed_batch_and_stream(
+    brokers: dict[str, str], spark: Any, tmp_path: Path
+) -> None:
+    """Issue 18: a read_committed batch read and stream read return only committed rows
+    (aborted transactions and markers skipped, offsets as the log has them); read_uncommitted
+    returns the aborted rows too."""
+    transactions = [True, False, True, False, True]
+    committed = {
+        (i % 2, b"t%d-%d" % (t, i)) for t, ok in enumerate(transactions) if ok for i in range(6)
+    }
+    committed_only = {"kafka.isolation.level": "read_committed"}
+
+    def partition_values(got: Sequence[Row]) -> set[tuple[int, bytes | None]]:
+        return {(partition, value) for partition, _, _, value, _, _ in got}
+
+    @spark_scenario
+    def scenario(target: str, bootstrap: str) -> None:
+        topic = _name("txn")
+        create_topic(bootstrap, topic, 2)
+        produce_transactions(bootstrap, topic, transactions)
+        got = read(spark, bootstrap, topic, committed_only)
+        assert partition_values(got) == committed and len(got) == len(committed), target
+        everything = read(spark, bootstrap, topic)
+        assert len(everything) == 6 * len(transactions), f"{target}: {len(everything)} rows"
+        # The stream: the same committed rows, each once, in micro-batches of at most 5.
+        name = f"txn_{target}_{uuid.uuid4().hex[:6]}"
+        options = {"startingOffsets": "earliest", "maxOffsetsPerTrigger": 5, **committed_only}
+        writer = (
+            _reader(spark.readStream, bootstrap, topic, options)
+            .load()
+            .writeStream.format("memory")
+            .queryName(name)
+            .option("checkpointLocation", str(tmp_path / target / "checkpoint"))
+        )
+        run_available_now(writer, f"{target} read_committed stream of {topic}")
+        streamed = rows(spark.sql(f"SELECT * FROM {name}"))
+        assert streamed == got, f"{target}: {_diff_rows(streamed, got)}"
 
     on_both(brokers, scenario)
 
