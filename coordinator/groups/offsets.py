@@ -272,6 +272,36 @@ def _known_topic_id(topic_id: uuid.UUID | None) -> uuid.UUID | None:
     return None if topic_id is None or not topic_id.int else topic_id
 
 
+def commit_records(
+    group_id: str,
+    request_topics: Iterable[OffsetCommitTopic],
+    max_metadata_bytes: int,
+    now_ms: int,
+    expire_ms: int,
+    records: list[Record],
+) -> list[OffsetCommitTopicResult]:
+    """The OffsetCommit records of a commit that passed the group's checks, appended to
+    `records` (OffsetCommit's and TxnOffsetCommit's), and the per-partition answers:
+    OFFSET_METADATA_TOO_LARGE for metadata over `max_metadata_bytes`, else NONE."""
+    topics: list[OffsetCommitTopicResult] = []
+    for topic in request_topics:
+        topic_id = topic.topic_id
+        if topic_id is not None and not topic_id.int:  # _known_topic_id, inlined
+            topic_id = None
+        partitions: list[PartitionResult] = []
+        for p in topic.partitions:
+            if p.metadata and _java_length(p.metadata) > max_metadata_bytes:
+                partitions.append(PartitionResult(p.index, ErrorCode.OFFSET_METADATA_TOO_LARGE))
+                continue
+            partitions.append(_new_partition_result(p.index, ErrorCode.NONE))
+            value = new_offset_commit_value(
+                p.offset, p.leader_epoch, p.metadata or "", now_ms, expire_ms, topic_id
+            )
+            records.append((new_offset_commit_key(group_id, topic.name, p.index), value))
+        topics.append(_new_topic_result(topic.name, topic.topic_id, partitions))
+    return topics
+
+
 def _java_length(s: str) -> int:
     """String.length() in Java: UTF-16 code units (Kafka's offset.metadata.max.bytes test)."""
     if s.isascii():
@@ -488,25 +518,14 @@ class OffsetManager:
         expire_ms = -1
         if 2 <= request.version <= 4 and request.retention_time_ms != -1:
             expire_ms = now_ms + request.retention_time_ms
-        max_metadata = self.shard.config.offset_metadata_max_bytes
-        topics: list[OffsetCommitTopicResult] = []
-        for topic in request.topics:
-            topic_id = topic.topic_id
-            if topic_id is not None and not topic_id.int:  # _known_topic_id, inlined
-                topic_id = None
-            partitions: list[PartitionResult] = []
-            for p in topic.partitions:
-                if p.metadata and _java_length(p.metadata) > max_metadata:
-                    partitions.append(PartitionResult(p.index, ErrorCode.OFFSET_METADATA_TOO_LARGE))
-                    continue
-                partitions.append(_new_partition_result(p.index, ErrorCode.NONE))
-                value = new_offset_commit_value(
-                    p.offset, p.leader_epoch, p.metadata or "", now_ms, expire_ms, topic_id
-                )
-                result.records.append(
-                    (new_offset_commit_key(request.group_id, topic.name, p.index), value)
-                )
-            topics.append(_new_topic_result(topic.name, topic.topic_id, partitions))
+        topics = commit_records(
+            request.group_id,
+            request.topics,
+            self.shard.config.offset_metadata_max_bytes,
+            now_ms,
+            expire_ms,
+            result.records,
+        )
         self.commits += len(result.records)
         result.reply(reply, _new_commit_response(topics))
         return result

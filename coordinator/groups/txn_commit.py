@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from groupcoord.protocol.errors import ErrorCode
-from groupcoord.protocol.records import new_offset_commit_key, new_offset_commit_value
 
 from .classic.group import ClassicGroup, GroupState
 from .consumer.fencing import validate_offset_commit
@@ -42,11 +41,9 @@ from .offsets import (
     OffsetCommitPartition,
     OffsetCommitResponse,
     OffsetCommitTopic,
-    OffsetCommitTopicResult,
     OffsetManager,
-    PartitionResult,
     _commit_error_response,
-    _java_length,
+    commit_records,
 )
 from .result import Reply, Result
 
@@ -92,23 +89,14 @@ def txn_commit_offsets(
     if error is not ErrorCode.NONE:
         result.reply(reply, _commit_error_response(request, error))  # type: ignore[arg-type]
         return result
-    max_metadata = shard.config.offset_metadata_max_bytes
-    topics: list[OffsetCommitTopicResult] = []
-    for topic in request.topics:
-        topic_id = topic.topic_id if topic.topic_id is not None and topic.topic_id.int else None
-        partitions: list[PartitionResult] = []
-        for p in topic.partitions:
-            if p.metadata and _java_length(p.metadata) > max_metadata:
-                partitions.append(PartitionResult(p.index, ErrorCode.OFFSET_METADATA_TOO_LARGE))
-                continue
-            partitions.append(PartitionResult(p.index))
-            value = new_offset_commit_value(
-                p.offset, p.leader_epoch, p.metadata or "", now_ms, -1, topic_id
-            )
-            result.records.append(
-                (new_offset_commit_key(request.group_id, topic.name, p.index), value)
-            )
-        topics.append(OffsetCommitTopicResult(topic.name, topic.topic_id, partitions))
+    topics = commit_records(
+        request.group_id,
+        request.topics,
+        shard.config.offset_metadata_max_bytes,
+        now_ms,
+        -1,
+        result.records,
+    )
     offsets.commits += len(result.records)
     result.reply(reply, OffsetCommitResponse(topics))
     return result
