@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -31,8 +31,11 @@ class HttpEndpoint:
         health: Callable[[], dict[str, object]],
         refresh: Callable[[], None],
         timeline: Timeline | None = None,
+        measure: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        """`timeline(group)`: the group's events (None: unknown group)."""
+        """`timeline(group)`: the group's events (None: unknown group); `measure()`:
+        awaited before each scrape (consumer lag: lag_metrics.py)."""
+        self.measure = measure
         self.metrics = metrics
         self.health = health
         self.refresh = refresh
@@ -56,6 +59,8 @@ class HttpEndpoint:
             elif path.startswith(_GROUPS_API) and path.endswith(_TIMELINE):
                 status, ctype, body = self._timeline(path)
             elif path == "/metrics":
+                if self.measure is not None:
+                    await self.measure()
                 self.refresh()
                 status, ctype, body = (
                     "200 OK",

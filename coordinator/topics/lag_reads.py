@@ -1,0 +1,46 @@
+"""What consumer lag reads of the data plane: a partition's high watermark and the timestamp
+of the first record a group has not consumed (observability/lag_metrics.py).
+
+The timestamp is read from the header of the batch holding that offset (the in-memory
+offset index, then one read of at most a few KiB): the batch's append time for a
+LogAppendTime batch, else its first record's timestamp. It is exact when the committed
+offset starts its batch; otherwise it is that batch's first record's, so the lag in time is
+over-stated by at most the time the producer spent filling one batch (linger.ms)."""
+
+from __future__ import annotations
+
+from groupcoord.storage import StorageError
+
+from .registry import TopicRegistry
+
+
+class PartitionEnds:
+    def __init__(self, topics: TopicRegistry) -> None:
+        self.topics = topics
+
+    def high_watermark(self, topic: str, partition: int) -> int | None:
+        """The partition's high watermark; None for a partition that does not exist (or an
+        internal topic's shard log not open)."""
+        found = self.topics.partition(topic, partition)
+        if found is None or found.log is None:
+            return None
+        return found.high_watermark
+
+    def timestamp_ms(self, topic: str, partition: int, offset: int) -> int | None:
+        """The timestamp of the record at `offset` as the module docstring says; None when
+        it cannot be read (outside the log, a damaged batch, a log closed meanwhile)."""
+        found = self.topics.partition(topic, partition)
+        if found is None or found.log is None:
+            return None
+        log = found.log
+        # Records below the log start were deleted unread: the first left is the oldest.
+        offset = max(offset, log.log_start_offset)
+        if offset >= found.high_watermark:
+            return None
+        try:
+            header = next(log.batch_headers(offset), None)
+        except (StorageError, OSError):
+            return None
+        if header is None:
+            return None
+        return header.max_timestamp if header.is_log_append_time else header.base_timestamp
