@@ -1,7 +1,8 @@
-"""Consumer lag in /metrics with real clients (confluent-kafka): a group that committed at
-offset k then closed keeps an exact lag of N - k records, growing by M when M more are
-produced; its lag in seconds is positive and grows; above metrics_lag_partition_series_max
-the series are aggregated per group and topic, then per group."""
+"""Consumer lag in /metrics with real clients (confluent-kafka): a group (classic, or
+KIP-848) that committed at offset k then closed keeps an exact lag of N - k records,
+growing by M when M more are produced; its lag in seconds is positive and grows; above
+metrics_lag_partition_series_max the series are aggregated per group and topic, then per
+group."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -61,7 +63,9 @@ def _commit(bootstrap: str, group: str, offsets: list[tuple[str, int, int]]) -> 
         consumer.close()
 
 
-def test_lag_of_a_group_whose_consumer_stopped_grows(tmp_path: Path) -> None:
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_lag_of_a_group_whose_consumer_stopped_grows(tmp_path: Path, protocol: str) -> None:
+    """As a classic group and as a KIP-848 consumer group (group.protocol)."""
     n, k, m = 20, 7, 5
     with serving(tmp_path / "data") as server:
         bootstrap = server.bootstrap
@@ -71,6 +75,7 @@ def test_lag_of_a_group_whose_consumer_stopped_grows(tmp_path: Path) -> None:
             {
                 "bootstrap.servers": bootstrap,
                 "group.id": "stopped",
+                "group.protocol": protocol,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
             }
