@@ -1,28 +1,34 @@
-"""Consumer lag and members per group in `/metrics`, measured before each scrape
-(`refresh`, awaited by the HTTP endpoint) and exported by `collect` from that measurement.
+"""Consumer lag and members per group in `/metrics`: measured and rendered before each
+scrape (`refresh`, awaited by the HTTP endpoint), appended to the registry's text (`text`).
 
 `refresh` reads one shard at a time (its committed offsets and member counts, between
-events), yields to the loop after each shard and every few hundred rows or header reads,
-so a scrape of many offsets never holds the loop for long. What it computes and how the
-series stay bounded: lag.py."""
+events) and yields to the loop after each shard and whenever a step of rows, header reads
+or rendered lines has taken ~2 ms, so a scrape of many offsets never holds the loop for
+long. It renders the Prometheus text itself for the same reason: prometheus_client's
+generate_latest renders synchronously, ~20 us a sample, too slow for tens of thousands of
+series in one go. What it computes and how the series stay bounded: lag.py."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Protocol
-
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
 from .lag import LagLevel, LagRow, LagSeries, bounded_series, lag_rows, lag_seconds
 
-# Rows computed, or batch headers read, between two yields to the loop.
-_STEP = 500
+# Rows computed, headers read or series rendered between two checks of the time taken.
+_STEP = 50
+# Loop time after which a step yields to the loop.
+_SLICE_S = 0.002
 
 Sources = Callable[[], Iterator[tuple[list[tuple[str, str, int, int]], dict[str, int]]]]
+
+_PREFIX = {
+    LagLevel.PARTITION: "groupcoord_group_lag",
+    LagLevel.TOPIC: "groupcoord_group_topic_lag",
+    LagLevel.GROUP: "groupcoord_group_total_lag",
+}
 
 
 class PartitionEndsView(Protocol):
@@ -32,20 +38,14 @@ class PartitionEndsView(Protocol):
 
     def timestamp_ms(self, topic: str, partition: int, offset: int) -> int | None: ...
 
-
-@dataclass(slots=True)
-class _Measured:
-    level: LagLevel = LagLevel.PARTITION
-    series: list[LagSeries] = field(default_factory=list)
-    members: dict[str, int] = field(default_factory=dict)
-    partitions: int = 0
+    def begin_scrape(self) -> None: ...
 
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class LagCollector(Collector):
+class LagMetrics:
     def __init__(
         self,
         sources: Sources,
@@ -60,19 +60,30 @@ class LagCollector(Collector):
         self.ends = ends
         self.series_max = series_max
         self.clock_ms = clock_ms
-        self._measured = _Measured()
+        self._text = _render_empty()
+
+    def text(self) -> bytes:
+        """The metrics as the last `refresh` measured them (Prometheus text format)."""
+        return self._text
+
+    async def scrape(self) -> bytes:
+        """`refresh`, then `text` (what the HTTP endpoint appends to /metrics)."""
+        await self.refresh()
+        return self._text
 
     async def refresh(self) -> None:
-        """Measure lag now (what the next `collect` exports)."""
+        """Measure lag now and render it (what `text` returns next)."""
+        slicer = _Slicer()
         rows: list[LagRow] = []
         members: dict[str, int] = {}
         high_watermark = self.ends.high_watermark
+        self.ends.begin_scrape()
         for committed, counts in self.sources():
             members.update(counts)
             for start in range(0, len(committed), _STEP):
                 rows += lag_rows(committed[start : start + _STEP], high_watermark)
-                await asyncio.sleep(0)
-            await asyncio.sleep(0)
+                await slicer.step()
+            await slicer.yield_now()  # between shards: the next one is read after its events
         level, series = bounded_series(rows, self.series_max)
         now_ms = self.clock_ms()
         timestamp_ms = self.ends.timestamp_ms
@@ -82,81 +93,125 @@ class LagCollector(Collector):
             if probe.records:
                 first_ms = timestamp_ms(probe.topic, probe.partition, probe.committed)
             one.seconds = lag_seconds(now_ms, probe.records, first_ms)
-            if i % _STEP == _STEP - 1:
-                await asyncio.sleep(0)
-        self._measured = _Measured(level, series, members, len(rows))
+            # A header read not cached may take a fraction of a millisecond: check each.
+            if probe.records or i % _STEP == _STEP - 1:
+                await slicer.step()
+        self._text = await _render(level, series, members, len(rows), slicer)
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        measured = self._measured
-        level = measured.level
-        members = GaugeMetricFamily(
-            "groupcoord_group_members", "Members per group (0: empty)", labels=["group"]
+
+class _Slicer:
+    """Yields to the loop once a slice of loop time is used."""
+
+    def __init__(self) -> None:
+        self.end = time.perf_counter() + _SLICE_S
+
+    async def step(self) -> None:
+        if time.perf_counter() > self.end:
+            await self.yield_now()
+
+    async def yield_now(self) -> None:
+        await asyncio.sleep(0)
+        self.end = time.perf_counter() + _SLICE_S
+
+
+def _escape(value: str) -> str:
+    if "\\" in value or '"' in value or "\n" in value:
+        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return value
+
+
+def _head(name: str, help_text: str) -> str:
+    return f"# HELP {name} {help_text}\n# TYPE {name} gauge\n"
+
+
+def _label_text(series: LagSeries, level: LagLevel) -> str:
+    group = _escape(series.group)
+    if level is LagLevel.GROUP:
+        return f'group="{group}"'
+    topic = _escape(series.probe.topic)
+    if level is LagLevel.TOPIC:
+        return f'group="{group}",topic="{topic}"'
+    return f'group="{group}",topic="{topic}",partition="{series.probe.partition}"'
+
+
+def _helps(level: LagLevel) -> tuple[str, str]:
+    per = level.value
+    if level is LagLevel.PARTITION:
+        return (
+            "Consumer lag in records (high watermark - committed offset) per group-partition",
+            "Consumer lag in time: now - timestamp of the first unconsumed record (0: no"
+            " lag) per group-partition",
         )
-        for group, count in sorted(measured.members.items()):
-            members.add_metric([group], count)
-        yield members
-        yield GaugeMetricFamily(
+    return (
+        f"Consumer lag in records per {per}, summed over its partitions (above"
+        " metrics_lag_partition_series_max)",
+        f"Consumer lag in time per {per}: of its partition most behind in records (above"
+        " metrics_lag_partition_series_max)",
+    )
+
+
+def _render_empty() -> bytes:
+    return "".join(_heads(LagLevel.PARTITION, {}, 0)).encode()
+
+
+def _heads(level: LagLevel, members: dict[str, int], partitions: int) -> list[str]:
+    out = [_head("groupcoord_group_members", "Members per group (0: empty)")]
+    out += [f'groupcoord_group_members{{group="{_escape(g)}"}} {n}\n' for g, n in members.items()]
+    out.append(
+        _head(
             "groupcoord_group_lag_partitions",
             "Group-partitions with a committed offset on an existing partition; above"
             " metrics_lag_partition_series_max, lag is exported per group and topic"
             " (groupcoord_group_topic_lag_*), or per group (groupcoord_group_total_lag_*)",
-            value=measured.partitions,
         )
-        labels = {
-            LagLevel.PARTITION: ["group", "topic", "partition"],
-            LagLevel.TOPIC: ["group", "topic"],
-            LagLevel.GROUP: ["group"],
-        }
-        prefix = {
-            LagLevel.PARTITION: "groupcoord_group_lag",
-            LagLevel.TOPIC: "groupcoord_group_topic_lag",
-            LagLevel.GROUP: "groupcoord_group_total_lag",
-        }
-        for each in LagLevel:
-            records = GaugeMetricFamily(
-                f"{prefix[each]}_records",
-                f"Consumer lag in records (high watermark - committed offset), per {each.value}"
-                + ("" if each is LagLevel.PARTITION else ", summed"),
-                labels=labels[each],
-            )
-            seconds = GaugeMetricFamily(
-                f"{prefix[each]}_seconds",
-                "Consumer lag in time: now - timestamp of the first unconsumed record"
-                f" (0: no lag), per {each.value}"
-                + ("" if each is LagLevel.PARTITION else ", of its partition most behind"),
-                labels=labels[each],
-            )
-            if each is level:
-                for one in measured.series:
-                    values = _labels(one, each)
-                    records.add_metric(values, one.records)
-                    if one.seconds is not None:
-                        seconds.add_metric(values, one.seconds)
-            yield records
-            yield seconds
-        committed = GaugeMetricFamily(
-            "groupcoord_group_committed_offset",
-            "Committed offset per group-partition (while lag is exported per partition)",
-            labels=labels[LagLevel.PARTITION],
-        )
-        end = GaugeMetricFamily(
-            "groupcoord_group_log_end_offset",
-            "High watermark of each partition a group committed on (while lag is exported"
-            " per partition)",
-            labels=labels[LagLevel.PARTITION],
-        )
-        if level is LagLevel.PARTITION:
-            for one in measured.series:
-                values = _labels(one, level)
-                committed.add_metric(values, one.probe.committed)
-                end.add_metric(values, one.probe.end_offset)
-        yield committed
-        yield end
+    )
+    out.append(f"groupcoord_group_lag_partitions {partitions}\n")
+    return out
 
 
-def _labels(series: LagSeries, level: LagLevel) -> list[str]:
+async def _render(
+    level: LagLevel,
+    series: list[LagSeries],
+    members: dict[str, int],
+    partitions: int,
+    slicer: _Slicer,
+) -> bytes:
+    """The Prometheus text of one measurement: members, then the series of `level` (the
+    committed offsets and high watermarks too at partition level)."""
+    out = _heads(level, members, partitions)
+    labels: list[str] = []
+    for start in range(0, len(series), _STEP * 4):
+        labels += [_label_text(one, level) for one in series[start : start + _STEP * 4]]
+        await slicer.step()
+    prefix = _PREFIX[level]
+    records_help, seconds_help = _helps(level)
+    families: list[tuple[str, str, Callable[[LagSeries], object]]] = [
+        (f"{prefix}_records", records_help, lambda one: one.records),
+        (f"{prefix}_seconds", seconds_help, lambda one: one.seconds),
+    ]
     if level is LagLevel.PARTITION:
-        return [series.group, series.probe.topic, str(series.probe.partition)]
-    if level is LagLevel.TOPIC:
-        return [series.group, series.probe.topic]
-    return [series.group]
+        families += [
+            (
+                "groupcoord_group_committed_offset",
+                "Committed offset per group-partition",
+                lambda one: one.probe.committed,
+            ),
+            (
+                "groupcoord_group_log_end_offset",
+                "High watermark of each partition a group committed on, per group-partition",
+                lambda one: one.probe.end_offset,
+            ),
+        ]
+    for name, help_text, value_of in families:
+        out.append(_head(name, help_text))
+        for start in range(0, len(series), _STEP * 4):
+            for i in range(start, min(start + _STEP * 4, len(series))):
+                value = value_of(series[i])
+                if value is not None:  # a lag in time that could not be read
+                    out.append(f"{name}{{{labels[i]}}} {value}\n")
+            await slicer.step()
+    chunks: list[bytes] = []
+    for start in range(0, len(out), _STEP * 40):
+        chunks.append("".join(out[start : start + _STEP * 40]).encode())
+        await slicer.step()
+    return b"".join(chunks)

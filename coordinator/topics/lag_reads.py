@@ -9,7 +9,7 @@ over-stated by at most the time the producer spent filling one batch (linger.ms)
 
 from __future__ import annotations
 
-from groupcoord.storage import StorageError
+from groupcoord.storage import PartitionLog, StorageError
 
 from .registry import TopicRegistry
 
@@ -17,6 +17,17 @@ from .registry import TopicRegistry
 class PartitionEnds:
     def __init__(self, topics: TopicRegistry) -> None:
         self.topics = topics
+        # Timestamps read in this scrape and the one before, by (topic id, partition,
+        # offset): a group that stopped, or a slow one, is behind at the same offset scrape
+        # after scrape, and the record there does not change (a topic deleted and created
+        # again has a new id). Two rounds bound the cache by two scrapes' reads.
+        self._current: dict[tuple[object, int, int], int | None] = {}
+        self._previous: dict[tuple[object, int, int], int | None] = {}
+
+    def begin_scrape(self) -> None:
+        """A new scrape: timestamps not read again since the one before are forgotten."""
+        self._previous = self._current
+        self._current = {}
 
     def high_watermark(self, topic: str, partition: int) -> int | None:
         """The partition's high watermark; None for a partition that does not exist (or an
@@ -37,6 +48,17 @@ class PartitionEnds:
         offset = max(offset, log.log_start_offset)
         if offset >= found.high_watermark:
             return None
+        key = (found.topic.topic_id, partition, offset)
+        if key in self._current:
+            return self._current[key]
+        if key in self._previous:
+            cached = self._current[key] = self._previous[key]
+            return cached
+        self._current[key] = read = self._read(found.log, offset)
+        return read
+
+    @staticmethod
+    def _read(log: PartitionLog, offset: int) -> int | None:
         try:
             header = next(log.batch_headers(offset), None)
         except (StorageError, OSError):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from groupcoord.coordinator.observability.lag import (
@@ -15,7 +14,7 @@ from groupcoord.coordinator.observability.lag import (
     lag_rows,
     lag_seconds,
 )
-from groupcoord.coordinator.observability.lag_metrics import LagCollector
+from groupcoord.coordinator.observability.lag_metrics import LagMetrics
 
 ENDS = {("t", 0): 100, ("t", 1): 50, ("u", 0): 10}
 
@@ -83,26 +82,26 @@ class _Ends:
         self.reads.append((topic, partition, offset))
         return 1_000 + offset
 
+    def begin_scrape(self) -> None:
+        pass
+
 
 def _sources() -> Iterator[tuple[list[tuple[str, str, int, int]], dict[str, int]]]:
     yield [("g", "t", 0, 40), ("g", "t", 1, 50)], {"g": 0}
     yield [("h", "u", 0, 4)], {"h": 2, "idle": 0}
 
 
-def _scrape(collector: LagCollector) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    registry = CollectorRegistry()
-    registry.register(collector)
-    text = generate_latest(registry).decode()
+def _scrape(lag: LagMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
+        for family in text_string_to_metric_families(lag.text().decode())
         for s in family.samples
     }
 
 
-async def test_collector_exports_what_refresh_measured() -> None:
+async def test_lag_metrics_exports_what_refresh_measured() -> None:
     ends = _Ends()
-    collector = LagCollector(_sources, ends, series_max=10, clock_ms=lambda: 11_040)
+    collector = LagMetrics(_sources, ends, series_max=10, clock_ms=lambda: 11_040)
     assert not [k for k in _scrape(collector) if k[0] == "groupcoord_group_lag_records"]
     await collector.refresh()
     m = _scrape(collector)
@@ -121,9 +120,9 @@ async def test_collector_exports_what_refresh_measured() -> None:
     assert sorted(ends.reads) == [("t", 0, 40), ("u", 0, 4)]
 
 
-async def test_collector_above_the_cap_reads_one_probe_per_series() -> None:
+async def test_lag_metrics_above_the_cap_reads_one_probe_per_series() -> None:
     ends = _Ends()
-    collector = LagCollector(_sources, ends, series_max=2, clock_ms=lambda: 11_040)
+    collector = LagMetrics(_sources, ends, series_max=2, clock_ms=lambda: 11_040)
     await collector.refresh()
     m = _scrape(collector)
     assert not [k for k in m if k[0] == "groupcoord_group_lag_records"]
