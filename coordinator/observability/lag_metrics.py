@@ -16,6 +16,9 @@ from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from .lag import LagLevel, LagRow, LagSeries, bounded_series, lag_rows, lag_seconds
+from .logging import get_logger
+
+log = get_logger("groupcoord.lag")
 
 # Rows computed, headers read or series rendered between two checks of the time taken.
 _STEP = 50
@@ -67,8 +70,12 @@ class LagMetrics:
         return self._text
 
     async def scrape(self) -> bytes:
-        """`refresh`, then `text` (what the HTTP endpoint appends to /metrics)."""
-        await self.refresh()
+        """`refresh`, then `text` (what the HTTP endpoint appends to /metrics). A failure
+        to measure is logged and the last measurement served: /metrics still answers."""
+        try:
+            await self.refresh()
+        except Exception:
+            log.exception("consumer lag not measured")
         return self._text
 
     async def refresh(self) -> None:
