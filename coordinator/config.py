@@ -337,6 +337,14 @@ class Config:
     )
     group_timeline_events: int = _group_setting("group_timeline_events")
     group_timeline_events_total: int = _group_setting("group_timeline_events_total")
+    metrics_lag_partition_series_max: int = field(
+        default=10_000,
+        metadata={
+            "help": "consumer-lag series per group-partition in /metrics at most; above it, "
+            "lag is exported per group and topic (records summed, the age of the partition "
+            "most behind), and per group if those too are more"
+        },
+    )
     thread_switch_interval_us: int = field(
         default=100,
         metadata={"help": "Python thread switch interval; short so fsync results return fast"},

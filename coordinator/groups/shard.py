@@ -375,6 +375,12 @@ class GroupShard:
         """The group's last events, oldest first (None: a group never seen)."""
         return self.events.timeline(group_id)
 
+    def member_counts(self) -> dict[str, int]:
+        """Members per group, every group of the shard (an empty one: 0), for the metrics."""
+        counts = {group_id: len(group.members) for group_id, group in self.groups.items()}
+        counts.update((gid, len(group)) for gid, group in self.consumer_groups.items())
+        return counts
+
     def stats(self) -> ShardStats:
         """Counts for the metrics: groups by state, offsets, and the managers' counters."""
         return ShardStats(

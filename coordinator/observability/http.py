@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -31,8 +31,12 @@ class HttpEndpoint:
         health: Callable[[], dict[str, object]],
         refresh: Callable[[], None],
         timeline: Timeline | None = None,
+        more_metrics: Callable[[], Awaitable[bytes]] | None = None,
     ) -> None:
-        """`timeline(group)`: the group's events (None: unknown group)."""
+        """`timeline(group)`: the group's events (None: unknown group); `more_metrics()`:
+        metrics text rendered outside the registry, appended to it (consumer lag:
+        lag_metrics.py, measured while the scrape waits, yielding to the loop)."""
+        self.more_metrics = more_metrics
         self.metrics = metrics
         self.health = health
         self.refresh = refresh
@@ -56,12 +60,10 @@ class HttpEndpoint:
             elif path.startswith(_GROUPS_API) and path.endswith(_TIMELINE):
                 status, ctype, body = self._timeline(path)
             elif path == "/metrics":
+                more = b"" if self.more_metrics is None else await self.more_metrics()
                 self.refresh()
-                status, ctype, body = (
-                    "200 OK",
-                    CONTENT_TYPE_LATEST,
-                    generate_latest(self.metrics.registry),
-                )
+                body = generate_latest(self.metrics.registry) + more
+                status, ctype = "200 OK", CONTENT_TYPE_LATEST
             elif path == "/health":
                 state = self.health()
                 ok = state.get("status") == "ok"

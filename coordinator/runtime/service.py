@@ -86,6 +86,15 @@ class CoordinatorService(ShardFamily[ShardRunner]):
         for runner in self.runners:
             yield runner.state.value, runner.shard.stats()
 
+    def lag_sources(self) -> Iterator[tuple[list[tuple[str, str, int, int]], dict[str, int]]]:
+        """Per active shard, read between events when the iterator is advanced: its
+        committed offsets as (group, topic, partition, offset) and its members per group.
+        A caller may yield to the loop between shards (observability/lag_metrics.py)."""
+        for runner in self.runners:
+            if runner.state is ShardState.ACTIVE:
+                shard = runner.shard
+                yield shard.offsets.committed(), shard.member_counts()
+
 
 def group_config(config: Config) -> GroupConfig:
     """The shards' settings from the server's (the names are groups/config.py's)."""

@@ -29,6 +29,7 @@ from groupcoord.storage.retention import apply_retention
 from ..config import FRAME_OVERHEAD_BYTES, Config
 from ..observability.coordinator_metrics import CoordinatorCollector
 from ..observability.http import HttpEndpoint
+from ..observability.lag_metrics import LagMetrics
 from ..observability.logging import get_logger, setup_logging
 from ..observability.metrics import ServerMetrics
 from ..observability.runtime_metrics import RuntimeCollector
@@ -50,6 +51,7 @@ from ..topics.internal_topics import (
     offsets_topic_configs,
     transaction_state_topic_configs,
 )
+from ..topics.lag_reads import PartitionEnds
 from ..topics.registry import TopicRegistry, wake_waiters
 from .auth_services import AuthServices
 from .connection import Connection, OutgoingWrites
@@ -143,6 +145,12 @@ class Server:
             group_configs=self.group_configs,
         )
         self.metrics.registry.register(CoordinatorCollector(self.coordinator.shard_stats))
+        # Consumer lag: measured and rendered as /metrics is scraped (lag_metrics.py).
+        self.lag = LagMetrics(
+            self.coordinator.lag_sources,
+            PartitionEnds(self.topics),
+            config.metrics_lag_partition_series_max,
+        )
         # The only door the network layer has into groups and offsets.
         self.gateway = GroupCoordinatorGateway(self.coordinator, self.group_configs)
         # The transaction coordinator: its shards on the same storage and committer, and
@@ -277,7 +285,11 @@ class Server:
             from ..config import split_host_port
 
             http = HttpEndpoint(
-                self.metrics, self.health, self.refresh_gauges, self.coordinator.timeline
+                self.metrics,
+                self.health,
+                self.refresh_gauges,
+                self.coordinator.timeline,
+                more_metrics=self.lag.scrape,
             )
             self._http = await Listener.start(
                 *split_host_port(self.config.metrics_listen),

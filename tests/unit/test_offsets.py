@@ -944,3 +944,18 @@ def test_memory_per_offset() -> None:
     assert h.offsets.get("consumer-group-00001", "topic-001", 3) == OffsetAndMetadata(
         1_000_000 + 114 * 7, 114 % 40, "", T0 + 114, -1, topic_ids[1]
     )
+
+
+def test_committed_offsets_and_member_counts_for_lag() -> None:
+    """What lag reads of a shard at scrape time: every offset (any metadata or topic id),
+    and members per group, a group left with offsets only counted as 0."""
+    h = Harness()
+    seed(h, "foo", "bar", 0, value(7, T0, metadata="m" * 30, topic_id=uuid.uuid4()))
+    seed(h, "foo", "bar", 1, value(9, T0))
+    seed(h, "qux", "baz", 0, value(3, T0))
+    assert sorted(h.offsets.committed()) == [
+        ("foo", "bar", 0, 7),
+        ("foo", "bar", 1, 9),
+        ("qux", "baz", 0, 3),
+    ]
+    assert h.shard.member_counts() == {"foo": 0, "qux": 0}
