@@ -25,6 +25,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     topics.set_defaults(run=lambda args, parser: (topics.print_help(), Exit.USAGE)[1])
 
     p = cmds.add_parser("list", parents=[common], help="list topics")
+    p.add_argument(
+        "--exclude-internal",
+        action="store_true",
+        help="leave out internal topics (__consumer_offsets, ...), as kafka-topics.sh does",
+    )
     p.set_defaults(run=list_topics, uses="kafka")
 
     p = cmds.add_parser(
@@ -52,7 +57,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def list_topics(args: argparse.Namespace, client: AdminClient) -> int:
-    names = sorted(t.name for t in client.metadata(None).topics)
+    names = sorted(
+        t.name
+        for t in client.metadata(None).topics
+        if not (args.exclude_internal and t.is_internal)
+    )
     if args.json:
         print_json(names)
     else:

@@ -51,9 +51,11 @@ from .consumer.group import ConsumerGroup
 from .consumer.manager import ConsumerGroupManager
 from .event_records import after_consumer, before_consumer, derive_classic
 from .events import MOVED_LISTED, GroupEvent, GroupEvents
-from .offsets import (
+from .offset_messages import (
     OffsetCommitRequest,
     OffsetFetchRequest,
+)
+from .offsets import (
     OffsetManager,
 )
 from .result import IdSource, Reply, Result, Timer

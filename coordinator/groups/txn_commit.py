@@ -36,11 +36,13 @@ from groupcoord.protocol.errors import ErrorCode
 from .classic.group import ClassicGroup, GroupState
 from .consumer.fencing import validate_offset_commit
 from .consumer.group import ConsumerGroup
-from .offsets import (
-    ZERO_UUID,
+from .offset_messages import (
     OffsetCommitPartition,
     OffsetCommitResponse,
     OffsetCommitTopic,
+)
+from .offsets import (
+    ZERO_UUID,
     OffsetManager,
     _commit_error_response,
     commit_records,

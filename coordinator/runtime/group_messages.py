@@ -27,7 +27,7 @@ from ..groups.consumer.messages import (
 )
 from ..groups.consumer.messages import HeartbeatRequest as ConsumerHeartbeatRequest
 from ..groups.consumer.messages import HeartbeatResponse as ConsumerHeartbeatResponse
-from ..groups.offsets import (
+from ..groups.offset_messages import (
     DeleteGroupsResponse,
     OffsetCommitPartition,
     OffsetCommitRequest,

@@ -51,7 +51,9 @@ def test_list_delete_topics_and_exit_codes(server: ServerProcess) -> None:
     assert done.code == 1 and "GROUP_ID_NOT_FOUND" in done.err
 
     # topics
-    assert cli(b, "topics", "list", "--json").json() == ["audit", "orders"]
+    # The group made __consumer_offsets exist: listed as Kafka lists it, unless excluded.
+    assert cli(b, "topics", "list", "--json").json() == ["__consumer_offsets", "audit", "orders"]
+    assert cli(b, "topics", "list", "--exclude-internal", "--json").json() == ["audit", "orders"]
     done = cli(b, "topics", "alter-config", "audit", "--set", "retention.ms=60000")
     assert done.code == 0, done.err
     described = cli(b, "topics", "describe", "audit", "--json").json()
@@ -59,7 +61,7 @@ def test_list_delete_topics_and_exit_codes(server: ServerProcess) -> None:
     assert described[0]["partition_count"] == 1
     assert cli(b, "topics", "create", "audit").code == 1  # TOPIC_ALREADY_EXISTS
     assert cli(b, "topics", "delete", "audit").code == 0
-    assert cli(b, "topics", "list").out.split() == ["orders"]
+    assert cli(b, "topics", "list", "--exclude-internal").out.split() == ["orders"]
     assert cli(b, "topics", "describe", "audit").code == 1
 
     # Exit codes of the command a user runs: ok 0, Kafka error 1, usage 2, unreachable 3.

@@ -37,7 +37,7 @@ from groupcoord.coordinator.groups.classic.messages import (
 from groupcoord.coordinator.groups.config import GroupConfig
 from groupcoord.coordinator.groups.consumer.group import ConsumerGroup
 from groupcoord.coordinator.groups.consumer.messages import HeartbeatRequest as CgHeartbeat
-from groupcoord.coordinator.groups.offsets import (
+from groupcoord.coordinator.groups.offset_messages import (
     DeleteGroupsResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,

@@ -20,10 +20,9 @@ from typing import Any
 import pytest
 
 from groupcoord.coordinator.groups.consumer.member import ConsumerGroupMember, MemberState
-from groupcoord.coordinator.groups.offsets import (
+from groupcoord.coordinator.groups.offset_messages import (
     DeletableGroupResult,
     DeleteGroupsResponse,
-    OffsetAndMetadata,
     OffsetCommitPartition,
     OffsetCommitRequest,
     OffsetCommitResponse,
@@ -37,6 +36,9 @@ from groupcoord.coordinator.groups.offsets import (
     OffsetFetchTopic,
     OffsetFetchTopicResult,
     PartitionResult,
+)
+from groupcoord.coordinator.groups.offsets import (
+    OffsetAndMetadata,
 )
 from groupcoord.coordinator.groups.result import Result
 from groupcoord.protocol.errors import ErrorCode

@@ -24,11 +24,9 @@ from hypothesis import strategies as st
 from groupcoord.coordinator.groups.classic.group import ClassicGroup, ClassicMember, GroupState
 from groupcoord.coordinator.groups.classic.rebalance import heartbeat_key
 from groupcoord.coordinator.groups.config import GroupConfig
-from groupcoord.coordinator.groups.offsets import (
-    EXPIRE_TIMER_KEY,
+from groupcoord.coordinator.groups.offset_messages import (
     DeletableGroupResult,
     DeleteGroupsResponse,
-    OffsetAndMetadata,
     OffsetCommitPartition,
     OffsetCommitRequest,
     OffsetCommitResponse,
@@ -42,6 +40,10 @@ from groupcoord.coordinator.groups.offsets import (
     OffsetFetchTopic,
     OffsetFetchTopicResult,
     PartitionResult,
+)
+from groupcoord.coordinator.groups.offsets import (
+    EXPIRE_TIMER_KEY,
+    OffsetAndMetadata,
 )
 from groupcoord.coordinator.groups.result import Record, Result
 from groupcoord.protocol.errors import ErrorCode

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from groupcoord.coordinator.groups import offsets as om
+from groupcoord.coordinator.groups import offset_messages as om
 from groupcoord.coordinator.groups.classic.messages import JoinGroupRequest
 from groupcoord.coordinator.groups.config import GroupConfig
 from groupcoord.coordinator.runtime import runner as runner_module

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from groupcoord.coordinator.groups.offsets import (
+from groupcoord.coordinator.groups.offset_messages import (
     OffsetCommitPartition,
     OffsetCommitTopic,
     OffsetFetchRequest,

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from groupcoord.coordinator.groups import offsets as om
+from groupcoord.coordinator.groups import offset_messages as om
+from groupcoord.coordinator.groups import offsets as offsets_module
 from groupcoord.coordinator.groups.config import GroupConfig
 from groupcoord.coordinator.groups.txn_commit import TxnOffsetCommitRequest
 from groupcoord.coordinator.runtime.clock import ManualClock
@@ -91,7 +92,7 @@ def _state(runner: ShardRunner) -> tuple[dict[Any, int], list[tuple[Any, ...]]]:
     offsets = runner.shard.offsets
     committed = {k: v.offset for k, v in offsets.snapshot().items()}
     pending = sorted(
-        (pid, g, t, p, om._unpack(entry[1]).offset)  # type: ignore[arg-type]
+        (pid, g, t, p, offsets_module._unpack(entry[1]).offset)  # type: ignore[arg-type]
         for pid, groups in offsets.pending.by_producer.items()
         for g, topics in groups.items()
         for t, parts in topics.items()
