@@ -69,19 +69,30 @@ def derive_classic(
     old_generation = old.generation if old is not None else 0
     if old is None and events.announced(group_id, "", "created") is None:
         events.emit(group_id, "group_created", generation, None, "JoinGroup", now_ms)
-    old_members = {m.member_id: m for m in old.members} if old is not None else {}
     new_members = {m.member_id: m for m in new.members}
-    joined = [m for m in new.members if m.member_id not in old_members]
+    joined = []  # (an emptied group, as after a mass expiry, has nobody joining)
+    if new.members:
+        old_ids = {m.member_id for m in old.members} if old is not None else set()
+        joined = [m for m in new.members if m.member_id not in old_ids]
     rejoined_as = {m.group_instance_id: m.member_id for m in joined if m.group_instance_id}
-    left: dict[str, str] = {}
-    for member in old_members.values():
-        if member.member_id in new_members:
-            continue
-        found = events.take_cause(group_id, member.member_id)
-        said = events.announced(group_id, member.member_id, "removed")
-        if said is not None:
-            left[member.member_id] = said
-            continue
+    # The members that went, in the old record's order; those announced live (each member
+    # of a mass expiry) are settled by set operations, not a Python step each.
+    gone = (
+        {m.member_id: m for m in old.members if m.member_id not in new_members}
+        if old is not None
+        else {}
+    )
+    found_all = events.take_causes(group_id, gone)
+    said_all = events.announced_all(group_id, "removed")
+    if said_all and gone.keys() <= said_all.keys():
+        unsaid: dict[str, MemberMetadata] = {}
+    elif said_all:
+        unsaid = {k: m for k, m in gone.items() if k not in said_all}
+    else:
+        unsaid = gone
+    derived: dict[str, str] = {}
+    for member in unsaid.values():
+        found = found_all.get(member.member_id)
         if found is not None:
             event, cause = found
         elif member.group_instance_id in rejoined_as:
@@ -92,7 +103,7 @@ def derive_classic(
             )
         else:
             event, cause = "member_left", _removed_cause(events)
-        left[member.member_id] = cause
+        derived[member.member_id] = cause
         events.emit(
             group_id, event, old_generation, member.member_id, cause, now_ms, _classic(member)
         )
@@ -112,6 +123,7 @@ def derive_classic(
         cause = f"generation {generation}"
         if joined:
             cause += f"; joined: {', '.join(m.member_id for m in joined)}"
+        left = {k: said_all[k] if k in said_all else derived[k] for k in gone}
         if left:
             cause += "; left: " + ", ".join(f"{m} ({why})" for m, why in left.items())
         events.emit(
@@ -129,7 +141,7 @@ def derive_classic(
                 "moved": moved[:MOVED_LISTED],
             },
         )
-    elif not new.members and old_members:
+    elif not new.members and old is not None and old.members:
         events.emit(group_id, "group_emptied", generation, None, "no member left", now_ms)
     events.settle(group_id, new_members)
 

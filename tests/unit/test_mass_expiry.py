@@ -13,6 +13,10 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from groupcoord.coordinator.groups.classic.group import COMPACT_STEP, ClassicGroup, ClassicMember
 from groupcoord.coordinator.groups.consumer.departures import FENCE_SLICE
 from groupcoord.coordinator.groups.consumer.keys import session_timeout_key
 from groupcoord.coordinator.groups.result import Result
@@ -237,6 +241,49 @@ def test_classic_rebalance_with_half_the_members_expiring_is_linear() -> None:
     assert large / small < LINEAR, (small, large)
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 3 * COMPACT_STEP)), max_size=300))
+def test_the_member_table_rebuild_keeps_the_members_and_their_order(
+    steps: list[tuple[bool, int]],
+) -> None:
+    """Whatever additions (also of a member id already there) and removals interleave
+    with a rebuild in progress, the table holds the members in the order a plain dict
+    would, with the member objects last added, and the next leader is the first."""
+    group = ClassicGroup("g")
+    expected: dict[str, ClassicMember] = {}
+    for i in range(2 * COMPACT_STEP + 40):  # enough for removals to start a rebuild
+        member = _member(f"m{i}")
+        group.add(member)
+        expected[member.member_id] = member
+    for n, (add, which) in enumerate(steps + [(False, i) for i in range(3 * COMPACT_STEP)]):
+        member_id = f"m{which}"
+        if add:
+            member = _member(member_id)
+            if member_id in expected:
+                group.remove(member_id)  # a rejoin under the same id goes to the end
+                del expected[member_id]
+            group.add(member)
+            expected[member_id] = member
+        else:
+            group.remove(member_id)
+            expected.pop(member_id, None)
+        assert list(group.members.items()) == list(expected.items()), n
+        assert group.leader_id == next(iter(expected), None), n
+
+
+def _member(member_id: str) -> ClassicMember:
+    return ClassicMember(
+        member_id=member_id,
+        group_instance_id=None,
+        client_id="client",
+        client_host="/127.0.0.1",
+        rebalance_timeout_ms=CLASSIC_SESSION_MS,
+        session_timeout_ms=CLASSIC_SESSION_MS,
+        protocol_type="consumer",
+        protocols=[("range", _subscription())],
+    )
+
+
 # -- the loop's timers -------------------------------------------------------------------------
 
 
@@ -269,3 +316,49 @@ def test_timers_due_together_share_a_loop_timer_and_fire_in_bounded_turns() -> N
     assert fired == [f"member-{i}" for i in range(count)]  # in scheduling order
     assert max(turns) <= FIRE_BATCH  # (fewer when a turn runs out of FIRE_BUDGET_S)
     assert len([t for t in turns if t]) >= -(-count // FIRE_BATCH)
+
+
+def test_classic_mass_expiry_rebuilds_the_member_table_a_bounded_slice_at_a_time() -> None:
+    """The member table is rebuilt incrementally: no expiry event copies more than
+    COMPACT_STEP members per member it removes (a copy of the whole table, 10,000 members
+    at once in a 20,000-member group, stalled the loop), the table every reader sees is
+    either the one before the event or the rebuild finished during it, in the same order,
+    and the rebuild never stops the next leader from being the first member."""
+    members = 6 * COMPACT_STEP
+    h = loaded_classic_group(members)
+    group = h.shard.classic_group("g")
+    assert group is not None
+    apply = h.timer.on_result
+    assert apply is not None
+    before_table = group.members
+    before_order = list(before_table)
+    before_fresh: set[str] = set()
+    worst = 0.0
+    rebuilds = 0
+
+    def check(result: Result) -> None:
+        # Called once the event ran: compare with the table as the previous event left it.
+        nonlocal before_table, before_order, before_fresh, worst, rebuilds
+        apply(result)
+        table = group.members
+        removed = len(before_order) - len(table)
+        if table is not before_table:  # the rebuild in progress became the table
+            rebuilds += 1
+            built = table
+        else:
+            built = getattr(group, "_fresh", None) or {}
+        copied = len(built.keys() - before_fresh)
+        worst = max(worst, copied / max(removed, 1))
+        assert list(table) == [m for m in before_order if m in table]  # order kept
+        assert group.leader_id in (None, next(iter(table), None))
+        before_table, before_order, before_fresh = (
+            table,
+            list(table),
+            set(getattr(group, "_fresh", None) or ()),
+        )
+
+    h.timer.on_result = check
+    h.sleep(CLASSIC_SESSION_MS + 1)
+    assert not group.members
+    assert rebuilds >= 2
+    assert worst <= COMPACT_STEP, worst

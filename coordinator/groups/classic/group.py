@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
+from itertools import islice
 
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.protocol.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
@@ -40,6 +41,10 @@ VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
 }
 
 Protocol = tuple[str, bytes]  # (name, metadata)
+
+# Members one removal copies into the member table being rebuilt (ClassicGroup._compact_step):
+# the most a removal adds to a shard event, however large the group.
+COMPACT_STEP = 512
 
 
 @dataclass(eq=False)
@@ -117,10 +122,17 @@ class ClassicGroup:
     # Members with a parked JoinGroup (set through set_awaiting_join): "has everyone
     # joined" is asked at every join and expiry of a rebalance, so it must not count.
     joined: int = 0
-    # Members removed since `members` was last copied: a dict keeps the slots of removed
+    # Members removed since `members` was last rebuilt: a dict keeps the slots of removed
     # keys until it grows, and iteration (the next leader is the first member) walks them,
     # which made removing 20,000 members one by one quadratic.
     _removed_since_copy: int = 0
+    # The rebuild in progress (None: none is): the first len(_fresh) members of `members`,
+    # in order, copied COMPACT_STEP per removal rather than all in one event (a copy of
+    # 10,000 members stalled the loop for milliseconds); `members` stays the table every
+    # reader uses until the rebuild holds all of them. `_fresh_removed`: members removed
+    # from it since it began (its own removed slots).
+    _fresh: dict[str, ClassicMember] | None = None
+    _fresh_removed: int = 0
 
     @property
     def leader_id(self) -> str | None:
@@ -185,6 +197,8 @@ class ClassicGroup:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
+        if self._fresh is not None and member.member_id in self._fresh:
+            self._fresh[member.member_id] = member  # a rebuild keeps the same objects
         self.joined += member.awaiting_join is not None
         self.supported_protocols.update(member.protocol_names())
         if member.group_instance_id is not None:
@@ -197,9 +211,14 @@ class ClassicGroup:
             return None
         self.joined -= member.awaiting_join is not None
         self._removed_since_copy += 1
-        if self._removed_since_copy > len(self.members) + 16:
-            self.members = dict(self.members)  # O(members), once per as many removals
-            self._removed_since_copy = 0
+        fresh = self._fresh
+        if fresh is not None and fresh.pop(member_id, None) is not None:
+            self._fresh_removed += 1
+        # Rebuilt from half as many removed slots as members: at COMPACT_STEP (> 4) members
+        # copied per removal, the rebuild is in place before the removed slots outnumber
+        # the members (then the table is at most about twice its compact size).
+        if fresh is not None or 2 * self._removed_since_copy > len(self.members) + 32:
+            self._compact_step()
         self.supported_protocols.subtract(member.protocol_names())
         self.supported_protocols += Counter()  # drop zero counts
         if member.group_instance_id is not None:
@@ -209,6 +228,22 @@ class ClassicGroup:
         if self._leader == member_id:
             self._leader_left = True
         return member
+
+    def _compact_step(self) -> None:
+        """Copy the next COMPACT_STEP members into the table being rebuilt (starting one if
+        none is), and make it `members` once it holds them all. The rebuild holds the first
+        len(_fresh) members in order (a removal takes a member out of both tables, an
+        addition goes after them), so that is where the next step starts."""
+        fresh = self._fresh
+        if fresh is None:
+            fresh = self._fresh = {}
+            self._fresh_removed = 0
+        copied = len(fresh)
+        fresh.update(islice(self.members.items(), copied, copied + COMPACT_STEP))
+        if len(fresh) == len(self.members):
+            self.members = fresh
+            self._removed_since_copy = self._fresh_removed
+            self._fresh = None
 
     def update_protocols(self, member: ClassicMember, protocols: list[Protocol]) -> None:
         self.supported_protocols.subtract(member.protocol_names())
@@ -255,6 +290,7 @@ class ClassicGroup:
         }
         self.joined -= old.awaiting_join is not None
         self._removed_since_copy = 0
+        self._fresh = None  # the new table is compact: any rebuild in progress is moot
         if self.leader_id == old_member_id:
             self.leader_id = new_member_id
         self.static_members[instance_id] = new_member_id
