@@ -69,13 +69,17 @@ def txn_commit(
     member_id: str = "",
     instance_id: str | None = None,
     version: int = 3,
+    producer_id: int | None = None,
+    producer_epoch: int = 0,
 ) -> dict[tuple[str, int], int]:
     """A TxnOffsetCommit of the server's producer "tx"; before v5 (transactions V1) it adds
     the group's offsets partition to its transaction first (AddOffsetsToTxn), as a client
-    does; v5 has the server add it."""
-    producer_id, producer_epoch = _producer(client)
-    if version < 5:
-        assert add_offsets(client, "tx", producer_id, producer_epoch, group) == 0
+    does; v5 has the server add it. With `producer_id` (and `producer_epoch`): that
+    producer's commit, its transaction already holding the group (the caller added it)."""
+    if producer_id is None:
+        producer_id, producer_epoch = _producer(client)
+        if version < 5:
+            assert add_offsets(client, "tx", producer_id, producer_epoch, group) == 0
     m = _m(TXN_OFFSET_COMMIT, version)
     topics: dict[str, list[Any]] = {}
     for (topic, partition), offset in offsets.items():
