@@ -25,7 +25,7 @@ from groupcoord.protocol.errors import ErrorCode
 from tests.integration.test_topic_configs import alter
 from tests.integration.test_txn_coordinator import add_partitions as add_txn_partitions
 from tests.integration.test_txn_coordinator import describe, end_txn, init_pid, wait_state
-from tests.integration.test_txn_data_plane import _create, _now_ms
+from tests.integration.test_txn_data_plane import UNVERIFIED, _create, _now_ms
 from tests.integration.txn_support import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
@@ -94,7 +94,7 @@ def _uncommitted(c: RawClient) -> list[bytes]:
 
 
 def test_compaction_removes_aborted_records_then_markers(tmp_path: Path) -> None:
-    with serving(tmp_path / "data", log_cleaner_interval_ms=100) as server:
+    with serving(tmp_path / "data", log_cleaner_interval_ms=100, **UNVERIFIED) as server:
         # Written first as a plain topic, then compacted: the cleaner starts on a known log.
         _create(
             server.bootstrap,

@@ -22,10 +22,11 @@ import time
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from groupcoord.protocol.api import build
 from groupcoord.protocol.errors import ErrorCode
-from tests.integration.test_clients import create_topic
+from tests.integration.test_clients import create_topic as _create_topic
 from tests.integration.test_txn_coordinator import (
     add_offsets,
     add_partitions,
@@ -137,6 +138,26 @@ def committed(c: RawClient, group: str, topic: str) -> tuple[int, int]:
 def partitions_of(c: RawClient, txn: str) -> set[tuple[str, int]]:
     state = describe(c, txn)[0]
     return {(t.topic, p) for t in state.topics for p in t.partitions}
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """Create `topic` and wait until every partition has a leader: Apache Kafka answers
+    CreateTopics before its broker leads the new partitions (NOT_LEADER_OR_FOLLOWER to a
+    Produce meanwhile); groupcoord leads them at once."""
+    _create_topic(bootstrap, topic, partitions)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 30
+    while True:
+        described = admin.list_topics(topic, timeout=10).topics.get(topic)
+        led = (
+            described is not None
+            and described.error is None
+            and all(p.leader >= 0 for p in described.partitions.values())
+        )
+        if led and len(described.partitions) == partitions:
+            return
+        assert time.monotonic() < deadline, f"{topic}: partitions without a leader"
+        time.sleep(0.1)
 
 
 def producer_epochs(c: RawClient, topic: str, partition: int) -> dict[int, int]:
