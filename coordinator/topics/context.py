@@ -25,6 +25,7 @@ from groupcoord.storage import GroupCommitter
 from ..config import Config
 from ..group_admin import GroupAdmin
 from ..observability.metrics import ServerMetrics
+from ..security.acl_model import ALLOW_ALL, AclOperation, Authorizer, ResourceType
 from .registry import TopicRegistry
 
 
@@ -70,7 +71,9 @@ class HandlerContext(Generic[GroupsT]):
     who it authenticated as, Kafka's `Type:Name` string ("User:ANONYMOUS" on PLAINTEXT,
     the certificate subject with TLS client authentication, the SASL user): what an
     authorizer reads; `sasl`, the connection's SASL authenticator (server/sasl_auth.py) on
-    SASL listeners, for re-authentication (KIP-368), else None."""
+    SASL listeners, for re-authentication (KIP-368), else None. `authorizer`: the server's
+    ACL authorizer (security/acl_model.py; ALLOW_ALL when none is configured), asked
+    through `authorized`."""
 
     groups: GroupsT
     topics: TopicRegistry
@@ -89,6 +92,15 @@ class HandlerContext(Generic[GroupsT]):
     listener_name: str = "PLAINTEXT"
     principal: str = "User:ANONYMOUS"
     sasl: Any = None
+    authorizer: Authorizer = ALLOW_ALL
+
+    def authorized(
+        self, operation: AclOperation, resource_type: ResourceType, resource_name: str
+    ) -> bool:
+        """May this connection's principal perform `operation` on the resource."""
+        return self.authorizer.authorize(
+            self.principal, self.client_host.lstrip("/"), operation, resource_type, resource_name
+        )
 
     def for_client(self, client_host: str) -> HandlerContext[GroupsT]:
         """A copy for one connection's client (the server's services and the listener
