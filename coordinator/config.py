@@ -345,6 +345,22 @@ class Config:
             "most behind), and per group if those too are more"
         },
     )
+    metrics_lag_status_intervals: int = field(
+        default=10,
+        metadata={
+            "help": "commits per group-partition in the sliding window that Burrow's status "
+            "rules read (Burrow's intervals); groupcoord_group_status",
+            "min": 2,
+        },
+    )
+    metrics_lag_status_min_distance_ms: int = field(
+        default=1000,
+        metadata={
+            "help": "a commit seen less than this after the window's last replaces it "
+            "(Burrow's min-distance)",
+            "min": 0,
+        },
+    )
     thread_switch_interval_us: int = field(
         default=100,
         metadata={"help": "Python thread switch interval; short so fsync results return fast"},

@@ -150,6 +150,8 @@ class Server:
             self.coordinator.lag_sources,
             PartitionEnds(self.topics),
             config.metrics_lag_partition_series_max,
+            status_intervals=config.metrics_lag_status_intervals,
+            status_min_distance_ms=config.metrics_lag_status_min_distance_ms,
         )
         # The only door the network layer has into groups and offsets.
         self.gateway = GroupCoordinatorGateway(self.coordinator, self.group_configs)
