@@ -101,7 +101,7 @@ class ServerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout_s: float = 30) -> ServerProcess:
+    def start(self, timeout_s: float = 60) -> ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
             sys.executable,
