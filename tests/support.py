@@ -46,7 +46,21 @@ def _ephemeral_ports() -> range:
 # released there could be taken at once as the local port of any client's connection (a
 # test's, or a flood benchmark's), and the server would then fail with EADDRINUSE.
 _EPHEMERAL = _ephemeral_ports()
-_SERVER_PORTS = range(10_000, max(10_000 + 1_000, _EPHEMERAL.start))
+
+
+def _worker_ports(ports: range) -> range:
+    """This pytest-xdist worker's share of `ports` (all of them outside xdist): workers pick
+    from disjoint ranges, so two of them never both find a port free and both start on it."""
+    try:
+        index = int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw"))
+        count = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    except (KeyError, ValueError):
+        return ports
+    share = len(ports) // count
+    return range(ports.start + index * share, ports.start + (index + 1) * share)
+
+
+_SERVER_PORTS = _worker_ports(range(10_000, max(10_000 + 1_000, _EPHEMERAL.start)))
 
 
 def free_port() -> int:
@@ -87,7 +101,7 @@ class ServerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout_s: float = 30) -> ServerProcess:
+    def start(self, timeout_s: float = 60) -> ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
             sys.executable,

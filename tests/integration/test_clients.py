@@ -7,10 +7,14 @@ import shutil
 import subprocess
 from collections import defaultdict
 
+import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support import ServerProcess
+
+# One server for the module: each test has its own topic and never stops the server.
+pytestmark = pytest.mark.shared_server
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 PARTITIONS = 6

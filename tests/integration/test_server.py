@@ -102,6 +102,7 @@ def _read_correlation_ids(sock: socket.socket, count: int) -> list[int]:
     return ids
 
 
+@pytest.mark.shared_server
 def test_pipelined_requests_are_answered_in_order(server: ServerProcess) -> None:
     create_topic(server.bootstrap, "pipe", 1)
     m = _m(3, 12)
@@ -129,6 +130,7 @@ def test_pipelined_requests_are_answered_in_order(server: ServerProcess) -> None
         assert time.monotonic() - started >= 0.35  # the fetch really parked
 
 
+@pytest.mark.shared_server
 def test_long_poll_is_woken_by_produce(server: ServerProcess) -> None:
     create_topic(server.bootstrap, "wake", 1)
     with (
@@ -143,6 +145,7 @@ def test_long_poll_is_woken_by_produce(server: ServerProcess) -> None:
         assert time.monotonic() - started < 5
 
 
+@pytest.mark.shared_server
 def test_fetch_out_of_range_is_answered_without_waiting(server: ServerProcess) -> None:
     """A partition in error answers the fetch at once, as in Kafka, not after max_wait: a
     consumer with auto.offset.reset=none (Spark's executors) acts on OFFSET_OUT_OF_RANGE."""
@@ -218,6 +221,7 @@ def test_idempotent_producer_dedupes_and_rejects_gaps(server: ServerProcess) -> 
         assert (again.error_code, again.base_offset) == (0, 5)
 
 
+@pytest.mark.shared_server
 def test_watermarks_and_offsets_for_times_with_confluent(server: ServerProcess) -> None:
     topic = "watermarks"
     create_topic(server.bootstrap, topic, 1)
@@ -278,6 +282,7 @@ def test_time_retention_empties_an_idle_topic(tmp_path: Path) -> None:
             consumer.close()
 
 
+@pytest.mark.shared_server
 def test_metrics_and_health_endpoints(server: ServerProcess) -> None:
     create_topic(server.bootstrap, "observed", 2)
     producer = Producer({"bootstrap.servers": server.bootstrap})
@@ -383,6 +388,7 @@ def test_a_second_server_on_the_same_data_directory_refuses_to_start(
         third.kill()
 
 
+@pytest.mark.shared_server
 def test_transactional_producers_are_served(server: ServerProcess) -> None:
     """Transactions are served (issue 18; until then this test checked that they were
     refused at once with TRANSACTIONAL_ID_AUTHORIZATION_FAILED). A transactional producer's
