@@ -25,6 +25,10 @@ other processes: the CPU time is what the loop itself spent), the time from the 
 load until the last member was gone (and from the first removal to the last, with the loop
 thread's CPU time then), and the targets (no stall over 5 ms; all gone within one session
 timeout + 1 s). Never asserts: figures only.
+
+Logging is set up as the server sets it up (JSON lines on stderr at --log-level, repeated
+lines limited): every expired member is one "group event" line, part of what the loop
+pays. Redirect stderr (2>/dev/null or a file) to read the figures.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from groupcoord.coordinator.groups.config import GroupConfig  # noqa: E402
 from groupcoord.coordinator.groups.consumer.messages import HeartbeatRequest  # noqa: E402
 from groupcoord.coordinator.groups.result import Result  # noqa: E402
 from groupcoord.coordinator.groups.topics import StaticTopicImage  # noqa: E402
+from groupcoord.coordinator.observability.logging import setup_logging  # noqa: E402
 from groupcoord.coordinator.runtime.runner import ShardRunner  # noqa: E402
 from groupcoord.protocol.records import (  # noqa: E402
     GroupMetadataKey,
@@ -235,7 +240,9 @@ def main() -> None:
     parser.add_argument("--session-ms", type=int, default=10_000)
     parser.add_argument("--kinds", default="consumer,classic")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--log-level", default="info", help="the server's log_level")
     args = parser.parse_args()
+    setup_logging(args.log_level, 10_000)  # the server's log_repeat_window_ms default
     sys.setswitchinterval(0.0001)  # the server's thread_switch_interval_us default
     gc.set_threshold(50_000, 50, 100)  # the server's
     try:
