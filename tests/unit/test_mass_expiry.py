@@ -320,6 +320,57 @@ def test_timers_due_together_share_a_loop_timer_and_fire_in_bounded_turns() -> N
     assert len([t for t in turns if t]) >= -(-count // FIRE_BATCH)
 
 
+def test_a_slice_fires_alone_in_its_loop_turn() -> None:
+    """The next slice of a sliced computation (a 0-delay timer: a fence slice, an offloaded
+    target's records) costs up to a few milliseconds: it fires alone in its loop turn, never
+    after a turn's worth of other due timers (which made one stall of both)."""
+    turns: list[list[str]] = []
+
+    class CountingClock(ManualClock):
+        """Records the timers fired by each loop callback (one loop turn's work)."""
+
+        def call_at(self, when: float, callback: Callable[..., object], *args: Any) -> Any:
+            def turn(*a: Any) -> None:
+                turns.append([])
+                callback(*a)
+
+            return super().call_at(when, turn, *args)
+
+    clock = CountingClock()
+
+    def fire(callback: Any, late_s: float | None) -> None:
+        callback(0)
+
+    timer = LoopTimer(fire, clock)
+    slices = 5
+
+    def slice_(now_ms: int) -> Result:
+        nonlocal slices
+        turns[-1].append("slice")
+        slices -= 1
+        if slices:
+            timer.schedule("fence-g", 0, slice_)
+        return Result()
+
+    def expire(i: int) -> Callable[[int], Result]:
+        def run(now_ms: int) -> Result:
+            turns[-1].append(f"member-{i}")
+            if i == 0:  # the first expiry starts the slices
+                timer.schedule("fence-g", 0, slice_)
+            return Result()
+
+        return run
+
+    count = 3 * FIRE_BATCH
+    for i in range(count):
+        timer.schedule(f"member-{i}", 45_000, expire(i))
+    clock.advance(45_000)
+    fired = [name for turn in turns for name in turn]
+    assert fired.count("slice") == 5 and len(fired) == count + 5
+    for turn in turns:
+        assert "slice" not in turn or turn == ["slice"], turn
+
+
 def test_classic_mass_expiry_rebuilds_the_member_table_a_bounded_slice_at_a_time() -> None:
     """The member table is rebuilt incrementally: no expiry event copies more than
     COMPACT_STEP members per member it removes (a copy of the whole table, 10,000 members
