@@ -52,10 +52,14 @@ def derive_classic(
     new: GroupMetadataValue | None,
     known: bool,
     now_ms: int,
+    old_ids: frozenset[str] | None = None,
 ) -> None:
     """The events of a GroupMetadata record `new` (None: a tombstone) of a group whose last
     record was `old` (None: its first record, the group is created); `known`: the group
-    exists (a simple group, made by commits, has no record; its tombstone deletes it)."""
+    exists (a simple group, made by commits, has no record; its tombstone deletes it).
+    `old_ids`: the member ids of `old`, if the caller keeps them: then a record that
+    empties a group whose members were all announced gone (a mass expiry) takes set
+    operations only, not a Python step per member."""
     if new is None:
         if old is not None or known:
             found = events.take_cause(group_id, "")
@@ -69,27 +73,27 @@ def derive_classic(
     old_generation = old.generation if old is not None else 0
     if old is None and events.announced(group_id, "", "created") is None:
         events.emit(group_id, "group_created", generation, None, "JoinGroup", now_ms)
+    if old is None:
+        old_ids = frozenset()
+    elif old_ids is None:
+        old_ids = frozenset(m.member_id for m in old.members)
     new_members = {m.member_id: m for m in new.members}
-    joined = []  # (an emptied group, as after a mass expiry, has nobody joining)
-    if new.members:
-        old_ids = {m.member_id for m in old.members} if old is not None else set()
-        joined = [m for m in new.members if m.member_id not in old_ids]
+    # (An emptied group, as after a mass expiry, has nobody joining.)
+    joined = [m for m in new.members if m.member_id not in old_ids] if new.members else []
     rejoined_as = {m.group_instance_id: m.member_id for m in joined if m.group_instance_id}
-    # The members that went, in the old record's order; those announced live (each member
-    # of a mass expiry) are settled by set operations, not a Python step each.
-    gone = (
-        {m.member_id: m for m in old.members if m.member_id not in new_members}
-        if old is not None
-        else {}
-    )
-    found_all = events.take_causes(group_id, gone)
+    gone_ids = old_ids.difference(new_members) if new_members else old_ids
+    found_all = events.take_causes(group_id, gone_ids)
     said_all = events.announced_all(group_id, "removed")
-    if said_all and gone.keys() <= said_all.keys():
-        unsaid: dict[str, MemberMetadata] = {}
-    elif said_all:
-        unsaid = {k: m for k, m in gone.items() if k not in said_all}
-    else:
-        unsaid = gone
+    # The members that went and were not announced live, in the old record's order; those
+    # announced (each member of a mass expiry) are settled by set operations.
+    unsaid: dict[str, MemberMetadata] = {}
+    if not events.all_removed_announced(group_id, gone_ids):
+        assert old is not None
+        unsaid = {
+            m.member_id: m
+            for m in old.members
+            if m.member_id in gone_ids and m.member_id not in said_all
+        }
     derived: dict[str, str] = {}
     for member in unsaid.values():
         found = found_all.get(member.member_id)
@@ -123,9 +127,17 @@ def derive_classic(
         cause = f"generation {generation}"
         if joined:
             cause += f"; joined: {', '.join(m.member_id for m in joined)}"
-        left = {k: said_all[k] if k in said_all else derived[k] for k in gone}
-        if left:
-            cause += "; left: " + ", ".join(f"{m} ({why})" for m, why in left.items())
+        if gone_ids:
+            assert old is not None
+            left = [
+                (
+                    m.member_id,
+                    said_all[m.member_id] if m.member_id in said_all else derived[m.member_id],
+                )
+                for m in old.members
+                if m.member_id in gone_ids
+            ]
+            cause += "; left: " + ", ".join(f"{m} ({why})" for m, why in left)
         events.emit(
             group_id,
             "rebalance_completed",
@@ -141,7 +153,7 @@ def derive_classic(
                 "moved": moved[:MOVED_LISTED],
             },
         )
-    elif not new.members and old is not None and old.members:
+    elif not new.members and old_ids:
         events.emit(group_id, "group_emptied", generation, None, "no member left", now_ms)
     events.settle(group_id, new_members)
 

@@ -64,6 +64,7 @@ class GroupEvent:
 EventSink = Callable[[GroupEvent], None]
 
 _NONE: Mapping[str, Any] = {}  # an empty mapping to read from, never written
+_NO_IDS: frozenset[str] = frozenset()
 
 
 class GroupEvents:
@@ -87,6 +88,13 @@ class GroupEvents:
         # announced live, not to be derived again. Kept by kind so that a record removing
         # 20,000 announced members is settled without a Python step per member.
         self._announced: dict[str, dict[str, dict[str, str]]] = {}
+        # Classic groups: group -> the member ids of its last GroupMetadata record, and how
+        # many of them were announced removed since (the record that empties a group of
+        # 20,000 expired members learns they were all announced from one comparison).
+        self._record_ids: dict[str, frozenset[str]] = {}
+        self._record_removed: dict[str, int] = {}
+        # What settle() lets go of in bulk, handed to the shard's sliced release.
+        self.release: Callable[[Any], None] | None = None
         # group -> why it is rebalancing (member events since its last rebalance start).
         self._reasons: dict[str, list[str]] = {}
         # Consumer groups (event_records.py): the target being written, as partition ->
@@ -126,7 +134,14 @@ class GroupEvents:
         reason of the group's next rebalance, and is not derived again from the records."""
         if member_id is not None:
             kind = "joined" if event == "member_joined" else "removed"
-            self._announced.setdefault(group_id, {}).setdefault(kind, {})[member_id] = cause
+            announced = self._announced.setdefault(group_id, {}).setdefault(kind, {})
+            if (
+                kind == "removed"
+                and member_id not in announced
+                and member_id in self._record_ids.get(group_id, _NO_IDS)
+            ):
+                self._record_removed[group_id] += 1
+            announced[member_id] = cause
             self.reason(group_id, f"{member_id} {event.removeprefix('member_')}: {cause}")
         elif event == "group_created":
             self._announced.setdefault(group_id, {})["created"] = {"": cause}
@@ -139,6 +154,24 @@ class GroupEvents:
     def announced_all(self, group_id: str, kind: str) -> Mapping[str, str]:
         """Member -> the cause its event of `kind` was announced with (read only)."""
         return self._announced.get(group_id, _NONE).get(kind, _NONE)
+
+    def track_record(self, group_id: str, member_ids: frozenset[str]) -> None:
+        """The member ids of the classic group's GroupMetadata record just written or
+        replayed (after its events were derived): announcements of their removal are
+        counted from now on (all_removed_announced)."""
+        self._record_ids[group_id] = member_ids
+        self._record_removed[group_id] = 0
+
+    def all_removed_announced(self, group_id: str, member_ids: frozenset[str]) -> bool:
+        """Were all of `member_ids` announced removed since the group's last record? One
+        comparison when they are that record's member ids (the same set object, as for
+        a group emptied), else a set operation."""
+        removed = self.announced_all(group_id, "removed")
+        if not removed:
+            return not member_ids
+        if member_ids is self._record_ids.get(group_id):
+            return self._record_removed[group_id] == len(member_ids)
+        return removed.keys() >= member_ids
 
     def take_causes(self, group_id: str, member_ids: Container[str]) -> dict[str, tuple[str, str]]:
         """take_cause of each of `member_ids`: those that had a cause, with it (a step per
@@ -167,6 +200,8 @@ class GroupEvents:
             }
             if joined:
                 self._announced[group_id] = {"joined": joined}
+            if self.release is not None and removed:
+                self.release(removed)  # 20,000 removals announced: freed in slices
         self._reasons.pop(group_id, None)
 
     def reason(self, group_id: str, why: str) -> None:
@@ -188,6 +223,8 @@ class GroupEvents:
         """The group is gone: drop its pending causes (its timeline stays, for the record)."""
         self._causes.pop(group_id, None)
         self._announced.pop(group_id, None)
+        self._record_ids.pop(group_id, None)
+        self._record_removed.pop(group_id, None)
         self._reasons.pop(group_id, None)
         self.moves.pop(group_id, None)
         self.completed.pop(group_id, None)

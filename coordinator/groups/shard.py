@@ -58,6 +58,7 @@ from .offset_messages import (
 from .offsets import (
     OffsetManager,
 )
+from .release import SlicedRelease
 from .result import IdSource, Reply, Result, Timer
 from .topics import StaticTopicImage, TopicImage
 from .txn_commit import TxnOffsetCommitRequest, txn_commit_offsets
@@ -152,6 +153,9 @@ class GroupShard:
         self._groups_total = groups_total if groups_total is not None else self.group_count
         # Group events (events.py): the runtime sets `events.sink` once the shard is loaded.
         self.events = GroupEvents(config.timeline_events, config.timeline_events_total)
+        # What events let go of in bulk, freed a slice per event (release.py).
+        self.release = SlicedRelease(timer)
+        self.events.release = self.release.later
         self.classic = ClassicGroupManager(self)
         self.consumer = ConsumerGroupManager(self)
         self.offsets = OffsetManager(self)
@@ -406,8 +410,16 @@ class GroupShard:
         if type(key) is OffsetCommitKey:
             self.offsets.replay(key, value, now_ms)
         elif type(key) is GroupMetadataKey:
-            old = self.classic.persisted_view(key.group)
-            derive_classic(self.events, key.group, old, value, key.group in self.groups, now_ms)
+            group_id = key.group
+            derive_classic(
+                self.events,
+                group_id,
+                self.classic.persisted_view(group_id),
+                value,
+                group_id in self.groups,
+                now_ms,
+                self.classic.persisted_ids(group_id),
+            )
             self.classic.replay(key, value, now_ms)
         elif type(key) in _CONSUMER_GROUP_KEYS:
             self._replay_consumer(key, value, now_ms)

@@ -29,6 +29,7 @@ from .consumer.change import GroupChange
 from .consumer.group import ConsumerGroup
 from .consumer.member import ConsumerGroupMember
 from .events import GroupEvents
+from .release import SlicedRelease
 from .result import IdSource, Record, Reply, Result, Timer
 from .topics import TopicImage
 
@@ -132,6 +133,7 @@ class ShardView(Protocol):
     groups: dict[str, ClassicGroup]
     consumer_groups: dict[str, ConsumerGroup]
     events: GroupEvents
+    release: SlicedRelease
 
     @property
     def classic(self) -> ClassicPort: ...

@@ -53,13 +53,23 @@ def _bucket_ms(at: float) -> int:
 
 
 class _Entry:
-    __slots__ = ("key", "bucket", "deadline", "callback")
+    __slots__ = ("key", "bucket", "deadline", "callback", "alone")
 
-    def __init__(self, key: str, bucket: int, deadline: float, callback: TimerCallback) -> None:
+    def __init__(
+        self,
+        key: str,
+        bucket: int,
+        deadline: float,
+        callback: TimerCallback,
+        alone: bool = False,
+    ) -> None:
         self.key = key
         self.bucket = bucket  # the millisecond whose loop timer it waits for
         self.deadline = deadline  # when the callback is due (never before `bucket`)
         self.callback = callback
+        # The next slice of a sliced computation (a 0-delay timer): it fires alone in
+        # its loop turn (see _fire_due).
+        self.alone = alone
 
 
 class LoopTimer:
@@ -95,7 +105,7 @@ class LoopTimer:
         if delay_ms <= 0:
             # Due now (the next slice of a sliced computation): the next loop turn fires
             # it, not the next millisecond's loop timer.
-            entry = self._entries[key] = _Entry(key, int(deadline * 1000), deadline, callback)
+            entry = self._entries[key] = _Entry(key, int(deadline * 1000), deadline, callback, True)
             self._due.append(entry)
             if self._turn is None:
                 self._turn = loop.call_at(deadline, self._fire_due)
@@ -173,7 +183,11 @@ class LoopTimer:
 
     def _fire_due(self) -> None:
         """Fire (or re-arm, when pushed later) up to FIRE_BATCH of the entries that came
-        up, in due order, for at most FIRE_BUDGET_S; the rest on the next loop turn."""
+        up, in due order, for at most FIRE_BUDGET_S; the rest on the next loop turn. The
+        next slice of a sliced computation (a 0-delay timer: a mass expiry's removals, an
+        offloaded target's records) fires alone in its turn: a slice costs up to a few
+        milliseconds, and after FIRE_BUDGET_S of other callbacks it made a turn (a loop
+        stall) of both."""
         self._turn = None
         loop = self._clock or asyncio.get_running_loop()
         now = loop.time()
@@ -189,9 +203,14 @@ class LoopTimer:
                 entry.bucket = _bucket_ms(entry.deadline)
                 self._arm(entry, loop)
                 continue
+            if entry.alone and fired:
+                due.appendleft(entry)  # first in the next turn
+                break
             del entries[entry.key]
             fired += 1
             self._fire(entry.callback, now - entry.deadline)
+            if entry.alone:
+                break
         if due and self._turn is None:  # (a callback may have armed it: a 0-delay timer)
             # call_at(now) runs on the loop's next turn, after it polled the sockets.
             self._turn = loop.call_at(now, self._fire_due)

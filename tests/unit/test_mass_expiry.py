@@ -8,6 +8,7 @@ fires (runtime/timers.py)."""
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable
 from types import FrameType
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from groupcoord.coordinator.groups.classic.group import COMPACT_STEP, ClassicGroup, ClassicMember
 from groupcoord.coordinator.groups.consumer.departures import FENCE_SLICE
 from groupcoord.coordinator.groups.consumer.keys import session_timeout_key
+from groupcoord.coordinator.groups.release import RELEASE_SLICE
 from groupcoord.coordinator.groups.result import Result
 from groupcoord.coordinator.runtime.clock import ManualClock
 from groupcoord.coordinator.runtime.timers import FIRE_BATCH, LoopTimer
@@ -318,6 +320,57 @@ def test_timers_due_together_share_a_loop_timer_and_fire_in_bounded_turns() -> N
     assert len([t for t in turns if t]) >= -(-count // FIRE_BATCH)
 
 
+def test_a_slice_fires_alone_in_its_loop_turn() -> None:
+    """The next slice of a sliced computation (a 0-delay timer: a fence slice, an offloaded
+    target's records) costs up to a few milliseconds: it fires alone in its loop turn, never
+    after a turn's worth of other due timers (which made one stall of both)."""
+    turns: list[list[str]] = []
+
+    class CountingClock(ManualClock):
+        """Records the timers fired by each loop callback (one loop turn's work)."""
+
+        def call_at(self, when: float, callback: Callable[..., object], *args: Any) -> Any:
+            def turn(*a: Any) -> None:
+                turns.append([])
+                callback(*a)
+
+            return super().call_at(when, turn, *args)
+
+    clock = CountingClock()
+
+    def fire(callback: Any, late_s: float | None) -> None:
+        callback(0)
+
+    timer = LoopTimer(fire, clock)
+    slices = 5
+
+    def slice_(now_ms: int) -> Result:
+        nonlocal slices
+        turns[-1].append("slice")
+        slices -= 1
+        if slices:
+            timer.schedule("fence-g", 0, slice_)
+        return Result()
+
+    def expire(i: int) -> Callable[[int], Result]:
+        def run(now_ms: int) -> Result:
+            turns[-1].append(f"member-{i}")
+            if i == 0:  # the first expiry starts the slices
+                timer.schedule("fence-g", 0, slice_)
+            return Result()
+
+        return run
+
+    count = 3 * FIRE_BATCH
+    for i in range(count):
+        timer.schedule(f"member-{i}", 45_000, expire(i))
+    clock.advance(45_000)
+    fired = [name for turn in turns for name in turn]
+    assert fired.count("slice") == 5 and len(fired) == count + 5
+    for turn in turns:
+        assert "slice" not in turn or turn == ["slice"], turn
+
+
 def test_classic_mass_expiry_rebuilds_the_member_table_a_bounded_slice_at_a_time() -> None:
     """The member table is rebuilt incrementally: no expiry event copies more than
     COMPACT_STEP members per member it removes (a copy of the whole table, 10,000 members
@@ -362,3 +415,94 @@ def test_classic_mass_expiry_rebuilds_the_member_table_a_bounded_slice_at_a_time
     assert not group.members
     assert rebuilds >= 2
     assert worst <= COMPACT_STEP, worst
+
+
+# -- the record that empties a classic group, and what it lets go of ----------------------------
+
+
+def per_event(h: ShardContext, measure: Callable[[], int]) -> list[int]:
+    """`measure()` after each timer event of a 10 s sleep minus before it (the harness
+    applies each event's Result before the next one fires)."""
+    apply = h.timer.on_result
+    assert apply is not None
+    deltas: list[int] = []
+    last = measure()
+
+    def check(result: Result) -> None:
+        nonlocal last
+        apply(result)
+        now = measure()
+        deltas.append(now - last)
+        last = now
+
+    h.timer.on_result = check
+    h.sleep(CLASSIC_SESSION_MS + 1)
+    return deltas
+
+
+def test_the_record_that_empties_a_classic_group_takes_no_step_per_member() -> None:
+    """When the last of N expiring members goes, the event that writes the emptied record
+    compares it with the previous one (N members, each announced gone live) without a
+    Python step per member: it runs as many lines for 2N members as for N."""
+
+    def final_event_lines(members: int) -> int:
+        h = loaded_classic_group(members)
+        group = h.shard.classic_group("g")
+        assert group is not None
+        counted = [0]
+
+        def local(frame: FrameType, event: str, arg: Any) -> Any:
+            if event == "line":
+                counted[0] += 1
+            return local
+
+        def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+            return local if "coordinator/groups/" in frame.f_code.co_filename else None
+
+        sys.settrace(tracer)
+        try:
+            lines = per_event(h, lambda: counted[0])
+        finally:
+            sys.settrace(None)
+        assert not group.members and group.generation_id == 2
+        writes = [i for i, r in enumerate(h.log) if type(r[0]) is GroupMetadataKey]
+        assert len(writes) == 2  # the loaded record and the emptied one
+        emptied = h.log[writes[-1]][1]
+        assert isinstance(emptied, GroupMetadataValue) and not emptied.members
+        # The emptied record is written by the event of the last member's expiry.
+        return lines[members - 1]
+
+    small, large = final_event_lines(1_000), final_event_lines(2_000)
+    assert large <= small + 20, (small, large)
+    h = loaded_classic_group(3)
+    timeline = h.shard.events.timeline("g")
+    h.sleep(CLASSIC_SESSION_MS + 1)
+    timeline = h.shard.events.timeline("g")
+    assert timeline is not None
+    events = [(e.event, e.member_id) for e in timeline]
+    assert events[-1] == ("group_emptied", None)
+    assert sorted(m for e, m in events if e == "member_expired") == ["m0", "m1", "m2"]
+
+
+def test_a_classic_mass_expiry_frees_memory_a_bounded_slice_per_event() -> None:
+    """The previous record of an emptied group (a MemberMetadata per member) is freed
+    RELEASE_SLICE members per shard event, not all in the event that writes the emptied
+    record (which freed about a memory block per member). Counted in memory blocks, with
+    the cyclic GC off."""
+    members = 6 * RELEASE_SLICE
+    h = loaded_classic_group(members)
+    h.log.clear()  # the harness's log held the loaded record: only the shard does now
+    gc.collect()
+    gc.disable()
+    try:
+        before = sys.getallocatedblocks()
+        deltas = per_event(h, sys.getallocatedblocks)
+        h.sleep(0)  # the release's last slices
+        after = sys.getallocatedblocks()
+    finally:
+        gc.enable()
+    group = h.shard.classic_group("g")
+    assert group is not None and not group.members
+    assert h.shard.release.held() == 0
+    assert before - after >= 2 * members  # the members and their record were freed
+    assert -min(deltas) <= 2 * RELEASE_SLICE, sorted(deltas)[:3]

@@ -11,6 +11,7 @@ expects.
 from __future__ import annotations
 
 from collections import Counter
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from groupcoord.protocol.errors import ErrorCode
@@ -33,6 +34,14 @@ _NOT_REJOINED = ("member_expired", "rebalance timeout: did not rejoin")
 _NO_SYNC = ("member_expired", "rebalance timeout: no SyncGroup")
 
 
+def member_ids(value: GroupMetadataValue) -> frozenset[str]:
+    """The member ids of a GroupMetadata value."""
+    return frozenset(map(_MEMBER_ID, value.members))
+
+
+_MEMBER_ID = attrgetter("member_id")
+
+
 def heartbeat_key(group_id: str, member_id: str) -> str:
     return f"heartbeat-{group_id}-{member_id}"
 
@@ -50,6 +59,7 @@ class RebalancePhases:
 
     shard: ShardView
     _persisted: dict[str, GroupMetadataValue]
+    _persisted_ids: dict[str, frozenset[str]]
     rebalances_from: Counter[str]
 
     @property
@@ -294,11 +304,25 @@ class RebalancePhases:
 
     def _write(self, result: Result, record: tuple[object, object], now_ms: int) -> None:
         """Persist the group as it now stands (applied: never replayed live), and derive
-        its events from the record."""
+        its events from the record. The previous record is freed over the next shard
+        events (release.py): the record that empties a large group would otherwise free
+        every member of the one before it at once."""
         key, value = record
         assert isinstance(key, GroupMetadataKey) and isinstance(value, GroupMetadataValue)
         result.applied_records.append((key, value))
+        group_id = key.group
+        old = self._persisted.get(group_id)
         derive_classic(
-            self.shard.events, key.group, self._persisted.get(key.group), value, True, now_ms
+            self.shard.events,
+            group_id,
+            old,
+            value,
+            True,
+            now_ms,
+            self._persisted_ids.get(group_id),
         )
-        self._persisted[key.group] = value
+        self._persisted[group_id] = value
+        self._persisted_ids[group_id] = ids = member_ids(value)
+        self.shard.events.track_record(group_id, ids)
+        if old is not None:
+            self.shard.release.later(old.members)
