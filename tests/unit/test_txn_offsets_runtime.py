@@ -294,3 +294,40 @@ async def test_gateway_complete_transaction(tmp_path: Path) -> None:
     await runner.close()
     assert await gateway.complete_transaction(0, PID, EPOCH, True) == ErrorCode.NOT_COORDINATOR
     await committer.close()
+
+
+async def test_version_2_marker_epoch_checked_as_kafka(tmp_path: Path) -> None:
+    """Issue 18 (KIP-890): a group-side marker carries its transaction version. A version 2
+    marker has the bumped epoch, so one at the epoch of the producer's open transaction
+    here is stale (INVALID_PRODUCER_EPOCH, nothing written, the offsets stay pending) where
+    a version 1 marker at that epoch ends the transaction; equal with nothing open is a
+    retry (KAFKA-19999), and the bumped epoch commits."""
+
+    class _Service:
+        def __init__(self, runners: list[ShardRunner]) -> None:
+            self.runners = runners
+
+        def runner_for(self, group_id: str) -> ShardRunner:
+            return self.runners[0]
+
+    committer = GroupCommitter()
+    runner = await _runner(tmp_path / "shard", committer)
+    gateway = GroupCoordinatorGateway(_Service([runner]), None)  # type: ignore[arg-type]
+    replies = Replies()
+    _txn_commit(runner, replies, "g", 0, 10)
+    await replies.wait()
+    stale = await gateway.complete_transaction(0, PID, EPOCH, True, transaction_version=2)
+    assert stale == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert _state(runner) == ({}, [(PID, "g", "t", 0, 10)])
+    bumped = await gateway.complete_transaction(0, PID, EPOCH + 1, True, transaction_version=2)
+    assert bumped == ErrorCode.NONE
+    assert _state(runner) == ({("g", "t", 0): 10}, [])
+    retry = await gateway.complete_transaction(0, PID, EPOCH + 1, True, transaction_version=2)
+    assert retry == ErrorCode.NONE
+    # Version 1: a marker at the transaction's own epoch ends it.
+    _txn_commit(runner, replies, "g", 1, 20, epoch=EPOCH + 1)
+    await replies.wait(2)
+    assert await gateway.complete_transaction(0, PID, EPOCH + 1, True) == ErrorCode.NONE
+    assert _state(runner) == ({("g", "t", 0): 10, ("g", "t", 1): 20}, [])
+    await runner.close()
+    await committer.close()

@@ -54,7 +54,13 @@ class FakeSides:
         return await self._answer(topic, partition)
 
     async def complete_offsets(
-        self, partition: int, pid: int, epoch: int, commit: bool, resumed: bool = False
+        self,
+        partition: int,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        resumed: bool = False,
+        transaction_version: int = 0,
     ) -> ErrorCode:
         self.calls.append((OFFSETS, partition, pid, epoch, commit))
         return await self._answer(OFFSETS, partition)
