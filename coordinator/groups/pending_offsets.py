@@ -91,6 +91,11 @@ class PendingOffsets:
         """Whether `producer_epoch` is older than the producer's last one seen here."""
         return producer_epoch < self.epochs.get(producer_id, producer_epoch)
 
+    def ongoing(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the producer has a transaction open here at `producer_epoch` (some
+        offset of it pending): Kafka's hasOngoingTransaction."""
+        return producer_id in self.by_producer and self.epochs.get(producer_id) == producer_epoch
+
     def marker_fenced(
         self, producer_id: int, producer_epoch: int, transaction_version: int
     ) -> bool:

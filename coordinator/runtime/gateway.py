@@ -119,6 +119,17 @@ class GroupCoordinatorGateway:
             done.set(not_active_error(e))
         return done
 
+    def transaction_ongoing(self, group_id: str, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the producer has a transaction open at `producer_epoch` in the group's
+        shard (a transactional offset of it pending there, replayed: written or being
+        written): Kafka's hasOngoingTransaction of the __consumer_offsets partition, which
+        makes TxnOffsetCommit skip asking the transaction coordinator (KIP-890's sentinel
+        verification guard). False while the shard is not active."""
+        runner = self._runner_for(group_id)
+        if runner.state is not ShardState.ACTIVE:
+            return False
+        return runner.shard.offsets.pending.ongoing(producer_id, producer_epoch)
+
     def txn_commit_offsets(
         self,
         request: TxnOffsetCommitRequest,
