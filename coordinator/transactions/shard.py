@@ -356,8 +356,9 @@ class TxnShard:
     def complete_transaction(self, job: MarkerJob, reply: Reply, now_ms: int) -> Result:
         """Every marker of `job` is written: CompleteCommit/CompleteAbort (no partitions),
         answered NONE (the gateway does not wait for it to be durable: a crash before leaves
-        the transaction prepared, and the load hands its markers over again). A transaction no longer in that Prepare state with
-        that producer id and epoch (reloaded, expired) writes nothing and answers NONE."""
+        the transaction prepared, and the load hands its markers over again). A
+        transaction no longer in that Prepare state with that producer id and epoch
+        (reloaded, expired) writes nothing and answers NONE."""
         result = Result()
         meta = self.txns.get(job.transactional_id)
         prepared = PREPARE_COMMIT if job.commit else PREPARE_ABORT
