@@ -112,13 +112,16 @@ class GroupCommitter:
         self.call_when_durable(log, offset, functools.partial(_settle_future, future))
         await future
 
-    def call_when_durable(self, log: PartitionLog, offset: int, callback: DurableCallback) -> None:
+    def call_when_durable(
+        self, log: PartitionLog, offset: int, callback: DurableCallback, want_round: bool = True
+    ) -> None:
         """Park `callback` until every offset up to and including `offset` of `log` is
         fsynced: then it is called with None, or with the exception that means it never
         will be (a failed flush, a closed log or committer). Cheaper than wait_durable for a
         caller that needs no coroutine (a shard runner's batch). Raises as wait_durable
         does, before parking; an offset already durable is not parked (callback(None) at
-        once)."""
+        once). `want_round` False: no round is started for it; the next round, whoever
+        wants it, flushes `log` too (a write nobody is waiting for rides along)."""
         if log.durable_offset > offset:
             callback(None)
             return
@@ -134,7 +137,8 @@ class GroupCommitter:
             self._logs.add(log)
         heapq.heappush(heap, (offset, next(self._sequence), callback))
         self._parked += 1
-        self._want_round()
+        if want_round:
+            self._want_round()
 
     async def flush_all_now(self, logs: Iterable[PartitionLog] | None = None) -> None:
         """Flush `logs` (default: every log seen) right away and wake their waiters.

@@ -40,6 +40,8 @@ from typing import TypeVar
 Entry = bytes
 _V = TypeVar("_V")
 _SUPERSEDED = -1
+# The largest producer epoch (an exhausted epoch stays there).
+EPOCH_MAX = 32767
 
 
 class PendingOffsets:
@@ -88,6 +90,29 @@ class PendingOffsets:
     def fenced(self, producer_id: int, producer_epoch: int) -> bool:
         """Whether `producer_epoch` is older than the producer's last one seen here."""
         return producer_epoch < self.epochs.get(producer_id, producer_epoch)
+
+    def ongoing(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the producer has a transaction open here at `producer_epoch` (some
+        offset of it pending): Kafka's hasOngoingTransaction."""
+        return producer_id in self.by_producer and self.epochs.get(producer_id) == producer_epoch
+
+    def marker_fenced(
+        self, producer_id: int, producer_epoch: int, transaction_version: int
+    ) -> bool:
+        """Whether a marker at `producer_epoch` is stale (Kafka's checkProducerEpoch of a
+        marker): older than the producer's last epoch here; for transaction version 2,
+        whose markers carry the bumped epoch, also equal to it while the producer has a
+        transaction open here (equal with none open is a retry, KAFKA-19999; an exhausted
+        epoch stays at its maximum)."""
+        last = self.epochs.get(producer_id, producer_epoch)
+        if (
+            transaction_version >= 2
+            and producer_epoch == last
+            and producer_id in self.by_producer
+            and producer_epoch != EPOCH_MAX
+        ):
+            return True
+        return producer_epoch < last
 
     def pending_count(self) -> int:
         return sum(

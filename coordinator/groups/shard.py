@@ -219,11 +219,14 @@ class GroupShard:
         producer's transactional batch (the runtime replays them with replay_transactional)."""
         return txn_commit_offsets(self, self.offsets, request, reply, now_ms)
 
-    def end_transaction_error(self, producer_id: int, producer_epoch: int) -> ErrorCode:
+    def end_transaction_error(
+        self, producer_id: int, producer_epoch: int, transaction_version: int = 0
+    ) -> ErrorCode:
         """Why a marker of (producer_id, producer_epoch) may not be written: an epoch older
-        than the producer's last one here is INVALID_PRODUCER_EPOCH (a fenced producer's
-        marker, refused by Kafka's log layer); else NONE."""
-        if self.offsets.pending.fenced(producer_id, producer_epoch):
+        than the producer's last one here (for transaction version 2: not newer, unless a
+        retry; PendingOffsets.marker_fenced) is INVALID_PRODUCER_EPOCH (a fenced
+        producer's marker, refused by Kafka's log layer); else NONE."""
+        if self.offsets.pending.marker_fenced(producer_id, producer_epoch, transaction_version):
             return ErrorCode.INVALID_PRODUCER_EPOCH
         return ErrorCode.NONE
 

@@ -88,6 +88,7 @@ class GroupCoordinatorGateway:
         producer_epoch: int,
         commit: bool,
         resumed: bool = False,
+        transaction_version: int = 0,
     ) -> Awaitable[ErrorCode]:
         """The transaction marker for `offsets_partition` (the shard index: Kafka's
         __consumer_offsets partition) from the transaction coordinator: commits (`commit`)
@@ -97,7 +98,9 @@ class GroupCoordinatorGateway:
         COORDINATOR_LOAD_IN_PROGRESS as every method (NOT_COORDINATOR also for a shard
         index this server does not have, or a write that failed); INVALID_PRODUCER_EPOCH
         for an epoch older than the producer's last one in that shard (nothing written).
-        `resumed`: a job resumed after a crash, which skips a marker the shard holds."""
+        `resumed`: a job resumed after a crash, which skips a marker the shard holds.
+        `transaction_version`: the marker's (2: KIP-890's stricter epoch check, as Kafka's
+        log layer applies it to a version 2 marker)."""
         done = Pending()
         runners = self._service.runners
         if not 0 <= offsets_partition < len(runners):
@@ -105,11 +108,27 @@ class GroupCoordinatorGateway:
             return done
         try:
             runners[offsets_partition].complete_transaction(
-                producer_id, producer_epoch, commit, _MarkerReply(done), resumed
+                producer_id,
+                producer_epoch,
+                commit,
+                _MarkerReply(done),
+                resumed,
+                transaction_version,
             )
         except NotActive as e:
             done.set(not_active_error(e))
         return done
+
+    def transaction_ongoing(self, group_id: str, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the producer has a transaction open at `producer_epoch` in the group's
+        shard (a transactional offset of it pending there, replayed: written or being
+        written): Kafka's hasOngoingTransaction of the __consumer_offsets partition, which
+        makes TxnOffsetCommit skip asking the transaction coordinator (KIP-890's sentinel
+        verification guard). False while the shard is not active."""
+        runner = self._runner_for(group_id)
+        if runner.state is not ShardState.ACTIVE:
+            return False
+        return runner.shard.offsets.pending.ongoing(producer_id, producer_epoch)
 
     def txn_commit_offsets(
         self,

@@ -89,9 +89,18 @@ def _run_event(shard: Any, event: Callable[[int], Result], now_ms: int) -> Resul
 class _Batch:
     """Records gathered for one record batch, and the replies waiting on it. A
     transactional batch (the group shards' TxnOffsetCommit) carries its producer id and
-    epoch; a marker (`marker` COMMIT True / ABORT False) is written as a control batch."""
+    epoch; a marker (`marker` COMMIT True / ABORT False) is written as a control batch.
+    `unawaited`: begun by `call_unawaited`; without replies it asks for no fsync round."""
 
-    __slots__ = ("records", "replies", "producer_id", "producer_epoch", "marker", "created")
+    __slots__ = (
+        "records",
+        "replies",
+        "producer_id",
+        "producer_epoch",
+        "marker",
+        "created",
+        "unawaited",
+    )
 
     def __init__(self) -> None:
         self.created = time.perf_counter()  # the batch linger metric
@@ -100,6 +109,7 @@ class _Batch:
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = -1
         self.marker: bool | None = None
+        self.unawaited = False
 
 
 class CoordinatorShardRunner:
@@ -229,6 +239,12 @@ class CoordinatorShardRunner:
         self.timer.cancel_all()
         self._release_parked(StorageFailure("the coordinator is shutting down"))
         self._seal()
+        if self._inflight and self.log is not None:
+            # An unawaited batch (call_unawaited) asks for no round: flush it now.
+            try:
+                await self.committer.flush_all_now([self.log])
+            except Exception:  # its waiters are failed by it: nothing more to do here
+                pass
         await self._drained.wait()  # the batches in flight are answered or failed
         if self._tasks:  # reloads, perhaps waiting to retry
             for task in self._tasks:
@@ -272,6 +288,27 @@ class CoordinatorShardRunner:
             metrics.event_queue.observe(started - queued_at)
         self._apply(call(self.shard, argument, now_ms), now_ms)
         metrics.event_processing.observe(time.perf_counter() - started)
+
+    def call_unawaited(self, call: Callable[[Any, _A, int], Result], argument: _A) -> None:
+        """`call` of an event whose records nobody needs durable before going on (the
+        transaction coordinator's CompleteCommit/CompleteAbort: a crash before it is
+        durable leaves the transaction prepared, and the load completes it again): its
+        replies are answered once its records are replayed and gathered, and a batch of
+        nothing else asks for no fsync round of its own (the next round, whatever starts
+        it, flushes it; a later write or read of the shard waits for it as for any pending
+        write). Raises NotActive as `call`."""
+        if self.state is not ShardState.ACTIVE:
+            raise NotActive(self.state)
+        now_ms = self.clock_ms()
+        result = call(self.shard, argument, now_ms)
+        replies, result.replies = result.replies, []
+        if result.records and self._batch is None:
+            batch = self._batch = _Batch()
+            batch.unawaited = True
+            asyncio.get_running_loop().call_soon(self._seal)
+        self._apply(result, now_ms)
+        for reply, response in replies:
+            reply(response)
 
     def fire_timer(self, callback: TimerCallback, late_s: float | None = None) -> None:
         """A timer's (or an offloaded computation's) event; `late_s`: how long after its
@@ -362,7 +399,10 @@ class CoordinatorShardRunner:
         started = time.perf_counter()
         try:
             self.committer.call_when_durable(
-                log_, last_offset, lambda error: self._deliver(batch, started, error)
+                log_,
+                last_offset,
+                lambda error: self._deliver(batch, started, error),
+                not batch.unawaited or bool(batch.replies),
             )
         except Exception as e:  # committer closed, too many waiters
             self._deliver(batch, started, e)

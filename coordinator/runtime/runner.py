@@ -181,6 +181,7 @@ class ShardRunner(CoordinatorShardRunner):
         commit: bool,
         reply: Reply,
         resumed: bool = False,
+        transaction_version: int = 0,
     ) -> None:
         """A transaction marker for this shard: replayed (COMMIT makes the producer's
         pending offsets committed in every group here, ABORT drops them), then written as a
@@ -189,10 +190,11 @@ class ShardRunner(CoordinatorShardRunner):
         epoch here is answered INVALID_PRODUCER_EPOCH at once, nothing written. `resumed`
         (a marker job resumed after a crash): a marker the shard holds already, with
         nothing of the producer since, is answered NONE at once, not written twice.
-        Raises NotActive as `call`."""
+        `transaction_version`: the marker's (WriteTxnMarkers v2; 2 checks the epoch as
+        KIP-890 markers: GroupShard.end_transaction_error). Raises NotActive as `call`."""
         if self.state is not ShardState.ACTIVE:
             raise NotActive(self.state)
-        error = self.shard.end_transaction_error(producer_id, producer_epoch)
+        error = self.shard.end_transaction_error(producer_id, producer_epoch, transaction_version)
         if error is not ErrorCode.NONE:
             reply(error)
             return

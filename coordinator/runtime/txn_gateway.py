@@ -26,8 +26,9 @@ from ..transactions.messages import (
 )
 from ..transactions.metadata import TopicPartition
 from ..transactions.shard import TxnShard
+from .log_runner import NotActive
 from .pending import Pending
-from .shard_calls import ShardCall, run_by_shard, run_on_shard, when_all
+from .shard_calls import ShardCall, not_active_error, run_by_shard, run_on_shard, when_all
 from .txn_service import TxnCoordinatorService
 
 
@@ -121,10 +122,17 @@ class TxnCoordinatorGateway:
         )
 
     async def complete_transaction(self, job: MarkerJob) -> ErrorCode:
-        """The marker router's last step: TxnShard.complete_transaction, durable."""
-        return await _answer(  # type: ignore[no-any-return]
-            self._on_shard(job.transactional_id, _complete_transaction, job, 0.0, _same)
-        )
+        """The marker router's last step: TxnShard.complete_transaction, answered once
+        written, not once durable (runner.call_unawaited: nothing waits on it; a crash
+        before it is durable leaves the transaction prepared and its load completes it)."""
+        call = ShardCall(job, _same, _same)
+        try:
+            self._service.runner_for(job.transactional_id).call_unawaited(
+                _complete_transaction, call
+            )
+        except NotActive as e:
+            return not_active_error(e)
+        return await _answer(call.value if call.done else call)  # type: ignore[no-any-return]
 
     async def describe_transactions(
         self, transactional_ids: list[str], read_at: float

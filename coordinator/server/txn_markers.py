@@ -70,9 +70,9 @@ _STOP = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORD
 
 # write_txn_marker's shape: (ctx, topic, partition, producer id, epoch, coordinator epoch,
 # commit, transaction version) -> error; complete_transaction's: (offsets partition,
-# producer id, epoch, commit, resumed).
+# producer id, epoch, commit, resumed, transaction version).
 WriteMarker = Callable[[Any, str, int, int, int, int, bool, int], Awaitable[ErrorCode]]
-CompleteOffsets = Callable[[int, int, int, bool, bool], Awaitable[ErrorCode]]
+CompleteOffsets = Callable[[int, int, int, bool, bool, int], Awaitable[ErrorCode]]
 # marker_written's shape: (ctx, topic, partition, producer id, epoch, commit) -> bool.
 MarkerWritten = Callable[[Any, str, int, int, int, bool], bool]
 
@@ -209,7 +209,12 @@ class TxnMarkerRouter:
             try:
                 if topic == OFFSETS_TOPIC:
                     error = await self.complete_offsets(
-                        partition, job.producer_id, job.producer_epoch, job.commit, job.recovered
+                        partition,
+                        job.producer_id,
+                        job.producer_epoch,
+                        job.commit,
+                        job.recovered,
+                        job.transaction_version,
                     )
                 else:
                     error = await self.write_marker(

@@ -6,7 +6,9 @@ producer id and epoch and stay pending until the transaction's marker reaches th
 shard (GroupCoordinatorGateway.complete_transaction). First the transaction coordinator is
 asked about the group's offsets partition, as Kafka's broker asks it (KIP-890): v5+
 (transactions V2) adds it to the transaction, older versions verify that it is in it (with
-transaction_partition_verification_enable); a refusal fails the whole request.
+transaction_partition_verification_enable); a refusal fails the whole request. As Kafka,
+the coordinator is not asked when the producer has a transaction open at the request's
+epoch in the group's shard already (an earlier TxnOffsetCommit of the same transaction).
 """
 
 from __future__ import annotations
@@ -120,7 +122,14 @@ def handle_txn_offset_commit(ctx: GroupContext, request: Request) -> Any:
         )
 
     tv2 = version >= _TV2_TXN_OFFSET_COMMIT
-    if ctx.txns is None or not (tv2 or ctx.settings.transaction_partition_verification_enable):
+    if (
+        ctx.txns is None
+        or not (tv2 or ctx.settings.transaction_partition_verification_enable)
+        or ctx.groups.transaction_ongoing(body.group_id, body.producer_id, body.producer_epoch)
+    ):
+        # The last test as Kafka's: the offsets partition holds the producer's transaction
+        # at this epoch already (an earlier TxnOffsetCommit of it), so it is in the
+        # transaction: not asked again (the sentinel verification guard).
         return write()
     return _verified_then(ctx, body, version, tv2, write, failed)
 

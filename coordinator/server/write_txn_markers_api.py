@@ -48,7 +48,11 @@ def handle_write_txn_markers(ctx: GroupContext, request: Request) -> Any:
                 outcome: MarkerAppended | Awaitable[ErrorCode] | ErrorCode
                 if topic.name == OFFSETS_TOPIC:
                     outcome = ctx.groups.complete_transaction(
-                        index, marker.producer_id, marker.producer_epoch, marker.transaction_result
+                        index,
+                        marker.producer_id,
+                        marker.producer_epoch,
+                        marker.transaction_result,
+                        transaction_version=version,
                     )
                 else:
                     outcome = append_txn_marker(

@@ -121,6 +121,7 @@ def _produce(
     transaction coordinator was asked about)."""
     body = request.body
     acks = body.acks
+    tv2 = request.api_version >= _TV2_PRODUCE
     results: list[tuple[str, list[_PartitionResult]]] = []
     for topic_data in body.topic_data:
         name = topic_data.name
@@ -143,7 +144,7 @@ def _produce(
                 result.error = check[0]
             else:
                 guard = check[1] if check is not None else None
-                _append(ctx, topic.partitions[data.index], data.records, result, guard)
+                _append(ctx, topic.partitions[data.index], data.records, result, guard, tv2)
         results.append((name, partition_results))
 
     appended = [r for _, rs in results for r in rs if r.partition is not None]
@@ -261,7 +262,10 @@ def _append(
     records: bytes | None,
     result: _PartitionResult,
     guard: object | None = None,
+    tv2: bool = False,
 ) -> None:
+    """Check and append one partition's records into `result`; `guard`: the partition's
+    KIP-890 verification, `tv2`: by a transactions V2 Produce (v12+)."""
     if not records:
         result.error = ErrorCode.INVALID_RECORD
         result.message = "empty record set"
@@ -340,7 +344,8 @@ def _append(
             result.log_start_offset = log_.log_start_offset
             return
         try:
-            duplicate = producers.check(header)
+            # Kafka's verificationStateEntry.supportsEpochBump: a V2 batch verified now.
+            duplicate = producers.check(header, tv2 and guard is not None)
         except SequenceError as e:
             # As Kafka (ReplicaManager: an error other than a record's): the log start
             # offset, and no message.

@@ -134,18 +134,27 @@ class ProducerStates:
 
     # -- data batches ---------------------------------------------------------------------
 
-    def check(self, header: BatchHeader) -> _Entry | None:
+    def check(self, header: BatchHeader, epoch_bump_verified: bool = False) -> _Entry | None:
         """Validate a data batch; returns the original entry for a duplicate, else None.
 
         Raises SequenceError for a fenced epoch, a gap in the sequence, or a
-        non-transactional batch inside an open transaction.
+        non-transactional batch inside an open transaction. `epoch_bump_verified`: the
+        batch opens its transaction here after a transactions V2 verification (Produce
+        v12+): with no batch of the producer here (unknown, or none since its last epoch
+        change) it must start at sequence 0 (Kafka's checkSequence, KIP-890 part 2).
         """
         if header.producer_id == NO_PRODUCER_ID or header.base_sequence == NO_SEQUENCE:
             return None
         state = self.producers.get(header.producer_id)
-        if state is None:
-            return None
         first = header.base_sequence
+        if state is None:
+            if epoch_bump_verified and first != 0:
+                raise SequenceError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"a transactions V2 producer with no state here must start at sequence 0, "
+                    f"got {first}",
+                )
+            return None
         if header.producer_epoch < state.epoch:
             raise SequenceError(
                 ErrorCode.INVALID_PRODUCER_EPOCH,

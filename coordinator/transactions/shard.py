@@ -279,7 +279,12 @@ class TxnShard:
             (PREPARE_COMMIT, COMPLETE_COMMIT) if commit else (PREPARE_ABORT, COMPLETE_ABORT)
         )
         if state is ONGOING:
-            self._prepare(meta, same_prepare, result, now_ms)
+            # The end's transaction version is the request's (Kafka's
+            # transactionVersionForEndTxn: 0 below EndTxn v5), whatever added the
+            # partitions: its markers are version 0 markers, at the transaction's epoch.
+            self._prepare(
+                replace_meta(meta, client_transaction_version=0), same_prepare, result, now_ms
+            )
             # The client's answer first, then the markers (both once durable), as Kafka.
             result.replies.insert(0, (reply, ErrorCode.NONE))
         elif state is same_prepare:
@@ -355,8 +360,10 @@ class TxnShard:
 
     def complete_transaction(self, job: MarkerJob, reply: Reply, now_ms: int) -> Result:
         """Every marker of `job` is written: CompleteCommit/CompleteAbort (no partitions),
-        answered NONE once durable. A transaction no longer in that Prepare state with
-        that producer id and epoch (reloaded, expired) writes nothing and answers NONE."""
+        answered NONE (the gateway does not wait for it to be durable: a crash before leaves
+        the transaction prepared, and the load hands its markers over again). A
+        transaction no longer in that Prepare state with that producer id and epoch
+        (reloaded, expired) writes nothing and answers NONE."""
         result = Result()
         meta = self.txns.get(job.transactional_id)
         prepared = PREPARE_COMMIT if job.commit else PREPARE_ABORT

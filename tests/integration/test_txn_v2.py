@@ -321,6 +321,36 @@ def produce_v12_with_acks_0(bootstrap: str, n: str) -> None:
         assert read_all(c, topic, 0, READ_COMMITTED).values == [b"quiet"]
 
 
+def produce_v12_first_batch_of_a_new_producer_starts_at_0(bootstrap: str, n: str) -> None:
+    """KIP-890 part 2 (Kafka's checkSequence): a transactions V2 batch that opens the
+    transaction on a partition holding no state of its producer must have sequence 0,
+    else OUT_OF_ORDER_SEQUENCE_NUMBER and nothing is appended; so must the first batch of
+    the next epoch (after EndTxn v5's bump) on a partition the producer never wrote to."""
+    topic, txn = f"t-{n}", f"v2-seq-{n}"
+    create_topic(bootstrap, topic, 2)
+    with RawClient(bootstrap) as c:
+        pid, epoch = init(c, txn)
+        r = produce(c, topic, 0, txn_batch([b"late"], pid, epoch, 5), txn, version=12)
+        assert r.error_code == E.OUT_OF_ORDER_SEQUENCE_NUMBER, r
+        r = produce(c, topic, 0, txn_batch([b"a"], pid, epoch, 0), txn, version=12)
+        assert r.error_code == 0, r
+        assert end_txn_v5(c, txn, pid, epoch, True) == (E.NONE, pid, epoch + 1)
+        wait_state(c, txn, "CompleteCommit")
+        epoch += 1
+        r = produce(c, topic, 1, txn_batch([b"late"], pid, epoch, 3), txn, version=12)
+        assert r.error_code == E.OUT_OF_ORDER_SEQUENCE_NUMBER, r
+        r = produce(c, topic, 0, txn_batch([b"late"], pid, epoch, 1), txn, version=12)
+        assert r.error_code == E.OUT_OF_ORDER_SEQUENCE_NUMBER, r
+        for partition in (0, 1):
+            batch = txn_batch([b"b%d" % partition], pid, epoch, 0)
+            r = produce(c, topic, partition, batch, txn, version=12)
+            assert r.error_code == 0, r
+        assert end_txn_v5(c, txn, pid, epoch, True) == (E.NONE, pid, epoch + 1)
+        wait_state(c, txn, "CompleteCommit")
+        assert read_all(c, topic, 0, READ_UNCOMMITTED).values == [b"a", b"b0"]
+        assert read_all(c, topic, 1, READ_UNCOMMITTED).values == [b"b1"]
+
+
 # Every scenario, by name: tests/jvm/test_txn_v2_vs_kafka.py plays them on Kafka too.
 SCENARIOS = {
     f.__name__: f
@@ -330,6 +360,7 @@ SCENARIOS = {
         txn_offset_commit_v5_adds_the_offsets_partition,
         v1_produce_outside_its_transaction_is_refused,
         produce_v12_with_acks_0,
+        produce_v12_first_batch_of_a_new_producer_starts_at_0,
     )
 }
 

@@ -7,6 +7,7 @@ offsets stay pending, committed ones committed, aborted ones gone."""
 from __future__ import annotations
 
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -293,4 +294,132 @@ async def test_gateway_complete_transaction(tmp_path: Path) -> None:
     assert await gateway.complete_transaction(5, PID, EPOCH, True) == ErrorCode.NOT_COORDINATOR
     await runner.close()
     assert await gateway.complete_transaction(0, PID, EPOCH, True) == ErrorCode.NOT_COORDINATOR
+    await committer.close()
+
+
+async def test_version_2_marker_epoch_checked_as_kafka(tmp_path: Path) -> None:
+    """Issue 18 (KIP-890): a group-side marker carries its transaction version. A version 2
+    marker has the bumped epoch, so one at the epoch of the producer's open transaction
+    here is stale (INVALID_PRODUCER_EPOCH, nothing written, the offsets stay pending) where
+    a version 1 marker at that epoch ends the transaction; equal with nothing open is a
+    retry (KAFKA-19999), and the bumped epoch commits."""
+
+    class _Service:
+        def __init__(self, runners: list[ShardRunner]) -> None:
+            self.runners = runners
+
+        def runner_for(self, group_id: str) -> ShardRunner:
+            return self.runners[0]
+
+    committer = GroupCommitter()
+    runner = await _runner(tmp_path / "shard", committer)
+    gateway = GroupCoordinatorGateway(_Service([runner]), None)  # type: ignore[arg-type]
+    replies = Replies()
+    _txn_commit(runner, replies, "g", 0, 10)
+    await replies.wait()
+    stale = await gateway.complete_transaction(0, PID, EPOCH, True, transaction_version=2)
+    assert stale == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert _state(runner) == ({}, [(PID, "g", "t", 0, 10)])
+    bumped = await gateway.complete_transaction(0, PID, EPOCH + 1, True, transaction_version=2)
+    assert bumped == ErrorCode.NONE
+    assert _state(runner) == ({("g", "t", 0): 10}, [])
+    retry = await gateway.complete_transaction(0, PID, EPOCH + 1, True, transaction_version=2)
+    assert retry == ErrorCode.NONE
+    # Version 1: a marker at the transaction's own epoch ends it.
+    _txn_commit(runner, replies, "g", 1, 20, epoch=EPOCH + 1)
+    await replies.wait(2)
+    assert await gateway.complete_transaction(0, PID, EPOCH + 1, True) == ErrorCode.NONE
+    assert _state(runner) == ({("g", "t", 0): 10, ("g", "t", 1): 20}, [])
+    await runner.close()
+    await committer.close()
+
+
+class _CountingTxns:
+    """A transaction coordinator that puts every partition it is asked about in the
+    transaction, and counts the questions."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def verify_partitions(
+        self, txn: str, pid: int, epoch: int, partitions: Any, _: float
+    ) -> Any:
+        self.asked += 1
+        return dict.fromkeys(partitions, ErrorCode.NONE)
+
+    async def add_partitions(self, txn: str, pid: int, epoch: int, partitions: Any, *_: Any) -> Any:
+        self.asked += 1
+        return ErrorCode.NONE
+
+
+@pytest.mark.parametrize("version", [3, 5])
+async def test_txn_offset_commit_asks_the_coordinator_once_per_transaction(
+    tmp_path: Path, version: int
+) -> None:
+    """Issue 18 item 3 (KIP-890, Kafka's sentinel verification guard): TxnOffsetCommit asks
+    the transaction coordinator about the group's offsets partition only when the producer
+    has no transaction open there at its epoch: the first commit of a transaction asks, a
+    second one of the same transaction does not, the first of the next transaction (after
+    the marker) or at another epoch asks again."""
+    from types import SimpleNamespace
+
+    from groupcoord.coordinator.server.txn_offset_api import handle_txn_offset_commit
+    from tests.rawclient import request_class
+
+    class _Service:
+        def __init__(self, runners: list[ShardRunner]) -> None:
+            self.runners = runners
+
+        def runner_for(self, group_id: str) -> ShardRunner:
+            return self.runners[0]
+
+    committer = GroupCommitter()
+    runner = await _runner(tmp_path / "shard", committer)
+    gateway = GroupCoordinatorGateway(_Service([runner]), None)  # type: ignore[arg-type]
+    txns = _CountingTxns()
+    ctx = SimpleNamespace(
+        topics={"t": SimpleNamespace(partitions=[0, 1], topic_id=None)},
+        settings=SimpleNamespace(
+            transaction_partition_verification_enable=True, offsets_partitions=1
+        ),
+        groups=gateway,
+        txns=txns,
+        read_at=0.0,
+    )
+
+    async def commit(offset: int, epoch: int = EPOCH) -> list[int]:
+        m = sys.modules[request_class(28, version).__module__]
+        body = m.TxnOffsetCommitRequest(
+            transactional_id="tx",
+            group_id="g",
+            producer_id=PID,
+            producer_epoch=epoch,
+            topics=(
+                m.TxnOffsetCommitRequestTopic(
+                    name="t",
+                    partitions=(
+                        m.TxnOffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=offset, committed_metadata=None
+                        ),
+                    ),
+                ),
+            ),
+        )
+        answer = handle_txn_offset_commit(
+            ctx, SimpleNamespace(body=body, api_version=version, api_key=28)
+        )
+        if hasattr(answer, "__await__"):
+            answer = await answer
+        return [p.error_code for t in answer.topics for p in t.partitions]
+
+    assert await commit(10) == [0]
+    assert txns.asked == 1
+    assert await commit(11) == [0]
+    assert txns.asked == 1  # the same transaction: not asked again
+    assert await gateway.complete_transaction(0, PID, EPOCH, True) == ErrorCode.NONE
+    assert await commit(12) == [0]
+    assert txns.asked == 2  # the next transaction asks
+    assert await commit(13, EPOCH + 1) == [0]
+    assert txns.asked == 3  # another epoch asks
+    await runner.close()
     await committer.close()

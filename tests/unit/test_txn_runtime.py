@@ -54,7 +54,13 @@ class FakeSides:
         return await self._answer(topic, partition)
 
     async def complete_offsets(
-        self, partition: int, pid: int, epoch: int, commit: bool, resumed: bool = False
+        self,
+        partition: int,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        resumed: bool = False,
+        transaction_version: int = 0,
     ) -> ErrorCode:
         self.calls.append((OFFSETS, partition, pid, epoch, commit))
         return await self._answer(OFFSETS, partition)
@@ -198,4 +204,40 @@ async def test_timed_out_transaction_is_aborted_with_the_epoch_bumped(tmp_path: 
     assert sides.calls == [("t", 0, pid, 1, False)]
     assert await coordinator.gateway.end_transaction("tx", pid, 0, True, 0.0) is E.PRODUCER_FENCED
     await coordinator.service.close()
+    await committer.close()
+
+
+async def test_complete_record_rides_on_the_next_round(tmp_path: Path) -> None:
+    """Issue 18 item 1: CompleteCommit asks for no fsync round of its own (nothing waits
+    on it; a crash before it is durable leaves PrepareCommit, which the load completes):
+    the marker router is answered once it is written, no round runs for it, and the next
+    round (here the one a read starts: reads wait for pending writes) makes it durable. A
+    close with it still pending flushes it (no hang), and a restart reads it back."""
+    committer = GroupCommitter()
+    sides = FakeSides()
+    coordinator = Coordinator(tmp_path, committer, sides, Topics("t"))
+    await coordinator.service.load()
+    pid, epoch = await coordinator.open_transaction(("t", 0), (OFFSETS, 1))
+    assert await coordinator.gateway.end_transaction("tx", pid, epoch, True, 0.0) is E.NONE
+    rounds = committer.rounds
+    await coordinator.router.wait_idle()
+    assert coordinator.router.completed == 1
+    for _ in range(20):  # loop turns in which a round for it would have run
+        await asyncio.sleep(0.005)
+    assert committer.rounds == rounds
+    assert (await coordinator.state()).state == "CompleteCommit"
+    assert committer.rounds == rounds + 1
+    # The next transaction, completed and closed at once: close flushes it.
+    assert await coordinator.gateway.add_partitions("tx", pid, epoch, [("t", 0)], 0.0) is E.NONE
+    assert await coordinator.gateway.end_transaction("tx", pid, epoch, False, 0.0) is E.NONE
+    await coordinator.router.wait_idle()
+    assert coordinator.router.completed == 2
+    async with asyncio.timeout(30):
+        await coordinator.service.close()
+    await committer.close()
+    committer = GroupCommitter()
+    restarted = Coordinator(tmp_path, committer, FakeSides(), Topics("t"))
+    await restarted.service.load()
+    assert (await restarted.state()).state == "CompleteAbort"
+    await restarted.service.close()
     await committer.close()

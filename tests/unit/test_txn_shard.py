@@ -368,6 +368,18 @@ def test_broker_add_records_transaction_version_2(h: Harness) -> None:
     h.assert_replay_equals_live()
 
 
+def test_end_txn_below_v5_ends_with_transaction_version_0(h: Harness) -> None:
+    """EndTxn v0-v4 ends a transaction whose partitions a version 2 add joined (a
+    TxnOffsetCommit v5, a Produce v12) with version 0 markers at the transaction's epoch,
+    as Kafka's prepareAbortOrCommit takes the EndTxn's version: a version 2 marker at
+    that epoch would be refused by the partitions as stale."""
+    h.init()
+    h.apply(h.shard.add_partitions("tx", 1000, 0, [("t", 0)], [].append, h.now_ms, 2))
+    assert h.end(1000, 0, False) is ErrorCode.NONE
+    assert [(job.producer_epoch, job.transaction_version) for job in h.jobs] == [(0, 0)]
+    h.assert_replay_equals_live()
+
+
 def test_describe_and_list(h: Harness) -> None:
     h.init(txn="a")
     h.init(txn="b")

@@ -26,7 +26,12 @@ class FakeOffsets(NoGroupCoordinator):
         return self.answers[partition]
 
     def complete_transaction(
-        self, offsets_partition: int, producer_id: int, producer_epoch: int, commit: bool
+        self,
+        offsets_partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        transaction_version: int = 0,
     ) -> Any:
         self.calls.append((offsets_partition, producer_id, producer_epoch, commit))
         return self._answer(offsets_partition)

@@ -769,6 +769,22 @@ def _(s: Session) -> None:
     describe_producers(s, {topic: [9], s.name("missing"): [0]}, label="unknown")
 
 
+@sequence("txn/produce-v12-first-sequence")
+def _(s: Session) -> None:
+    """KIP-890 part 2: a transactions V2 batch that opens the transaction on a partition
+    with no state of its producer must start at sequence 0."""
+    topic = s.name("t")
+    create_topic(s, topic, 2)
+    s.wait_producer_ids()
+    txn_id, pid, epoch = new_producer(s)
+    produce(s, txn_id, topic, 0, records(0, 2, pid, epoch, 5), version=12, label="sequence 5")
+    produce(s, txn_id, topic, 0, records(0, 2, pid, epoch, 0), version=12, label="sequence 0")
+    produce(s, txn_id, topic, 0, records(2, 1, pid, epoch, 3), version=12, label="a gap")
+    end_txn(s, txn_id, pid, epoch, False, version=5)
+    completed(s, txn_id)
+    describe_producers(s, {topic: [0, 1]}, label="aborted")
+
+
 def _read_committed_topic(s: Session) -> tuple[str, str, int, int]:
     """A topic whose partition 0 holds: 2 plain records, an aborted transaction of 3, a
     committed one of 2 with 1 plain record inside it, and an open one of 2."""
