@@ -20,7 +20,7 @@ WILDCARD_HOST = "*"
 
 # What an ALLOW ACL of each operation also allows (Kafka's implication; DENY ACLs name
 # their exact operation, ALL aside).
-_IMPLIED_BY_ALLOW: dict[AclOperation, frozenset[AclOperation]] = {
+_IMPLIED_BY_ALLOW: dict[int, frozenset[int]] = {
     AclOperation.READ: frozenset({AclOperation.DESCRIBE}),
     AclOperation.WRITE: frozenset({AclOperation.DESCRIBE}),
     AclOperation.DELETE: frozenset({AclOperation.DESCRIBE}),
