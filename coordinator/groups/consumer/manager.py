@@ -278,6 +278,8 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions, RegexRefresh):
         config = self.shard.config
         records = result.records
         group = self._group_for_heartbeat(request, records, now_ms)
+        if request.topic_visible is not None:
+            group.regex_visible = request.topic_visible
         change = GroupChange()
 
         # Group size (B.4.2): a static member taking its own place is not a new member.

@@ -21,6 +21,12 @@ that finds the same topics moves no epoch), or the last one is older than
 REGEX_BATCH_REFRESH_MIN_INTERVAL_MS apart: one due sooner waits for the timer (Kafka waits
 for the first heartbeat after that time; the timer lets steady heartbeats skip the check).
 
+With an authorizer, a resolution keeps only the topics the principal of the group's latest
+full-path heartbeat may DESCRIBE (ConsumerGroup.regex_visible), as Kafka resolves with the
+context of the member whose heartbeat scheduled the refresh (and shares the result with
+every member of the regex: Kafka's known leak). ACL changes are picked up at the next
+resolution, as Kafka's.
+
 Steady heartbeats (manager.is_steady) do not check at all. Without ACLs a regex's topics
 change only when the topic image does, and a moved image sends the next heartbeat down the
 full path, which checks; the refresh interval therefore only matters to a group whose
@@ -108,7 +114,11 @@ class RegexRefresh(TargetAssignment):
         change = GroupChange()
         records = result.records
         bump = False
-        resolutions = resolve_all(sorted(group.regex_subscribers), image.topic_names())
+        names = image.topic_names()
+        visible = group.regex_visible
+        if visible is not None:  # an authorizer: only topics the member may DESCRIBE
+            names = [name for name in names if visible(name)]
+        resolutions = resolve_all(sorted(group.regex_subscribers), names)
         for regex, topics in resolutions.items():
             known = group.resolved_regexes.get(regex)
             if known is None or known.topics != topics:
