@@ -448,6 +448,35 @@ class Config:
             "(sasl.server.max.receive.size)"
         },
     )
+    authorizer_enabled: bool = field(
+        default=False,
+        metadata={
+            "help": "check ACLs on every request, as Kafka's authorizer.class.name="
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer; off: every request "
+            "is allowed and CreateAcls/DescribeAcls/DeleteAcls answer SECURITY_DISABLED"
+        },
+    )
+    super_users: str = field(
+        default="",
+        metadata={
+            "help": "principals allowed everything whatever the ACLs, ;-separated "
+            "(super.users, e.g. User:admin;User:CN=broker)"
+        },
+    )
+    allow_everyone_if_no_acl_found: bool = field(
+        default=False,
+        metadata={
+            "help": "allow a request on a resource that no ACL names "
+            "(allow.everyone.if.no.acl.found)"
+        },
+    )
+    acl_decision_cache_entries: int = field(
+        default=100_000,
+        metadata={
+            "help": "authorization decisions remembered per (principal, host, operation, "
+            "resource); emptied on every ACL change (0: none remembered)"
+        },
+    )
 
     @property
     def listen_address(self) -> tuple[str, int]:
@@ -694,6 +723,11 @@ def _validate_security(config: Config) -> None:
         raise ConfigError("connection_failed_authentication_delay_ms must be 0 or more")
     if config.sasl_server_max_receive_size <= 0:
         raise ConfigError("sasl_server_max_receive_size must be positive")
+    if config.acl_decision_cache_entries < 0:
+        raise ConfigError("acl_decision_cache_entries must be >= 0")
+    for principal in filter(None, (p.strip() for p in config.super_users.split(";"))):
+        if ":" not in principal:
+            raise ConfigError(f"super_users: {principal!r} is not Type:Name (e.g. User:admin)")
 
 
 def per_ip_overrides(text: str) -> dict[str, int]:
