@@ -19,6 +19,7 @@ from groupcoord.protocol.errors import ErrorCode
 from ..runtime.partitioning import OFFSETS_TOPIC, shard_for
 from ..runtime.txn_gateway import TxnCoordinatorGateway
 from ..runtime.txn_service import TRANSACTION_STATE_TOPIC
+from ..topics.access import GROUP, READ, TRANSACTIONAL_ID, WRITE, allowed
 from .context import GroupContext
 from .encoded_responses import ms
 
@@ -41,6 +42,16 @@ def txns(ctx: GroupContext) -> TxnCoordinatorGateway:
     return gateway
 
 
+def txn_id_denied(ctx: GroupContext, api: ApiKey, transactional_id: str | None) -> bool:
+    """With an authorizer: may the principal not WRITE the transactional id (Kafka's
+    check of every transactional API; a null id is denied)."""
+    if not ctx.authorizer.enabled:
+        return False
+    return transactional_id is None or not allowed(
+        ctx, api, WRITE, TRANSACTIONAL_ID, transactional_id
+    )
+
+
 async def init_transactional_producer_id(ctx: GroupContext, request: Request) -> Any:
     """InitProducerId with a transactional id: emits Empty with a new producer id (or the
     epoch bumped, or KIP-360's recovery with the caller's producer id and epoch); an
@@ -51,6 +62,14 @@ async def init_transactional_producer_id(ctx: GroupContext, request: Request) ->
     body = request.body
     version = request.api_version
     read_at = ctx.read_at
+    if txn_id_denied(ctx, ApiKey.INIT_PRODUCER_ID, body.transactional_id):
+        m = response_types(ApiKey.INIT_PRODUCER_ID, version)
+        return build(
+            m.InitProducerIdResponse,
+            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
     answer = await txns(ctx).init_producer_id(
         body.transactional_id,
         ms(body.transaction_timeout),
@@ -185,11 +204,20 @@ async def handle_add_offsets_to_txn(ctx: GroupContext, request: Request) -> Any:
     body = request.body
     version = request.api_version
     read_at = ctx.read_at
+    m = response_types(ApiKey.ADD_OFFSETS_TO_TXN, version)
+    if ctx.authorizer.enabled:
+        # Kafka's: WRITE on the transactional id, then READ on the group.
+        if txn_id_denied(ctx, ApiKey.ADD_OFFSETS_TO_TXN, body.transactional_id):
+            return build(
+                m.AddOffsetsToTxnResponse,
+                error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            )
+        if not allowed(ctx, ApiKey.ADD_OFFSETS_TO_TXN, READ, GROUP, body.group_id):
+            return build(m.AddOffsetsToTxnResponse, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     partition = (OFFSETS_TOPIC, shard_for(body.group_id, ctx.settings.offsets_partitions))
     error = await txns(ctx).add_partitions(
         body.transactional_id, body.producer_id, body.producer_epoch, [partition], read_at
     )
-    m = response_types(ApiKey.ADD_OFFSETS_TO_TXN, version)
     return build(m.AddOffsetsToTxnResponse, error_code=fenced_for_version(error, version, 2))
 
 
@@ -207,6 +235,13 @@ async def handle_end_txn(ctx: GroupContext, request: Request) -> Any:
     version = request.api_version
     read_at = ctx.read_at
     m = response_types(ApiKey.END_TXN, version)
+    if txn_id_denied(ctx, ApiKey.END_TXN, body.transactional_id):
+        return build(
+            m.EndTxnResponse,
+            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
     if version >= 5:
         answer = await txns(ctx).end_transaction_v2(
             body.transactional_id, body.producer_id, body.producer_epoch, body.committed, read_at

@@ -130,3 +130,40 @@ def authorize_by_resource_type(
 
 
 OPERATIONS_OMITTED = _OPERATIONS_OMITTED
+
+# Kafka's ConfigResource.Type codes, and the ACL resource each is authorized on.
+_CONFIG_RESOURCES = {
+    2: (TOPIC, 29),  # TOPIC: TOPIC_AUTHORIZATION_FAILED
+    32: (GROUP, 30),  # GROUP: GROUP_AUTHORIZATION_FAILED
+    4: (CLUSTER, 31),  # BROKER: CLUSTER_AUTHORIZATION_FAILED
+    8: (CLUSTER, 31),  # BROKER_LOGGER
+    16: (CLUSTER, 31),  # CLIENT_METRICS
+}
+# Kafka's default messages of those errors (Errors.java), as DescribeConfigs and the
+# AlterConfigs APIs answer them.
+DENIED_MESSAGES = {
+    29: "Topic authorization failed.",
+    30: "Group authorization failed.",
+    31: "Cluster authorization failed.",
+}
+
+
+def config_resource_denied(
+    ctx: HandlerContext[object],
+    api: ApiKey,
+    operation: AclOperation,
+    config_type: int,
+    name: str,
+) -> int | None:
+    """The error code for a config resource (DescribeConfigs, IncrementalAlterConfigs)
+    the principal may not `operation` (DESCRIBE_CONFIGS, ALTER_CONFIGS): on the topic, the
+    group, or the cluster for the broker's resources; None when allowed or not a type
+    authorized here (the handler refuses those)."""
+    target = _CONFIG_RESOURCES.get(config_type)
+    if target is None or not ctx.authorizer.enabled:
+        return None
+    resource_type, error = target
+    resource_name = CLUSTER_NAME if resource_type is CLUSTER else name
+    if allowed(ctx, api, operation, resource_type, resource_name):
+        return None
+    return error
