@@ -42,6 +42,7 @@ from ..runtime.shard_count import TXN_SHARD_COUNT_FILE, settled_shard_count
 from ..runtime.shard_family import ShardFamily
 from ..runtime.txn_gateway import TxnCoordinatorGateway
 from ..runtime.txn_service import TRANSACTION_STATE_TOPIC, TxnCoordinatorService
+from ..security.acl_model import ALLOW_ALL
 from ..security.plain import PlainUsersError
 from ..security.tls import TlsConfigError
 from ..topics.compaction import TopicCompactor
@@ -58,6 +59,7 @@ from .connection import Connection, OutgoingWrites
 from .connection_limits import ConnectionLimits
 from .context import GroupContext
 from .data_dir import (
+    ACLS_DIR,
     GROUP_CONFIGS_FILE,
     PRODUCER_IDS_FILE,
     check_data_dir,
@@ -205,6 +207,7 @@ class Server:
             self.supported_versions,
             self.txn_gateway,
             self.security,
+            authorizer=self.security.acls.authorizer if self.security.acls else ALLOW_ALL,
         )
         # Each listener's view: its advertised address and name (endpoints.py).
         self.listeners: list[ServedListener] = served_listeners(specs, self.context)
@@ -241,6 +244,9 @@ class Server:
         self._add_internal_topics()
         self._producer_ids = ProducerIdAllocator(data / PRODUCER_IDS_FILE)
         self.security.load()
+        if self.security.acls is not None:  # replayed before any request is served
+            acl_log = self.security.acls.open(self._salvage, self.metrics)
+            report_recovery([(ACLS_DIR, acl_log)], self._after_clean_shutdown, self.metrics)
         self.topics.load(salvage=self._salvage)
         report_recovery(
             ((f"{t.name}-{p.index}", p.log) for t in self.topics.topics() for p in t.partitions),
@@ -432,6 +438,8 @@ class Server:
         if self._http is not None:
             self._http.close()
         self.topics.close()
+        if self.security.acls is not None:
+            self.security.acls.close()
         if clean:
             mark_clean_shutdown(self.config.data_path)  # every log is flushed and closed
         self._data_lock.release()  # last: everything above may still write the directory

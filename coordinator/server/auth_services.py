@@ -10,12 +10,14 @@ import ssl
 
 from ..config import Config
 from ..observability.logging import get_logger
+from ..security.acl_store import AclStore
 from ..security.credentials import ScramCredentialStore
 from ..security.listeners import ListenerSpec
 from ..security.plain import PlainUsersError, load_plain_users
 from ..security.scram import ScramCredential
+from ..security.standard_authorizer import StandardAuthorizer
 from ..security.tls import TlsConfigError, TlsSettings, server_context
-from .data_dir import SCRAM_CREDENTIALS_FILE
+from .data_dir import ACLS_DIR, SCRAM_CREDENTIALS_FILE
 
 log = get_logger("groupcoord.security")
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -33,6 +35,16 @@ class AuthServices:
         self.receive_bytes_max = config.sasl_server_max_receive_size
         self.scram = ScramCredentialStore(config.data_path / SCRAM_CREDENTIALS_FILE)
         self.plain_users = load_plain_users(config.sasl_plain_users_file)
+        # The ACLs and their log when an authorizer is configured (authorizer_enabled),
+        # else None: the ACL APIs answer SECURITY_DISABLED (server/acl_api.py).
+        self.acls: AclStore | None = None
+        if config.authorizer_enabled:
+            authorizer = StandardAuthorizer.from_settings(
+                config.super_users,
+                config.allow_everyone_if_no_acl_found,
+                config.acl_decision_cache_entries,
+            )
+            self.acls = AclStore(config.data_path / ACLS_DIR, authorizer)
         self.tls_settings = TlsSettings(
             certificate_file=config.ssl_certificate_file,
             key_file=config.ssl_key_file,

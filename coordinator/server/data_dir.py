@@ -38,6 +38,7 @@ TOPICS_DIR = "topics"
 PRODUCER_IDS_FILE = "producer-ids.json"
 GROUP_CONFIGS_FILE = "group_configs.json"
 SCRAM_CREDENTIALS_FILE = "scram_credentials.json"
+ACLS_DIR = "acls"  # the ACL log (security/acl_store.py)
 
 # Every name groupcoord creates at the top of a data directory (with `.tmp`: a state file
 # write interrupted before its rename).
@@ -49,6 +50,7 @@ _OWN_NAMES = frozenset(
         PRODUCER_IDS_FILE,
         GROUP_CONFIGS_FILE,
         SCRAM_CREDENTIALS_FILE,
+        ACLS_DIR,
         SHARD_COUNT_FILE,
         TXN_SHARD_COUNT_FILE,
         CLEAN_SHUTDOWN_FILE,

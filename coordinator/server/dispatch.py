@@ -25,6 +25,7 @@ from ..topics.metadata import (
     handle_metadata,
 )
 from ..topics.produce import handle_produce
+from .acl_api import handle_create_acls, handle_delete_acls, handle_describe_acls
 from .classic_group_api import (
     handle_heartbeat,
     handle_join_group,
@@ -90,6 +91,10 @@ APIS: dict[int, tuple[Any, int, int]] = {
     ApiKey.SASL_AUTHENTICATE: (handle_sasl_authenticate, 0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (handle_describe_user_scram_credentials, 0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (handle_alter_user_scram_credentials, 0, 0),
+    # Authorization (the ACLs; security/standard_authorizer.py decides)
+    ApiKey.DESCRIBE_ACLS: (handle_describe_acls, 1, 3),
+    ApiKey.CREATE_ACLS: (handle_create_acls, 1, 3),
+    ApiKey.DELETE_ACLS: (handle_delete_acls, 1, 3),
 }
 
 
