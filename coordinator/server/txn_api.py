@@ -19,7 +19,17 @@ from groupcoord.protocol.errors import ErrorCode
 from ..runtime.partitioning import OFFSETS_TOPIC, shard_for
 from ..runtime.txn_gateway import TxnCoordinatorGateway
 from ..runtime.txn_service import TRANSACTION_STATE_TOPIC
-from ..topics.access import GROUP, READ, TRANSACTIONAL_ID, WRITE, allowed
+from ..security.acl_model import CLUSTER_NAME
+from ..topics.access import (
+    CLUSTER,
+    CLUSTER_ACTION,
+    GROUP,
+    READ,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+    allowed,
+)
 from .context import GroupContext
 from .encoded_responses import ms
 
@@ -95,7 +105,10 @@ async def handle_add_partitions_to_txn(ctx: GroupContext, request: Request) -> A
     VerifyOnly answers NONE for a partition in the transaction and TRANSACTION_ABORTABLE
     for one that is not; otherwise the partitions are added (transaction version 2).
     Coordinator errors: INVALID_REQUEST, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED /
-    INVALID_PRODUCER_EPOCH, CONCURRENT_TRANSACTIONS."""
+    INVALID_PRODUCER_EPOCH, CONCURRENT_TRANSACTIONS. With an authorizer (Kafka's): v0-v3
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition without WRITE on the id, a
+    topic without WRITE as an internal one (TOPIC_AUTHORIZATION_FAILED, the others
+    OPERATION_NOT_ATTEMPTED); v4+ CLUSTER_AUTHORIZATION_FAILED without CLUSTER_ACTION."""
     body = request.body
     version = request.api_version
     read_at = ctx.read_at
@@ -114,6 +127,15 @@ async def handle_add_partitions_to_txn(ctx: GroupContext, request: Request) -> A
         return build(
             m.AddPartitionsToTxnResponse,
             results_by_topic_v3_and_below=_topic_results(m, topics, errors),
+        )
+    if ctx.authorizer.enabled and not allowed(
+        ctx, ApiKey.ADD_PARTITIONS_TO_TXN, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME
+    ):
+        # v4+ is broker-to-broker: Kafka's CLUSTER_ACTION on the cluster, whole request.
+        return build(
+            m.AddPartitionsToTxnResponse,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            results_by_transaction=(),
         )
     results = []
     for txn in body.transactions:
@@ -162,10 +184,20 @@ async def _add_for_client(
     read_at: float,
 ) -> dict[tuple[str, int], ErrorCode]:
     partitions = [(name, p) for name, indexes in topics for p in indexes]
+    if txn_id_denied(ctx, ApiKey.ADD_PARTITIONS_TO_TXN, transactional_id):
+        return dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    unwritable: set[str] = set()
+    if ctx.authorizer.enabled:  # Kafka's: WRITE on each topic (internal ones never)
+        unwritable = {
+            name
+            for name, _ in topics
+            if name not in _INTERNAL_TOPICS
+            and not allowed(ctx, ApiKey.ADD_PARTITIONS_TO_TXN, WRITE, TOPIC, name)
+        }
     errors: dict[tuple[str, int], ErrorCode] = {}
     for name, index in partitions:
         topic = ctx.topics.get(name)
-        if name in _INTERNAL_TOPICS:
+        if name in _INTERNAL_TOPICS or name in unwritable:
             errors[(name, index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif topic is None or not 0 <= index < len(topic.partitions):
             errors[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
