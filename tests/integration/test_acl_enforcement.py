@@ -30,6 +30,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from groupcoord.protocol.acl_operations import GROUP_OPERATIONS_ALL
 from tests.rawclient import RawClient, request_class
 from tests.support import ServerProcess, free_port, serving
 
@@ -328,6 +329,94 @@ def test_acl_matrix_allowed_refused_hidden(acl: Acl) -> None:
         # OffsetFetch: alice's group refused at the group level.
         fetched = _req(m, 9, 8, groups=(_offset_fetch_group(VICTIM_GROUP),), require_stable=False)
         assert fetched.groups[0].error_code == GROUP_AUTH
+        # OffsetDelete on alice's group: refused at the top level.
+        od_topic = _entity(47, 0, "OffsetDeleteRequestTopic")
+        od_part = _entity(47, 0, "OffsetDeleteRequestPartition")
+        offsets_deleted = _req(
+            m,
+            47,
+            0,
+            group_id=VICTIM_GROUP,
+            topics=(od_topic(name=VICTIM_TOPIC, partitions=(od_part(partition_index=0),)),),
+        )
+        assert offsets_deleted.error_code == GROUP_AUTH
+        # DescribeConfigs: her topic described, alice's refused and listed after it.
+        dc = _entity(32, 4, "DescribeConfigsResource")
+        configs = _req(
+            m,
+            32,
+            4,
+            resources=(
+                dc(resource_type=2, resource_name=VICTIM_TOPIC, configuration_keys=None),
+                dc(resource_type=2, resource_name="m-own", configuration_keys=None),
+            ),
+            include_synonyms=False,
+            include_documentation=False,
+        )
+        assert [(r.resource_name, r.error_code) for r in configs.results] == [
+            ("m-own", 0),
+            (VICTIM_TOPIC, TOPIC_AUTH),
+        ]
+        assert configs.results[1].configs == ()
+        # CreateTopics: under her prefix yes, under alice's no.
+        creatable = _entity(19, 7, "CreatableTopic")
+        created = _req(
+            m,
+            19,
+            7,
+            topics=tuple(
+                creatable(
+                    name=n, num_partitions=1, replication_factor=1, assignments=(), configs=()
+                )
+                for n in ("m-created", "a-created")
+            ),
+            timeout=datetime.timedelta(seconds=30),
+            validate_only=False,
+        )
+        assert {t.name: t.error_code for t in created.topics} == {
+            "m-created": 0,
+            "a-created": TOPIC_AUTH,
+        }
+        # InitProducerId for a transactional id she has no ACL on; idempotent (WRITE on
+        # some topic is enough).
+        init = _req(
+            m,
+            22,
+            4,
+            transactional_id="a-txn",
+            transaction_timeout=datetime.timedelta(seconds=60),
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+        assert init.error_code == 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        idempotent = _req(
+            m,
+            22,
+            4,
+            transactional_id=None,
+            transaction_timeout=datetime.timedelta(seconds=60),
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+        assert idempotent.error_code == 0
+        # Changing alice's SCRAM credential needs ALTER on the cluster.
+        upsert = _entity(51, 0, "ScramCredentialUpsertion")
+        scram = _req(
+            m,
+            51,
+            0,
+            deletions=(),
+            upsertions=(
+                upsert(
+                    name="alice",
+                    mechanism=2,
+                    iterations=8192,
+                    salt=b"s" * 16,
+                    salted_password=b"p" * 64,
+                ),
+            ),
+        )
+        assert [(r.user, r.error_code) for r in scram.results] == [("alice", CLUSTER_AUTH)]
 
     # Real clients: she produces and consumes on her own topic, not on alice's.
     producer = Producer(_sasl(acl, "mallory"))
@@ -353,7 +442,17 @@ def test_acl_matrix_allowed_refused_hidden(acl: Acl) -> None:
     # Her group is listed to her; alice's group not.
     with _login(acl, "mallory") as m:
         ids = {g.group_id for g in _req(m, 16, 4, states_filter=()).groups}
-    assert "m-matrix-group" in ids and VICTIM_GROUP not in ids
+        assert "m-matrix-group" in ids and VICTIM_GROUP not in ids
+        # Her group's authorized operations: everything a group supports (ACL ALL);
+        # then she may delete it (empty), not alice's.
+        mine = _req(m, 15, 5, groups=("m-matrix-group",), include_authorized_operations=True)
+        assert mine.groups[0].error_code == 0
+        assert mine.groups[0].authorized_operations == GROUP_OPERATIONS_ALL
+        deleted = _req(m, 42, 2, groups_names=("m-matrix-group", VICTIM_GROUP))
+        assert {r.group_id: r.error_code for r in deleted.results} == {
+            "m-matrix-group": 0,
+            VICTIM_GROUP: GROUP_AUTH,
+        }
 
 
 def test_s48_regex_subscription_keeps_only_describable_topics(acl: Acl) -> None:
