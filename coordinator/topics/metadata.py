@@ -162,6 +162,8 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
         )
     topics: list[Any] = []
+    # Topics refused by the authorizer: Kafka lists them after the others.
+    refused: list[Any] = []
     if all_topics:
         listed = sorted(ctx.topics.listed_topics(), key=lambda t: t.name)
         if enabled:  # Kafka's: topics it may not DESCRIBE are left out, silently
@@ -185,13 +187,13 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
                 if topic is None:  # Kafka's: topic ids are not secret
                     topics.append(missing(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
                 elif enabled and not allowed(ctx, ApiKey.METADATA, DESCRIBE, TOPIC, topic.name):
-                    topics.append(missing(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, topic_id))
+                    refused.append(missing(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, topic_id))
                 else:
                     topics.append(found(topic))
                 continue
             if enabled and not allowed(ctx, ApiKey.METADATA, DESCRIBE, TOPIC, name):
                 # Before existence: no leak of which names exist.
-                topics.append(missing(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
+                refused.append(missing(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
                 continue
             topic = ctx.topics.get(name)
             if topic is not None:
@@ -223,7 +225,7 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
         brokers=(broker,),
         cluster_id=node.cluster_id,
         controller_id=node.node_id,
-        topics=tuple(topics),
+        topics=tuple(topics + refused),
         cluster_authorized_operations=cluster_ops,
     )
 
