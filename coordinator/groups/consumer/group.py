@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from enum import Enum
 from typing import Any
 
@@ -96,10 +96,6 @@ class ConsumerGroup:
         self.subscribed_names: Counter[str] = Counter()
         self.regex_subscribers: Counter[str] = Counter()
         self.resolved_regexes: dict[str, ConsumerGroupRegularExpressionValue] = {}
-        # The topic filter of the latest heartbeat that took the full path with one
-        # (HeartbeatRequest.topic_visible; not persisted): what the next regex resolution
-        # keeps. None: every topic.
-        self.regex_visible: Callable[[str], bool] | None = None
         self.has_legacy_partition_metadata = False
         # The topic-image version the metadata hash was last checked at (not persisted: a
         # loaded group checks again on its first heartbeat, as Kafka's refresh deadline).
