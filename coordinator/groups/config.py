@@ -172,6 +172,10 @@ class GroupConfig:
     # The assignors of the names above that are not built in (uniform, range): the server
     # loads them from entry points (coordinator/assignor_plugins.py), tests pass them.
     consumer_assignor_plugins: tuple[PartitionAssignor, ...] = ()
+    # With an authorizer (the server's authorizer_enabled): a regex is resolved only with
+    # the DESCRIBE check of a member's heartbeat (regex_refresh.py), never without one (as
+    # after a restart, before any heartbeat).
+    regex_needs_member_check: bool = False
     consumer_assignment_interval_ms: int = _server(
         1_000,
         "group_consumer_assignment_interval_ms",

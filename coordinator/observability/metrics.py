@@ -116,6 +116,14 @@ class ServerMetrics:
             ["listener", "mechanism", "kind"],
             registry=r,
         )
+        self.authorization_denials = Counter(
+            "groupcoord_authorization_denials",
+            "Authorization checks the ACL authorizer denied, by API and resource type"
+            " (TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID); resources hidden from listings"
+            " (Metadata of all topics, ListGroups) are not counted",
+            ["api", "resource_type"],
+            registry=r,
+        )
         self.accept_failures = Counter(
             "groupcoord_accept_failures",
             "Failed accepts of new connections, by error (EMFILE: out of file descriptors)",
@@ -181,6 +189,10 @@ class ServerMetrics:
             buckets=LATENCY_BUCKETS_S,
             registry=r,
         )
+
+    def authorization_denied(self, api: str, resource_type: str) -> None:
+        """Count one denied authorization check (security/denials.py logs it)."""
+        self.authorization_denials.labels(api, resource_type).inc()
 
     def accept_failures_by_error(self, error: str) -> None:
         self.accept_failures.labels(error).inc()

@@ -107,6 +107,7 @@ def group_config(config: Config) -> GroupConfig:
         consumer_assignor_plugins=load_assignor_plugins(
             assignor_names(config.group_consumer_assignors)
         ),
+        regex_needs_member_check=config.authorizer_enabled,
     )
 
 

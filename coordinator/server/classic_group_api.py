@@ -14,6 +14,7 @@ from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 
 from ..runtime import group_messages as gm
+from ..topics.access import GROUP, READ, allowed
 from .context import GroupContext
 from .encoded_responses import ms
 
@@ -24,7 +25,8 @@ def handle_join_group(ctx: GroupContext, request: Request) -> Any:
     writes them. Errors: INVALID_GROUP_ID, INVALID_SESSION_TIMEOUT, UNKNOWN_MEMBER_ID,
     MEMBER_ID_REQUIRED, FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL,
     GROUP_MAX_SIZE_REACHED, REBALANCE_IN_PROGRESS, COORDINATOR_LOAD_IN_PROGRESS,
-    NOT_COORDINATOR (classic/manager.py has the decision order)."""
+    NOT_COORDINATOR (classic/manager.py has the decision order); GROUP_AUTHORIZATION_FAILED
+    without READ on the group, checked first (Kafka's)."""
     body = request.body
     version = request.api_version
     m = response_types(ApiKey.JOIN_GROUP, version)
@@ -68,6 +70,9 @@ def handle_join_group(ctx: GroupContext, request: Request) -> Any:
     def failed(error: ErrorCode) -> Any:
         return respond(gm.JoinGroupResponse(error_code=error, member_id=body.member_id))
 
+    if ctx.authorizer.enabled and not allowed(ctx, ApiKey.JOIN_GROUP, READ, GROUP, body.group_id):
+        # Kafka's JoinGroupRequest.getErrorResponse: no member id echoed.
+        return respond(gm.JoinGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED))
     return ctx.groups.join_group(join, ctx.read_at, respond, failed)
 
 
@@ -106,13 +111,16 @@ def handle_sync_group(ctx: GroupContext, request: Request) -> Any:
         return failed(ErrorCode.INVALID_GROUP_ID)
     if version >= 5 and (sync.protocol_type is None or sync.protocol_name is None):
         return failed(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+    if ctx.authorizer.enabled and not allowed(ctx, ApiKey.SYNC_GROUP, READ, GROUP, body.group_id):
+        return failed(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     return ctx.groups.sync_group(sync, ctx.read_at, respond, failed)
 
 
 def handle_heartbeat(ctx: GroupContext, request: Request) -> Any:
     """Heartbeat v0-v4: refreshes the member's session; writes nothing. Errors:
     INVALID_GROUP_ID, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION,
-    REBALANCE_IN_PROGRESS, NOT_COORDINATOR. While the shard loads the answer is NONE, as
+    REBALANCE_IN_PROGRESS, NOT_COORDINATOR, GROUP_AUTHORIZATION_FAILED (no READ on the
+    group). While the shard loads the answer is NONE, as
     Kafka's ("blindly respond": the member is not fenced for the coordinator's restart)."""
     body = request.body
     m = response_types(ApiKey.HEARTBEAT, request.api_version)
@@ -129,6 +137,8 @@ def handle_heartbeat(ctx: GroupContext, request: Request) -> Any:
             error = ErrorCode.NONE
         return build(m.HeartbeatResponse, error_code=error)
 
+    if ctx.authorizer.enabled and not allowed(ctx, ApiKey.HEARTBEAT, READ, GROUP, body.group_id):
+        return build(m.HeartbeatResponse, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     return ctx.groups.heartbeat(
         beat, ctx.read_at, lambda r: build(m.HeartbeatResponse, error_code=r.error_code), failed
     )
@@ -137,7 +147,8 @@ def handle_heartbeat(ctx: GroupContext, request: Request) -> Any:
 def handle_leave_group(ctx: GroupContext, request: Request) -> Any:
     """LeaveGroup v0-v5 (v3+: a batch, per-member errors echoing MemberId and
     GroupInstanceId). Errors: INVALID_GROUP_ID, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
-    COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR."""
+    COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR;
+    GROUP_AUTHORIZATION_FAILED (top level) without READ on the group."""
     body = request.body
     version = request.api_version
     m = response_types(ApiKey.LEAVE_GROUP, version)
@@ -171,4 +182,6 @@ def handle_leave_group(ctx: GroupContext, request: Request) -> Any:
     def failed(error: ErrorCode) -> Any:
         return respond(gm.LeaveGroupResponse(error_code=error))
 
+    if ctx.authorizer.enabled and not allowed(ctx, ApiKey.LEAVE_GROUP, READ, GROUP, body.group_id):
+        return failed(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     return ctx.groups.leave_group(leave, ctx.read_at, respond, failed)

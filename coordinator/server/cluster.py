@@ -9,6 +9,19 @@ from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 
 from ..runtime.partitioning import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from ..security.acl_model import CLUSTER_NAME
+from ..topics.access import (
+    CLUSTER,
+    DESCRIBE,
+    GROUP,
+    IDEMPOTENT_WRITE,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+    allowed,
+    authorize_by_resource_type,
+    visible,
+)
 from .context import GroupContext
 from .txn_api import init_transactional_producer_id
 
@@ -76,14 +89,21 @@ def handle_find_coordinator(ctx: GroupContext, request: Request) -> Any:
     """Emits this node for every group key and every transactional id (key type 1: the
     node coordinates every `__transaction_state` shard), v0-v3: one key; v4+: batched keys.
     The key type's internal topic (__consumer_offsets, __transaction_state) is listed from
-    then on, as Kafka creates it then. Errors: INVALID_REQUEST for an unknown key type."""
+    then on, as Kafka creates it then. Errors: INVALID_REQUEST for an unknown key type;
+    with an authorizer GROUP_AUTHORIZATION_FAILED / TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    without DESCRIBE on the key (v4+: per key, node -1)."""
     node = ctx.node
     version = request.api_version
     body = request.body
     m = response_types(ApiKey.FIND_COORDINATOR, version)
 
-    def answer(key_type: int) -> tuple[ErrorCode, str | None]:
+    def answer(key_type: int, key: str) -> tuple[ErrorCode, str | None]:
         if key_type in (COORDINATOR_GROUP, COORDINATOR_TRANSACTION):
+            if ctx.authorizer.enabled:
+                # Kafka's: DESCRIBE on the group or the transactional id.
+                denied = _find_coordinator_denied(ctx, key_type, key)
+                if denied is not None:
+                    return denied, None
             return ErrorCode.NONE, None
         return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}"
 
@@ -92,7 +112,7 @@ def handle_find_coordinator(ctx: GroupContext, request: Request) -> Any:
     if internal_topic is not None:  # listed by Metadata from now on, as Kafka's
         ctx.topics.mark_internal_created(internal_topic)
     if version < 4:
-        error, message = answer(key_type)
+        error, message = answer(key_type, body.key)
         ok = error == ErrorCode.NONE
         return build(
             m.FindCoordinatorResponse,
@@ -105,7 +125,7 @@ def handle_find_coordinator(ctx: GroupContext, request: Request) -> Any:
         )
     coordinators = []
     for key in body.coordinator_keys:
-        error, message = answer(key_type)
+        error, message = answer(key_type, key)
         ok = error == ErrorCode.NONE
         coordinators.append(
             build(
@@ -122,6 +142,16 @@ def handle_find_coordinator(ctx: GroupContext, request: Request) -> Any:
     return build(m.FindCoordinatorResponse, coordinators=tuple(coordinators))
 
 
+def _find_coordinator_denied(ctx: GroupContext, key_type: int, key: str) -> ErrorCode | None:
+    if key_type == COORDINATOR_GROUP:
+        if allowed(ctx, ApiKey.FIND_COORDINATOR, DESCRIBE, GROUP, key):
+            return None
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if allowed(ctx, ApiKey.FIND_COORDINATOR, DESCRIBE, TRANSACTIONAL_ID, key):
+        return None
+    return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
 def handle_init_producer_id(ctx: GroupContext, request: Request) -> Any:
     """Emits a new producer id with epoch 0, or (v3+, KIP-360) the same id with its epoch
     bumped when the producer passes its current id and epoch. With a transactional id:
@@ -131,6 +161,20 @@ def handle_init_producer_id(ctx: GroupContext, request: Request) -> Any:
     if body.transactional_id is not None:
         return init_transactional_producer_id(ctx, request)
     m = response_types(ApiKey.INIT_PRODUCER_ID, request.api_version)
+    if (
+        ctx.authorizer.enabled
+        and not visible(ctx, IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME)
+        and not authorize_by_resource_type(ctx, WRITE, TOPIC)
+    ):
+        # Kafka's: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE
+        # on some topic.
+        ctx.metrics.authorization_denied(ApiKey.INIT_PRODUCER_ID.name, CLUSTER.name)
+        return build(
+            m.InitProducerIdResponse,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
     producer_id = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)
     if producer_id >= 0 and 0 <= epoch < 32766:

@@ -59,7 +59,7 @@ from ..topics.context import NO_RESPONSE
 from .cluster import api_versions_response
 from .context import GroupContext
 from .endpoints import ServedListener
-from .fast_paths import FAST_PATHS
+from .fast_paths import fast_paths_for
 from .frame_budget import FrameBudget
 from .sasl_auth import SaslAuthenticator
 
@@ -143,6 +143,8 @@ class Connection(asyncio.Protocol):
         # What the handlers get: the server's services and this client's address (as Kafka
         # prints an InetAddress: "/127.0.0.1"), read time and whether it is gone.
         self.context = (server.context if listener is None else listener.context).for_client("/?")
+        # The requests read from the raw frame (with an authorizer: their checked forms).
+        self._fast_paths = fast_paths_for(self.context)
         self.closed = False
         self._reading_paused = False
         self._writing_paused = False
@@ -366,7 +368,7 @@ class Connection(asyncio.Protocol):
     def _handle_frame(self, frame: bytes) -> None:
         started = time.perf_counter()
         if len(frame) >= 4:
-            fast = FAST_PATHS.get(_KEY_VERSION.unpack_from(frame, 0))
+            fast = self._fast_paths.get(_KEY_VERSION.unpack_from(frame, 0))
             if fast is not None:
                 answered = fast(self.context, frame)
                 if answered is not None:

@@ -18,6 +18,7 @@ from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 
 from ..runtime import group_messages as gm
+from ..topics.access import DESCRIBE, GROUP, READ, TOPIC, allowed, operations_bitfield, visible
 from .context import GroupContext
 from .encoded_responses import NO_THROTTLE, EncodedResponses, ms
 
@@ -94,7 +95,10 @@ def handle_consumer_group_heartbeat(ctx: GroupContext, request: Request) -> Any:
     (top level, with Kafka's messages): INVALID_REQUEST, UNSUPPORTED_ASSIGNOR,
     GROUP_ID_NOT_FOUND, GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
     FENCED_INSTANCE_ID, UNRELEASED_INSTANCE_ID, INVALID_REGULAR_EXPRESSION,
-    UNKNOWN_SERVER_ERROR, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR. Steady v1
+    UNKNOWN_SERVER_ERROR, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR; with an authorizer
+    GROUP_AUTHORIZATION_FAILED (no READ on the group) and TOPIC_AUTHORIZATION_FAILED (a
+    subscribed name it may not DESCRIBE), a regex's topics filtered to those it may
+    DESCRIBE (regex_refresh.py). Steady v1
     heartbeats rarely get here (fast_paths.py answers them from the raw frame); the shard's
     heartbeat tries its steady path first anyway."""
     body = request.body
@@ -119,7 +123,23 @@ def handle_consumer_group_heartbeat(ctx: GroupContext, request: Request) -> Any:
         client_host=ctx.client_host,
     )
     answers = HEARTBEAT_ANSWERS[version]
+    if ctx.authorizer.enabled:
+        refused = _refused_heartbeat(ctx, body.group_id, names)
+        if refused is not None:
+            return answers.failed(refused)
+        beat.topic_visible = functools.partial(visible, ctx, DESCRIBE, TOPIC)
     return ctx.groups.consumer_group_heartbeat(beat, ctx.read_at, answers.respond, answers.failed)
+
+
+def _refused_heartbeat(ctx: GroupContext, group_id: str, names: Any) -> ErrorCode | None:
+    """Kafka's checks of a ConsumerGroupHeartbeat: READ on the group, then DESCRIBE on
+    every subscribed topic name (existing or not; no partial answer)."""
+    api = ApiKey.CONSUMER_GROUP_HEARTBEAT
+    if not allowed(ctx, api, READ, GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if names and not all([allowed(ctx, api, DESCRIBE, TOPIC, n) for n in dict.fromkeys(names)]):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return None
 
 
 def handle_consumer_group_describe(ctx: GroupContext, request: Request) -> Any:
@@ -129,10 +149,19 @@ def handle_consumer_group_describe(ctx: GroupContext, request: Request) -> Any:
     the last committed offset (D.2). Per group: GROUP_ID_NOT_FOUND for a missing or classic
     group (with Kafka's message), INVALID_GROUP_ID for "", COORDINATOR_LOAD_IN_PROGRESS /
     NOT_COORDINATOR while its shard is not active, NOT_COORDINATOR when a write before it
-    failed."""
+    failed; with an authorizer GROUP_AUTHORIZATION_FAILED (no DESCRIBE on the group, not
+    read) and TOPIC_AUTHORIZATION_FAILED (a member's topic it may not DESCRIBE)."""
     m = response_types(ApiKey.CONSUMER_GROUP_DESCRIBE, request.api_version)
     include_ops = request.body.include_authorized_operations
     group_ids = list(request.body.group_ids)
+    enabled = ctx.authorizer.enabled
+    refused: set[str] = set()
+    if enabled:
+        refused = {
+            g
+            for g in dict.fromkeys(group_ids)
+            if g and not allowed(ctx, ApiKey.CONSUMER_GROUP_DESCRIBE, DESCRIBE, GROUP, g)
+        }
 
     def assignment(topics: list[gm.DescribedTopicPartitions]) -> Any:
         return build(
@@ -149,6 +178,8 @@ def handle_consumer_group_describe(ctx: GroupContext, request: Request) -> Any:
         )
 
     def described_group(group_id: str, described: gm.DescribedConsumerGroup) -> Any:
+        if enabled and described.error_code == ErrorCode.NONE:
+            described = _hiding_topics(ctx, described)
         return build(
             m.DescribedGroup,
             error_code=described.error_code,
@@ -176,7 +207,7 @@ def handle_consumer_group_describe(ctx: GroupContext, request: Request) -> Any:
                 for x in described.members
             ),
             # No authorizer: everything a group supports is allowed, as Kafka reports it.
-            authorized_operations=GROUP_OPERATIONS_ALL
+            authorized_operations=operations_bitfield(ctx, GROUP, group_id, GROUP_OPERATIONS_ALL)
             if include_ops and described.error_code == ErrorCode.NONE
             else -(2**31),
         )
@@ -185,15 +216,49 @@ def handle_consumer_group_describe(ctx: GroupContext, request: Request) -> Any:
         invalid = gm.DescribedConsumerGroup(
             "", ErrorCode.INVALID_GROUP_ID, "Group ID can't be empty."
         )
+        denied = gm.DescribedConsumerGroup("", ErrorCode.GROUP_AUTHORIZATION_FAILED)
         return build(
             m.ConsumerGroupDescribeResponse,
             groups=tuple(
-                described_group(g, _described_or_error(g, described[g]) if g else invalid)
+                described_group(
+                    g,
+                    invalid
+                    if not g
+                    else denied
+                    if g in refused
+                    else _described_or_error(g, described[g]),
+                )
                 for g in group_ids
             ),
         )
 
-    return ctx.groups.consumer_group_describe((g for g in group_ids if g), ctx.read_at, respond)
+    return ctx.groups.consumer_group_describe(
+        (g for g in group_ids if g and g not in refused), ctx.read_at, respond
+    )
+
+
+_HIDDEN_TOPICS_MESSAGE = (
+    "The group has described topic(s) that the client is not authorized to describe."
+)
+
+
+def _hiding_topics(
+    ctx: GroupContext, described: gm.DescribedConsumerGroup
+) -> gm.DescribedConsumerGroup:
+    """Kafka's: a group whose members' assignments or target assignments name a topic the
+    principal may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED, without members."""
+    names = {
+        p.topic_name
+        for x in described.members
+        for topics in (x.assignment, x.target_assignment)
+        for p in topics
+    }
+    for name in names:
+        if not allowed(ctx, ApiKey.CONSUMER_GROUP_DESCRIBE, DESCRIBE, TOPIC, name):
+            return gm.DescribedConsumerGroup(
+                described.group_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED, _HIDDEN_TOPICS_MESSAGE
+            )
+    return described
 
 
 def _described_or_error(

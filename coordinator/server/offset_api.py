@@ -18,6 +18,7 @@ from groupcoord.protocol.errors import ErrorCode
 
 from ..runtime import group_messages as gm
 from ..runtime.shard_calls import when_all
+from ..topics.access import DELETE, DESCRIBE, GROUP, READ, TOPIC, allowed, visible
 from .context import GroupContext
 from .encoded_responses import NO_THROTTLE, EncodedResponses, entity_class
 
@@ -34,9 +35,10 @@ def _retention_ms(body: Any) -> int:
 
 
 def handle_offset_commit(ctx: GroupContext, request: Request) -> Any:
-    """OffsetCommit v2-v9 (see `offset_commit`)."""
+    """OffsetCommit v2-v9 (see `offset_commit`; with an authorizer,
+    `authorized_offset_commit`)."""
     body = request.body
-    return offset_commit(
+    return (authorized_offset_commit if ctx.authorizer.enabled else offset_commit)(
         ctx,
         request.api_version,
         body.group_id,
@@ -71,20 +73,25 @@ def offset_commit(
     group_instance_id: str | None,
     retention_time_ms: int,
     requested: list[tuple[str, list[gm.OffsetCommitPartition]]],
+    refused: dict[str, list[tuple[int, ErrorCode]]] | None = None,
 ) -> Any:
     """OffsetCommit v2-v9, from the decoded request (handle_offset_commit) or from
-    fast_paths.py's reading of the frame; `requested` is [(topic, partitions)]. Emits
-    OffsetCommit records for accepted partitions. Errors: UNKNOWN_TOPIC_OR_PARTITION
-    (topic or partition does not exist, checked here as Kafka's KafkaApis does),
-    INVALID_GROUP_ID (null group id), and the shard's errors (offsets.py)."""
+    fast_paths.py's reading of the frame; `requested` is [(topic, partitions)], `refused`
+    the partitions already refused (authorized_offset_commit's). Emits OffsetCommit
+    records for accepted partitions. Errors: UNKNOWN_TOPIC_OR_PARTITION (topic or
+    partition does not exist, checked here as Kafka's KafkaApis does), INVALID_GROUP_ID
+    (null group id), and the shard's errors (offsets.py)."""
     registry = ctx.topics
-    invalid: dict[str, list[int]] | None = None  # refused here: unknown topic or partition
+    # Refused here: unknown topic or partition, [(partition, error)] by topic.
+    invalid = refused
     topics: list[gm.OffsetCommitTopic] = []
     for name, partitions in requested:
         topic = registry.get(name)
         if topic is None:
             invalid = invalid or {}
-            invalid.setdefault(name, []).extend(p.index for p in partitions)
+            invalid.setdefault(name, []).extend(
+                (p.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in partitions
+            )
             continue
         count = len(topic.partitions)
         valid = partitions
@@ -93,7 +100,9 @@ def offset_commit(
                 valid = [p for p in partitions if 0 <= p.index < count]
                 invalid = invalid or {}
                 invalid.setdefault(name, []).extend(
-                    p.index for p in partitions if not 0 <= p.index < count
+                    (p.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    for p in partitions
+                    if not 0 <= p.index < count
                 )
                 break
         if valid:
@@ -122,16 +131,67 @@ def offset_commit(
     )
 
 
+def authorized_offset_commit(
+    ctx: GroupContext,
+    version: int,
+    group_id: str | None,
+    generation_id_or_member_epoch: int,
+    member_id: str,
+    group_instance_id: str | None,
+    retention_time_ms: int,
+    requested: list[tuple[str, list[gm.OffsetCommitPartition]]],
+) -> Any:
+    """OffsetCommit with an authorizer, Kafka's checks before `offset_commit`: without
+    READ on the group every partition answers GROUP_AUTHORIZATION_FAILED (the response
+    has no top-level error) and nothing is committed; without READ on a topic its
+    partitions answer TOPIC_AUTHORIZATION_FAILED, the others are committed (DESCRIBE or
+    WRITE on the topic is not enough)."""
+    api = ApiKey.OFFSET_COMMIT
+    if not allowed(ctx, api, READ, GROUP, group_id or ""):
+        denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return _commit_response(
+            version, [(name, [(p.index, denied) for p in parts]) for name, parts in requested]
+        )
+    unreadable = {
+        name
+        for name in dict.fromkeys(name for name, _ in requested)
+        if not allowed(ctx, api, READ, TOPIC, name)
+    }
+    refused = None
+    if unreadable:
+        refused = {}
+        for name, parts in requested:
+            if name in unreadable:
+                refused.setdefault(name, []).extend(
+                    (p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in parts
+                )
+        requested = [(name, parts) for name, parts in requested if name not in unreadable]
+    return offset_commit(
+        ctx,
+        version,
+        group_id,
+        generation_id_or_member_epoch,
+        member_id,
+        group_instance_id,
+        retention_time_ms,
+        requested,
+        refused,
+    )
+
+
 class _CommitReplies:
     """A commit's response when not every partition went to the shard or the shard could
     not run it: called with an error, every partition sent to the shard fails with it;
     `merged(shard's answer)` adds the partitions refused before the shard
-    (UNKNOWN_TOPIC_OR_PARTITION)."""
+    (UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED)."""
 
     __slots__ = ("version", "topics", "invalid")
 
     def __init__(
-        self, version: int, topics: list[gm.OffsetCommitTopic], invalid: dict[str, list[int]] | None
+        self,
+        version: int,
+        topics: list[gm.OffsetCommitTopic],
+        invalid: dict[str, list[tuple[int, ErrorCode]]] | None,
     ) -> None:
         self.version = version
         self.topics = topics
@@ -150,10 +210,7 @@ class _CommitReplies:
             # Kafka's order (OffsetCommitResponse.Builder.merge): the partitions refused
             # before the coordinator first, in the request's order, then the coordinator's
             # answer, its partitions added to a topic already listed.
-            merged: dict[str, list[tuple[int, ErrorCode]]] = {
-                name: [(i, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for i in indexes]
-                for name, indexes in self.invalid.items()
-            }
+            merged = {name: list(parts) for name, parts in self.invalid.items()}
             for name, parts in results:
                 merged.setdefault(name, []).extend(parts)
             results = list(merged.items())
@@ -240,6 +297,8 @@ def _fetch_one(
         if topics is None
         else [gm.OffsetFetchTopic(t.name, list(t.partition_indexes)) for t in topics]
     )
+    if ctx.authorizer.enabled:
+        return _authorized_fetch_one(ctx, group_id, wanted, require_stable, member_id, member_epoch)
     fetch = gm.OffsetFetchRequest(
         group_id=group_id,
         topics=wanted,
@@ -256,10 +315,59 @@ def _same(answer: gm.OffsetFetchResponse) -> gm.OffsetFetchResponse:
     return answer
 
 
+def _authorized_fetch_one(
+    ctx: GroupContext,
+    group_id: str,
+    wanted: list[gm.OffsetFetchTopic] | None,
+    require_stable: bool,
+    member_id: str | None,
+    member_epoch: int,
+) -> Any:
+    """One group's OffsetFetch with Kafka's checks: without DESCRIBE on the group, the
+    group's error GROUP_AUTHORIZATION_FAILED; requested topics the principal may not
+    DESCRIBE answer TOPIC_AUTHORIZATION_FAILED per partition (offset -1, after the
+    others); asked for all topics, those it may not DESCRIBE are left out silently."""
+    api = ApiKey.OFFSET_FETCH
+    if not allowed(ctx, api, DESCRIBE, GROUP, group_id):
+        return gm.OffsetFetchResponse(group_id, [], ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    refused: list[gm.OffsetFetchTopic] = []
+    if wanted is not None:
+        hidden = {t.name for t in wanted if not allowed(ctx, api, DESCRIBE, TOPIC, t.name)}
+        refused = [t for t in wanted if t.name in hidden]
+        wanted = [t for t in wanted if t.name not in hidden]
+
+    def respond(answer: gm.OffsetFetchResponse) -> gm.OffsetFetchResponse:
+        topics = answer.topics
+        if wanted is None:
+            topics = [t for t in topics if visible(ctx, DESCRIBE, TOPIC, t.name)]
+        elif refused and answer.error == ErrorCode.NONE:
+            denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            topics = topics + [
+                gm.OffsetFetchTopicResult(
+                    t.name, None, [gm.OffsetFetchPartition(i, error=denied) for i in t.partitions]
+                )
+                for t in refused
+            ]
+        return gm.OffsetFetchResponse(answer.group_id, topics, answer.error)
+
+    fetch = gm.OffsetFetchRequest(
+        group_id=group_id,
+        topics=wanted,
+        require_stable=require_stable,
+        member_id=member_id,
+        member_epoch=member_epoch,
+    )
+    return ctx.groups.fetch_offsets(
+        fetch, ctx.read_at, respond, lambda error: gm.OffsetFetchResponse(group_id, [], error)
+    )
+
+
 def handle_offset_fetch(ctx: GroupContext, request: Request) -> Any:
     """OffsetFetch v1-v9 (v8+: several groups). Writes nothing. A missing group answers
     offset -1 for each requested partition, no error (client-compat 13). Errors:
-    COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR per group, INVALID_GROUP_ID."""
+    COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR per group, INVALID_GROUP_ID; with an
+    authorizer GROUP_AUTHORIZATION_FAILED and TOPIC_AUTHORIZATION_FAILED
+    (_authorized_fetch_one)."""
     body = request.body
     version = request.api_version
     m = response_types(ApiKey.OFFSET_FETCH, version)
@@ -353,17 +461,38 @@ def handle_offset_fetch(ctx: GroupContext, request: Request) -> Any:
 def handle_offset_delete(ctx: GroupContext, request: Request) -> Any:
     """OffsetDelete v0. Emits tombstones for the deleted offsets. Errors: top-level
     GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, INVALID_GROUP_ID; per partition
-    GROUP_SUBSCRIBED_TO_TOPIC, UNKNOWN_TOPIC_OR_PARTITION (no such topic or partition)."""
+    GROUP_SUBSCRIBED_TO_TOPIC, UNKNOWN_TOPIC_OR_PARTITION (no such topic or partition).
+    With an authorizer (Kafka's): GROUP_AUTHORIZATION_FAILED (top level, nothing deleted)
+    without DELETE on the group; TOPIC_AUTHORIZATION_FAILED per partition without READ on
+    its topic."""
     body = request.body
     m = response_types(ApiKey.OFFSET_DELETE, request.api_version)
     registry = ctx.topics
     wanted: dict[str, list[int]] = {}
-    invalid: dict[str, list[int]] = {}
+    invalid: dict[str, list[tuple[int, ErrorCode]]] = {}
+    unreadable: set[str] = set()
+    if ctx.authorizer.enabled:
+        api = ApiKey.OFFSET_DELETE
+        if not allowed(ctx, api, DELETE, GROUP, body.group_id):
+            return build(
+                m.OffsetDeleteResponse, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, topics=()
+            )
+        unreadable = {
+            n
+            for n in dict.fromkeys(t.name for t in body.topics)
+            if not allowed(ctx, api, READ, TOPIC, n)
+        }
     for t in body.topics:
         topic = registry.get(t.name)
         for p in t.partitions:
-            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
-                invalid.setdefault(t.name, []).append(p.partition_index)
+            if t.name in unreadable:
+                invalid.setdefault(t.name, []).append(
+                    (p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                )
+            elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                invalid.setdefault(t.name, []).append(
+                    (p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                )
             else:
                 wanted.setdefault(t.name, []).append(p.partition_index)
 
@@ -372,10 +501,8 @@ def handle_offset_delete(ctx: GroupContext, request: Request) -> Any:
         for t in answer.topics:
             merged.setdefault(t.name, []).extend((p.index, p.error) for p in t.partitions)
         if answer.error == ErrorCode.NONE:
-            for name, indexes in invalid.items():
-                merged.setdefault(name, []).extend(
-                    (i, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for i in indexes
-                )
+            for name, refused in invalid.items():
+                merged.setdefault(name, []).extend(refused)
         return build(
             m.OffsetDeleteResponse,
             error_code=answer.error,

@@ -18,6 +18,7 @@ from ..security.scram import (
     MECHANISM_NAMES,
     credential_from_salted_password,
 )
+from ..topics.access import ALTER, DENIED_MESSAGES, DESCRIBE, allowed_cluster
 from .context import GroupContext
 
 log = get_logger("groupcoord.scram")
@@ -51,8 +52,18 @@ def handle_sasl_authenticate(ctx: GroupContext, request: Request) -> Any:
 def handle_describe_user_scram_credentials(ctx: GroupContext, request: Request) -> Any:
     """Emits each asked user's mechanisms and iterations (never salts or keys); no users
     asked: every user. Errors per user: RESOURCE_NOT_FOUND (no credential),
-    DUPLICATE_RESOURCE (asked twice)."""
+    DUPLICATE_RESOURCE (asked twice); with an authorizer CLUSTER_AUTHORIZATION_FAILED (top
+    level) without DESCRIBE on the cluster."""
     m = response_types(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, request.api_version)
+    if ctx.authorizer.enabled and not allowed_cluster(
+        ctx, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, DESCRIBE
+    ):
+        return build(
+            m.DescribeUserScramCredentialsResponse,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message=DENIED_MESSAGES[ErrorCode.CLUSTER_AUTHORIZATION_FAILED],
+            results=(),
+        )
     store = ctx.security.scram
     asked = request.body.users
     names = [u.name for u in asked] if asked else store.users()
@@ -109,11 +120,29 @@ def handle_alter_user_scram_credentials(ctx: GroupContext, request: Request) -> 
     user, the first one found: DUPLICATE_RESOURCE (the user more than once in the
     request), UNACCEPTABLE_CREDENTIAL (empty name, iterations outside 4096-16384),
     UNSUPPORTED_SASL_MECHANISM (not 1 or 2), RESOURCE_NOT_FOUND (deleting a credential
-    that does not exist); UNKNOWN_SERVER_ERROR when the file cannot be written."""
+    that does not exist); UNKNOWN_SERVER_ERROR when the file cannot be written; with an
+    authorizer CLUSTER_AUTHORIZATION_FAILED for every user without ALTER on the cluster
+    (nothing altered)."""
     m = response_types(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, request.api_version)
     store = ctx.security.scram
     body = request.body
     order = [d.name for d in body.deletions] + [u.name for u in body.upsertions]
+    if ctx.authorizer.enabled and not allowed_cluster(
+        ctx, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ALTER
+    ):
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return build(
+            m.AlterUserScramCredentialsResponse,
+            results=tuple(
+                build(
+                    m.AlterUserScramCredentialsResult,
+                    user=name,
+                    error_code=denied,
+                    error_message=DENIED_MESSAGES[denied],
+                )
+                for name in dict.fromkeys(order)
+            ),
+        )
     counts = Counter(order)
     errors: dict[str, tuple[ErrorCode, str]] = {}
 

@@ -13,6 +13,7 @@ from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 
 from ..runtime.txn_gateway import DescribedTransaction, ListFilters
+from ..topics.access import DESCRIBE, TOPIC, TRANSACTIONAL_ID, allowed, visible
 from .context import GroupContext
 from .txn_api import txns
 
@@ -21,19 +22,36 @@ async def handle_describe_transactions(ctx: GroupContext, request: Request) -> A
     """DescribeTransactions: each id's state, producer id and epoch, timeout, start time
     (-1 after InitProducerId) and partitions; writes nothing. Errors per id:
     INVALID_REQUEST (empty id), TRANSACTIONAL_ID_NOT_FOUND, and its shard's
-    COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR."""
+    COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR; with an authorizer
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED without DESCRIBE on the id, and its topics the
+    principal may not DESCRIBE left out (Kafka's)."""
     read_at = ctx.read_at
     ids = list(request.body.transactional_ids)
     m = response_types(ApiKey.DESCRIBE_TRANSACTIONS, request.api_version)
-    answers = await txns(ctx).describe_transactions(ids, read_at)
+    enabled = ctx.authorizer.enabled
+    refused: set[str] = set()
+    if enabled:
+        api = ApiKey.DESCRIBE_TRANSACTIONS
+        refused = {
+            t
+            for t in dict.fromkeys(ids)
+            if t and not allowed(ctx, api, DESCRIBE, TRANSACTIONAL_ID, t)
+        }
+    answers = await txns(ctx).describe_transactions([t for t in ids if t not in refused], read_at)
     states = []
     for txn_id in ids:
-        answer = answers[txn_id]
+        answer = (
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            if txn_id in refused
+            else answers[txn_id]
+        )
         if isinstance(answer, ErrorCode):
             answer = DescribedTransaction(txn_id, answer)
         by_topic: dict[str, list[int]] = {}
         for topic, index in answer.partitions:
-            by_topic.setdefault(topic, []).append(index)
+            # Kafka's: topics the principal may not DESCRIBE are left out silently.
+            if not enabled or visible(ctx, DESCRIBE, TOPIC, topic):
+                by_topic.setdefault(topic, []).append(index)
         states.append(
             build(
                 m.TransactionState,
@@ -58,7 +76,8 @@ async def handle_list_transactions(ctx: GroupContext, request: Request) -> Any:
     states by name (unknown names echoed in UnknownStateFilters, matching nothing),
     producer ids, v1+ running longer than DurationFilter, v2+ TransactionalIdPattern (a
     full match, RE2). Errors: COORDINATOR_LOAD_IN_PROGRESS while a shard loads,
-    INVALID_REGULAR_EXPRESSION for a bad pattern."""
+    INVALID_REGULAR_EXPRESSION for a bad pattern. With an authorizer, only the ids the
+    principal may DESCRIBE are listed (Kafka's)."""
     read_at = ctx.read_at
     body = request.body
     m = response_types(ApiKey.LIST_TRANSACTIONS, request.api_version)
@@ -92,6 +111,8 @@ async def handle_list_transactions(ctx: GroupContext, request: Request) -> Any:
             unknown_state_filters=unknown,
             transaction_states=(),
         )
+    if ctx.authorizer.enabled:  # Kafka's: ids it may not DESCRIBE left out silently
+        listed = [t for t in listed if visible(ctx, DESCRIBE, TRANSACTIONAL_ID, t.transactional_id)]
     return build(
         m.ListTransactionsResponse,
         error_code=ErrorCode.NONE,

@@ -19,6 +19,17 @@ from groupcoord.protocol.errors import ErrorCode
 from ..runtime.partitioning import OFFSETS_TOPIC, shard_for
 from ..runtime.txn_gateway import TxnCoordinatorGateway
 from ..runtime.txn_service import TRANSACTION_STATE_TOPIC
+from ..security.acl_model import CLUSTER_NAME
+from ..topics.access import (
+    CLUSTER,
+    CLUSTER_ACTION,
+    GROUP,
+    READ,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+    allowed,
+)
 from .context import GroupContext
 from .encoded_responses import ms
 
@@ -41,6 +52,16 @@ def txns(ctx: GroupContext) -> TxnCoordinatorGateway:
     return gateway
 
 
+def txn_id_denied(ctx: GroupContext, api: ApiKey, transactional_id: str | None) -> bool:
+    """With an authorizer: may the principal not WRITE the transactional id (Kafka's
+    check of every transactional API; a null id is denied)."""
+    if not ctx.authorizer.enabled:
+        return False
+    return transactional_id is None or not allowed(
+        ctx, api, WRITE, TRANSACTIONAL_ID, transactional_id
+    )
+
+
 async def init_transactional_producer_id(ctx: GroupContext, request: Request) -> Any:
     """InitProducerId with a transactional id: emits Empty with a new producer id (or the
     epoch bumped, or KIP-360's recovery with the caller's producer id and epoch); an
@@ -51,6 +72,14 @@ async def init_transactional_producer_id(ctx: GroupContext, request: Request) ->
     body = request.body
     version = request.api_version
     read_at = ctx.read_at
+    if txn_id_denied(ctx, ApiKey.INIT_PRODUCER_ID, body.transactional_id):
+        m = response_types(ApiKey.INIT_PRODUCER_ID, version)
+        return build(
+            m.InitProducerIdResponse,
+            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
     answer = await txns(ctx).init_producer_id(
         body.transactional_id,
         ms(body.transaction_timeout),
@@ -76,7 +105,10 @@ async def handle_add_partitions_to_txn(ctx: GroupContext, request: Request) -> A
     VerifyOnly answers NONE for a partition in the transaction and TRANSACTION_ABORTABLE
     for one that is not; otherwise the partitions are added (transaction version 2).
     Coordinator errors: INVALID_REQUEST, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED /
-    INVALID_PRODUCER_EPOCH, CONCURRENT_TRANSACTIONS."""
+    INVALID_PRODUCER_EPOCH, CONCURRENT_TRANSACTIONS. With an authorizer (Kafka's): v0-v3
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition without WRITE on the id, a
+    topic without WRITE as an internal one (TOPIC_AUTHORIZATION_FAILED, the others
+    OPERATION_NOT_ATTEMPTED); v4+ CLUSTER_AUTHORIZATION_FAILED without CLUSTER_ACTION."""
     body = request.body
     version = request.api_version
     read_at = ctx.read_at
@@ -95,6 +127,15 @@ async def handle_add_partitions_to_txn(ctx: GroupContext, request: Request) -> A
         return build(
             m.AddPartitionsToTxnResponse,
             results_by_topic_v3_and_below=_topic_results(m, topics, errors),
+        )
+    if ctx.authorizer.enabled and not allowed(
+        ctx, ApiKey.ADD_PARTITIONS_TO_TXN, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME
+    ):
+        # v4+ is broker-to-broker: Kafka's CLUSTER_ACTION on the cluster, whole request.
+        return build(
+            m.AddPartitionsToTxnResponse,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            results_by_transaction=(),
         )
     results = []
     for txn in body.transactions:
@@ -143,10 +184,20 @@ async def _add_for_client(
     read_at: float,
 ) -> dict[tuple[str, int], ErrorCode]:
     partitions = [(name, p) for name, indexes in topics for p in indexes]
+    if txn_id_denied(ctx, ApiKey.ADD_PARTITIONS_TO_TXN, transactional_id):
+        return dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    unwritable: set[str] = set()
+    if ctx.authorizer.enabled:  # Kafka's: WRITE on each topic (internal ones never)
+        unwritable = {
+            name
+            for name, _ in topics
+            if name not in _INTERNAL_TOPICS
+            and not allowed(ctx, ApiKey.ADD_PARTITIONS_TO_TXN, WRITE, TOPIC, name)
+        }
     errors: dict[tuple[str, int], ErrorCode] = {}
     for name, index in partitions:
         topic = ctx.topics.get(name)
-        if name in _INTERNAL_TOPICS:
+        if name in _INTERNAL_TOPICS or name in unwritable:
             errors[(name, index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif topic is None or not 0 <= index < len(topic.partitions):
             errors[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -185,11 +236,20 @@ async def handle_add_offsets_to_txn(ctx: GroupContext, request: Request) -> Any:
     body = request.body
     version = request.api_version
     read_at = ctx.read_at
+    m = response_types(ApiKey.ADD_OFFSETS_TO_TXN, version)
+    if ctx.authorizer.enabled:
+        # Kafka's: WRITE on the transactional id, then READ on the group.
+        if txn_id_denied(ctx, ApiKey.ADD_OFFSETS_TO_TXN, body.transactional_id):
+            return build(
+                m.AddOffsetsToTxnResponse,
+                error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            )
+        if not allowed(ctx, ApiKey.ADD_OFFSETS_TO_TXN, READ, GROUP, body.group_id):
+            return build(m.AddOffsetsToTxnResponse, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     partition = (OFFSETS_TOPIC, shard_for(body.group_id, ctx.settings.offsets_partitions))
     error = await txns(ctx).add_partitions(
         body.transactional_id, body.producer_id, body.producer_epoch, [partition], read_at
     )
-    m = response_types(ApiKey.ADD_OFFSETS_TO_TXN, version)
     return build(m.AddOffsetsToTxnResponse, error_code=fenced_for_version(error, version, 2))
 
 
@@ -207,6 +267,13 @@ async def handle_end_txn(ctx: GroupContext, request: Request) -> Any:
     version = request.api_version
     read_at = ctx.read_at
     m = response_types(ApiKey.END_TXN, version)
+    if txn_id_denied(ctx, ApiKey.END_TXN, body.transactional_id):
+        return build(
+            m.EndTxnResponse,
+            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
     if version >= 5:
         answer = await txns(ctx).end_transaction_v2(
             body.transactional_id, body.producer_id, body.producer_epoch, body.committed, read_at

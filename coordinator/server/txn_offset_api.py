@@ -21,9 +21,11 @@ from groupcoord.protocol.errors import ErrorCode
 
 from ..runtime import group_messages as gm
 from ..runtime.partitioning import OFFSETS_TOPIC, shard_for
+from ..topics.access import GROUP, READ, TOPIC, allowed
 from ..topics.txn_verification import ask_coordinator, producer_error
 from .context import GroupContext
 from .encoded_responses import NO_THROTTLE
+from .txn_api import txn_id_denied
 
 # TxnOffsetCommit v5+ is transactions V2: the offsets partition is added implicitly.
 _TV2_TXN_OFFSET_COMMIT = 5
@@ -43,18 +45,32 @@ def handle_txn_offset_commit(ctx: GroupContext, request: Request) -> Any:
     below v2, as Kafka maps it) and NOT_COORDINATOR for the whole request; the transaction
     coordinator's refusal of the offsets partition for the whole request:
     INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE /
-    TRANSACTION_ABORTABLE (v4+), CONCURRENT_TRANSACTIONS (v5), COORDINATOR_NOT_AVAILABLE."""
+    TRANSACTION_ABORTABLE (v4+), CONCURRENT_TRANSACTIONS (v5), COORDINATOR_NOT_AVAILABLE.
+    With an authorizer (Kafka's order): TRANSACTIONAL_ID_AUTHORIZATION_FAILED, then
+    GROUP_AUTHORIZATION_FAILED, for every partition; TOPIC_AUTHORIZATION_FAILED per
+    partition of a topic without READ."""
     body = request.body
     version = request.api_version
     registry = ctx.topics
     topics: list[gm.OffsetCommitTopic] = []
-    invalid: list[tuple[str, int]] = []
+    # Refused here: (topic, partition, error).
+    invalid: list[tuple[str, int, ErrorCode]] = []
+    unreadable: set[str] = set()
+    if ctx.authorizer.enabled:
+        whole, unreadable = _refused_commit(ctx, body)
+        if whole is not None:  # every partition, nothing written
+            return _response(
+                version,
+                [(t.name, p.partition_index, whole) for t in body.topics for p in t.partitions],
+            )
     for t in body.topics:
         topic = registry.get(t.name)
         valid = []
         for p in t.partitions:
-            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
-                invalid.append((t.name, p.partition_index))
+            if t.name in unreadable:
+                invalid.append((t.name, p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                invalid.append((t.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             else:
                 valid.append(
                     gm.new_commit_partition(
@@ -68,27 +84,7 @@ def handle_txn_offset_commit(ctx: GroupContext, request: Request) -> Any:
             topics.append(gm.new_commit_topic(t.name, valid, topic.topic_id if topic else None))
 
     def respond(results: list[tuple[str, int, ErrorCode]]) -> Any:
-        merged: dict[str, list[tuple[int, ErrorCode]]] = {}
-        for name, index, error in results + [
-            (name, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for name, index in invalid
-        ]:
-            merged.setdefault(name, []).append((index, error))
-        m = response_types(ApiKey.TXN_OFFSET_COMMIT, version)
-        return build(
-            m.TxnOffsetCommitResponse,
-            throttle_time=NO_THROTTLE,
-            topics=tuple(
-                build(
-                    m.TxnOffsetCommitResponseTopic,
-                    name=name,
-                    partitions=tuple(
-                        build(m.TxnOffsetCommitResponsePartition, partition_index=i, error_code=e)
-                        for i, e in parts
-                    ),
-                )
-                for name, parts in merged.items()
-            ),
-        )
+        return _response(version, results + invalid)
 
     def failed(error: ErrorCode) -> Any:
         if version < 2 and error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
@@ -132,6 +128,45 @@ def handle_txn_offset_commit(ctx: GroupContext, request: Request) -> Any:
         # transaction: not asked again (the sentinel verification guard).
         return write()
     return _verified_then(ctx, body, version, tv2, write, failed)
+
+
+def _response(version: int, results: list[tuple[str, int, ErrorCode]]) -> Any:
+    """The TxnOffsetCommitResponse of `version` for [(topic, partition, error)]."""
+    merged: dict[str, list[tuple[int, ErrorCode]]] = {}
+    for name, index, error in results:
+        merged.setdefault(name, []).append((index, error))
+    m = response_types(ApiKey.TXN_OFFSET_COMMIT, version)
+    return build(
+        m.TxnOffsetCommitResponse,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            build(
+                m.TxnOffsetCommitResponseTopic,
+                name=name,
+                partitions=tuple(
+                    build(m.TxnOffsetCommitResponsePartition, partition_index=i, error_code=e)
+                    for i, e in parts
+                ),
+            )
+            for name, parts in merged.items()
+        ),
+    )
+
+
+def _refused_commit(ctx: GroupContext, body: Any) -> tuple[ErrorCode | None, set[str]]:
+    """Kafka's checks of a TxnOffsetCommit: WRITE on the transactional id, then READ on
+    the group (either refuses the whole request), then READ on each topic (the topics
+    refused)."""
+    api = ApiKey.TXN_OFFSET_COMMIT
+    if txn_id_denied(ctx, api, body.transactional_id):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, set()
+    if not allowed(ctx, api, READ, GROUP, body.group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, set()
+    return None, {
+        n
+        for n in dict.fromkeys(t.name for t in body.topics)
+        if not allowed(ctx, api, READ, TOPIC, n)
+    }
 
 
 async def _verified_then(

@@ -23,6 +23,8 @@ from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 
 from ..runtime.partitioning import OFFSETS_TOPIC
+from ..security.acl_model import CLUSTER_NAME
+from ..topics.access import ALTER, CLUSTER, CLUSTER_ACTION, allowed_cluster, visible
 from ..topics.txn_markers import MarkerAppended, append_txn_marker, await_marker
 from .context import GroupContext
 
@@ -40,6 +42,21 @@ _Slot = tuple[int, str, int, "MarkerAppended | Awaitable[ErrorCode] | ErrorCode"
 
 def handle_write_txn_markers(ctx: GroupContext, request: Request) -> Any:
     """See the module docstring."""
+    if ctx.authorizer.enabled and not (
+        visible(ctx, ALTER, CLUSTER, CLUSTER_NAME)
+        or allowed_cluster(ctx, ApiKey.WRITE_TXN_MARKERS, CLUSTER_ACTION)
+    ):
+        # Kafka's: broker-to-broker, ALTER or CLUSTER_ACTION on the cluster, whole request.
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return _response(
+            request,
+            [
+                (marker.producer_id, topic.name, index, denied)
+                for marker in request.body.markers
+                for topic in marker.topics
+                for index in topic.partition_indexes
+            ],
+        )
     slots: list[_Slot] = []
     for marker in request.body.markers:
         version = int(getattr(marker, "transaction_version", 0))

@@ -24,6 +24,20 @@ from groupcoord.protocol.errors import ErrorCode
 from ..config import Config
 from ..observability.logging import get_logger
 from ..runtime.partitioning import INTERNAL_TOPIC_NAMES
+from ..security.acl_model import CLUSTER_NAME
+from .access import (
+    ALTER,
+    CLUSTER,
+    CREATE,
+    DELETE,
+    DENIED_MESSAGES,
+    DESCRIBE,
+    DESCRIBE_CONFIGS,
+    TOPIC,
+    allowed,
+    config_resource_denied,
+    visible,
+)
 from .configs import TOPIC_CONFIG_BROKER_NAMES, TOPIC_CONFIGS, ConfigSpec
 from .context import TopicsContext
 from .kafka_broker_configs import DYNAMIC_BROKER_CONFIGS
@@ -288,6 +302,9 @@ async def handle_create_topics(ctx: TopicsContext, request: Request) -> Any:
     # Names accepted earlier in this request, by collision key: a later colliding name is
     # refused as if the earlier topic existed -- also for validate_only, which creates none.
     accepted: dict[str, str] = {}
+    # With an authorizer: CREATE on the cluster (a silent probe) allows every topic, else
+    # CREATE on each topic (Kafka's).
+    may_create = visible(ctx, CREATE, CLUSTER, CLUSTER_NAME) if ctx.authorizer.enabled else None
     for creatable in body.topics:
         name = creatable.name
         if name in answered:
@@ -296,6 +313,15 @@ async def handle_create_topics(ctx: TopicsContext, request: Request) -> Any:
         if counts[name] > 1:
             results.append(
                 _create_error(m, name, ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+            )
+            continue
+        if may_create is not None and not (
+            may_create or allowed(ctx, ApiKey.CREATE_TOPICS, CREATE, TOPIC, name)
+        ):
+            results.append(
+                _create_error(
+                    m, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+                )
             )
             continue
         try:
@@ -490,6 +516,16 @@ async def handle_delete_topics(ctx: TopicsContext, request: Request) -> Any:
     results = []
     answered: set[object] = set()
     deleted: dict[str, uuid.UUID] = {}  # their groups' offsets go too (topics_deleted)
+    # With an authorizer: DELETE on the cluster (silent) allows every topic, else DESCRIBE
+    # and DELETE on each (Kafka's); by name refused before existence is checked.
+    check = ctx.authorizer.enabled and not visible(ctx, DELETE, CLUSTER, CLUSTER_NAME)
+
+    def deletable(topic_name: str) -> bool:
+        api = ApiKey.DELETE_TOPICS
+        return allowed(ctx, api, DESCRIBE, TOPIC, topic_name) and allowed(
+            ctx, api, DELETE, TOPIC, topic_name
+        )
+
     for name, topic_id in wanted:
         if name is not None and topic_id != ZERO_UUID:
             results.append(
@@ -521,6 +557,9 @@ async def handle_delete_topics(ctx: TopicsContext, request: Request) -> Any:
                     result(name, ZERO_UUID, ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
                 )
                 continue
+            if check and not deletable(name):
+                results.append(result(name, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None))
+                continue
             topic = ctx.topics.get(name)
             if topic is None:
                 results.append(
@@ -548,6 +587,10 @@ async def handle_delete_topics(ctx: TopicsContext, request: Request) -> Any:
                         "This server does not host this topic ID.",
                     )
                 )
+                continue
+            if check and not deletable(topic.name):
+                shown = topic.name if visible(ctx, DESCRIBE, TOPIC, topic.name) else None
+                results.append(result(shown, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None))
                 continue
         if topic.internal:
             results.append(
@@ -612,6 +655,11 @@ async def handle_create_partitions(ctx: TopicsContext, request: Request) -> Any:
         answered.add(name)
         if counts[name] > 1:
             results.append(result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+            continue
+        if ctx.authorizer.enabled and not allowed(
+            ctx, ApiKey.CREATE_PARTITIONS, ALTER, TOPIC, name
+        ):
+            results.append(result(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None))
             continue
         topic = ctx.topics.get(name)
         if topic is None:
@@ -706,8 +754,24 @@ def handle_describe_configs(ctx: TopicsContext, request: Request) -> Any:
         )
 
     results = []
+    refused = []  # Kafka lists the resources it may not describe after the others
     for resource in body.resources:
         rtype, rname = resource.resource_type, resource.resource_name
+        denied = config_resource_denied(
+            ctx, ApiKey.DESCRIBE_CONFIGS, DESCRIBE_CONFIGS, rtype, rname
+        )
+        if denied is not None:
+            refused.append(
+                build(
+                    m.DescribeConfigsResult,
+                    error_code=denied,
+                    error_message=DENIED_MESSAGES[denied],
+                    resource_type=rtype,
+                    resource_name=rname,
+                    configs=(),
+                )
+            )
+            continue
         error, message, entries = _describe_resource(ctx, rtype, rname)
         keys = resource.configuration_keys
         if keys:  # null or empty: every config
@@ -724,7 +788,7 @@ def handle_describe_configs(ctx: TopicsContext, request: Request) -> Any:
                 configs=tuple(entry(e) for e in entries),
             )
         )
-    return build(m.DescribeConfigsResponse, results=tuple(results))
+    return build(m.DescribeConfigsResponse, results=tuple(results + refused))
 
 
 def _describe_resource(

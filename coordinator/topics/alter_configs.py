@@ -14,6 +14,7 @@ from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 
 from ..observability.logging import get_logger
+from .access import ALTER_CONFIGS, DENIED_MESSAGES, config_resource_denied
 from .admin import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC
 from .alter_broker_configs import alter_broker_configs
 from .alter_group_configs import alter_group_configs
@@ -51,14 +52,26 @@ def handle_incremental_alter_configs(ctx: TopicsContext, request: Request) -> An
     nothing to delete, succeeds. Other broker ids: INVALID_REQUEST; APPEND or SUBTRACT on an
     unknown or non-list broker config: INVALID_CONFIG.
     GROUP: as before (alter_group_configs.py): INVALID_CONFIG for a bad result,
-    INVALID_REQUEST for an empty name. Other resource types: INVALID_REQUEST."""
+    INVALID_REQUEST for an empty name. Other resource types: INVALID_REQUEST.
+    With an authorizer, ALTER_CONFIGS on the topic, group or cluster (for BROKER) after the
+    request's own checks: TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
+    CLUSTER_AUTHORIZATION_FAILED, that resource untouched."""
     body = request.body
     m = response_types(ApiKey.INCREMENTAL_ALTER_CONFIGS, request.api_version)
     rejected = request_errors(body.resources, _PRECHECKED)
     responses = []
     for index, resource in enumerate(body.resources):
         rtype, name = resource.resource_type, resource.resource_name
-        error, message = _alter(ctx, index, resource, body.validate_only, rejected)
+        # Kafka's order: the request's own checks (`rejected`) first, then ALTER_CONFIGS.
+        denied = None
+        if index not in rejected:
+            denied = config_resource_denied(
+                ctx, ApiKey.INCREMENTAL_ALTER_CONFIGS, ALTER_CONFIGS, rtype, name
+            )
+        if denied is not None:
+            error, message = ErrorCode(denied), DENIED_MESSAGES[denied]
+        else:
+            error, message = _alter(ctx, index, resource, body.validate_only, rejected)
         responses.append(
             build(
                 m.AlterConfigsResourceResponse,

@@ -16,6 +16,7 @@ from typing import Any
 from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 
+from .access import READ, TOPIC, allowed
 from .context import TopicsContext
 
 _UNKNOWN_TOPIC = "This server does not host this topic-partition."
@@ -25,9 +26,22 @@ def handle_describe_producers(ctx: TopicsContext, request: Request) -> Any:
     """See the module docstring."""
     m = response_types(ApiKey.DESCRIBE_PRODUCERS, request.api_version)
     topics = []
+    enabled = ctx.authorizer.enabled
     for wanted in request.body.topics:
         partitions = []
+        denied = enabled and not allowed(ctx, ApiKey.DESCRIBE_PRODUCERS, READ, TOPIC, wanted.name)
         for index in wanted.partition_indexes:
+            if denied:  # Kafka's: READ on the topic, before existence
+                partitions.append(
+                    build(
+                        m.PartitionResponse,
+                        partition_index=index,
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        error_message=None,
+                        active_producers=(),
+                    )
+                )
+                continue
             partition = ctx.topics.partition(wanted.name, index)
             if partition is None:
                 partitions.append(

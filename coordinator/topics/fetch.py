@@ -32,6 +32,7 @@ from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import CorruptBatch, OffsetOutOfRange
 
 from ..observability.storage_damage import report_corrupt_read
+from .access import READ, TOPIC, allowed
 from .context import TopicsContext
 from .registry import Partition
 
@@ -99,6 +100,7 @@ def _read(ctx: TopicsContext, request: Request) -> tuple[Any, int, list[Partitio
     read_committed = body.isolation_level == READ_COMMITTED
     aborted_type = m.AbortedTransaction if read_committed else None
     topics = []
+    enabled = ctx.authorizer.enabled
     for fetch_topic in body.topics:
         if by_id:
             topic = registry.get_by_id(fetch_topic.topic_id)
@@ -106,9 +108,26 @@ def _read(ctx: TopicsContext, request: Request) -> tuple[Any, int, list[Partitio
         else:
             topic = registry.get(fetch_topic.topic)
             unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        # Kafka's: READ on the topic, checked on every fetch, by name before existence
+        # (an unknown topic id is UNKNOWN_TOPIC_ID first: ids are not secret).
+        denied = (
+            enabled
+            and (not by_id or topic is not None)
+            and not allowed(
+                ctx,
+                ApiKey.FETCH,
+                READ,
+                TOPIC,
+                topic.name if topic is not None else fetch_topic.topic,
+            )
+        )
         partitions = []
         for fp in fetch_topic.partitions:
             index = fp.partition
+            if denied:
+                errors = True
+                partitions.append(_error(m, index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if topic is None or not 0 <= index < len(topic.partitions):
                 error = unknown if topic is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 errors = True

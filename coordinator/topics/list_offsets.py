@@ -21,6 +21,7 @@ from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import LEADER_EPOCH
 
+from .access import DESCRIBE, TOPIC, allowed
 from .context import TopicsContext
 from .registry import Partition
 
@@ -62,12 +63,16 @@ def handle_list_offsets(ctx: TopicsContext, request: Request) -> Any:
     topics = []
     # isolation_level exists from v2 on; v1 reads uncommitted.
     read_committed = getattr(request.body, "isolation_level", 0) == 1
+    enabled = ctx.authorizer.enabled
     for list_topic in request.body.topics:
         topic = ctx.topics.get(list_topic.name)
+        denied = enabled and not allowed(ctx, ApiKey.LIST_OFFSETS, DESCRIBE, TOPIC, list_topic.name)
         partitions = []
         for lp in list_topic.partitions:
             index = lp.partition_index
-            if topic is None or not 0 <= index < len(topic.partitions):
+            if denied:
+                error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif topic is None or not 0 <= index < len(topic.partitions):
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif topic.partitions[index].log is None:  # an internal topic's shard not open
                 error = ErrorCode.NOT_LEADER_OR_FOLLOWER

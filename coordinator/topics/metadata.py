@@ -4,7 +4,9 @@ node that leads every partition.
 Every partition is led by this node at leader epoch 0, with this node as its only replica and
 in-sync replica. Topic ids are the registry's real UUIDs, so Java consumers move to Fetch
 v13+ (topic ids). Authorized operations are INT32_MIN ("not requested") unless asked for;
-when asked for, everything is allowed (there is no authorizer). The coordinators' shard
+when asked for, what the authorizer allows (everything without one). With an authorizer,
+topics the principal may not DESCRIBE are hidden from listings and refused by name
+(TOPIC_AUTHORIZATION_FAILED), as Kafka's (access.py). The coordinators' shard
 logs are listed as Kafka's internal topics (is_internal) once they exist
 (internal_topics.py).
 """
@@ -29,6 +31,17 @@ from groupcoord.storage import LEADER_EPOCH
 
 from ..observability.logging import get_logger
 from ..runtime.partitioning import INTERNAL_TOPIC_NAMES
+from ..security.acl_model import CLUSTER_NAME
+from .access import (
+    CLUSTER,
+    CREATE,
+    DESCRIBE,
+    TOPIC,
+    allowed,
+    cluster_operations_bitfield,
+    operations_bitfield,
+    visible,
+)
 from .context import TopicsContext
 from .registry import Topic, TopicError, check_topic_name
 
@@ -91,18 +104,17 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
     collides with an existing topic's once '.' and '_' are unified), INVALID_REQUEST
     (neither name nor id; v10-v11: a topic id or a null name anywhere in the request, which
     Kafka refuses whole: every requested topic answered INVALID_REQUEST, no broker),
-    LEADER_NOT_AVAILABLE (auto-creation failed on disk; retriable)."""
+    LEADER_NOT_AVAILABLE (auto-creation failed on disk; retriable); with an authorizer
+    TOPIC_AUTHORIZATION_FAILED (no DESCRIBE on the topic, or auto-creation without CREATE),
+    topics it may not DESCRIBE left out of an all-topics answer."""
     node = ctx.node
     version = request.api_version
     body = request.body
     m = response_types(ApiKey.METADATA, version)
-    topic_ops = (
-        TOPIC_OPERATIONS_ALL
-        if getattr(body, "include_topic_authorized_operations", False)
-        else AUTHORIZED_OPERATIONS_OMITTED
-    )
+    enabled = ctx.authorizer.enabled
+    include_topic_ops = getattr(body, "include_topic_authorized_operations", False)
     cluster_ops = (
-        CLUSTER_OPERATIONS_ALL
+        cluster_operations_bitfield(ctx, CLUSTER_OPERATIONS_ALL)
         if getattr(body, "include_cluster_authorized_operations", False)
         else AUTHORIZED_OPERATIONS_OMITTED
     )
@@ -115,7 +127,11 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
             topic_id=topic.topic_id,
             is_internal=topic.internal,
             partitions=_partitions(m.MetadataResponsePartition, topic, node.node_id),
-            topic_authorized_operations=topic_ops,
+            topic_authorized_operations=operations_bitfield(
+                ctx, TOPIC, topic.name, TOPIC_OPERATIONS_ALL
+            )
+            if include_topic_ops
+            else AUTHORIZED_OPERATIONS_OMITTED,
         )
 
     def missing(error: ErrorCode, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> Any:
@@ -146,8 +162,13 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
         )
     topics: list[Any] = []
+    # Topics refused by the authorizer: Kafka lists them after the others.
+    refused: list[Any] = []
     if all_topics:
-        topics = [found(t) for t in sorted(ctx.topics.listed_topics(), key=lambda t: t.name)]
+        listed = sorted(ctx.topics.listed_topics(), key=lambda t: t.name)
+        if enabled:  # Kafka's: topics it may not DESCRIBE are left out, silently
+            listed = [t for t in listed if visible(ctx, DESCRIBE, TOPIC, t.name)]
+        topics = [found(t) for t in listed]
     else:
         allow_auto = getattr(body, "allow_auto_topic_creation", True)
         seen: set[object] = set()
@@ -163,15 +184,31 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
                     topics.append(missing(ErrorCode.INVALID_REQUEST, None))
                     continue
                 topic = ctx.topics.get_by_id(topic_id)
-                topics.append(
-                    found(topic)
-                    if topic is not None
-                    else missing(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id)
-                )
+                if topic is None:  # Kafka's: topic ids are not secret
+                    topics.append(missing(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
+                elif enabled and not allowed(ctx, ApiKey.METADATA, DESCRIBE, TOPIC, topic.name):
+                    refused.append(missing(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, topic_id))
+                else:
+                    topics.append(found(topic))
+                continue
+            if enabled and not allowed(ctx, ApiKey.METADATA, DESCRIBE, TOPIC, name):
+                # Before existence: no leak of which names exist.
+                refused.append(missing(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
                 continue
             topic = ctx.topics.get(name)
             if topic is not None:
                 topics.append(found(topic))
+                continue
+            if (
+                enabled
+                and allow_auto
+                and ctx.settings.auto_create_topics
+                and name not in INTERNAL_TOPIC_NAMES
+                and not visible(ctx, CREATE, CLUSTER, CLUSTER_NAME)
+                and not allowed(ctx, ApiKey.METADATA, CREATE, TOPIC, name)
+            ):
+                # Kafka's: auto-creation needs CREATE on the cluster or on the topic.
+                topics.append(missing(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
                 continue
             error, topic = _unknown_topic(ctx, name, allow_auto)
             topics.append(found(topic) if topic is not None else missing(error, name))
@@ -188,7 +225,7 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
         brokers=(broker,),
         cluster_id=node.cluster_id,
         controller_id=node.node_id,
-        topics=tuple(topics),
+        topics=tuple(topics + refused),
         cluster_authorized_operations=cluster_ops,
     )
 
@@ -263,7 +300,7 @@ def handle_describe_cluster(ctx: TopicsContext, request: Request) -> Any:
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
         )
     cluster_ops = (
-        CLUSTER_OPERATIONS_ALL
+        cluster_operations_bitfield(ctx, CLUSTER_OPERATIONS_ALL)
         if body.include_cluster_authorized_operations
         else AUTHORIZED_OPERATIONS_OMITTED
     )
@@ -299,7 +336,9 @@ def handle_describe_topic_partitions(ctx: TopicsContext, request: Request) -> An
     empty arrays (never null: the Java Admin client cannot parse null).
     Errors per topic: UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (illegal name);
     INVALID_REQUEST for every requested topic when the cursor is invalid (its topic is not
-    among those requested, or its partition index is negative)."""
+    among those requested, or its partition index is negative); with an authorizer
+    TOPIC_AUTHORIZATION_FAILED for a requested topic it may not DESCRIBE (left out of an
+    all-topics answer)."""
     node = ctx.node
     body = request.body
     m = response_types(ApiKey.DESCRIBE_TOPIC_PARTITIONS, request.api_version)
@@ -325,8 +364,11 @@ def handle_describe_topic_partitions(ctx: TopicsContext, request: Request) -> An
             ),
         )
 
+    enabled = ctx.authorizer.enabled
     if fetch_all:
         names = {t.name for t in ctx.topics.listed_topics() if t.name >= cursor_name}
+        if enabled:  # Kafka's: topics it may not DESCRIBE are left out, silently
+            names = {n for n in names if visible(ctx, DESCRIBE, TOPIC, n)}
     else:
         names = {t.name for t in body.topics if t.name >= cursor_name}
         if cursor is not None and cursor.topic_name not in names:
@@ -345,6 +387,22 @@ def handle_describe_topic_partitions(ctx: TopicsContext, request: Request) -> An
             # Everything before this topic fitted exactly: the next page starts here.
             next_cursor = build(m.Cursor, topic_name=name, partition_index=0)
             break
+        if (
+            enabled
+            and not fetch_all
+            and not allowed(ctx, ApiKey.DESCRIBE_TOPIC_PARTITIONS, DESCRIBE, TOPIC, name)
+        ):
+            results.append(
+                build(
+                    m.DescribeTopicPartitionsResponseTopic,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    name=name,
+                    topic_id=ZERO_UUID,
+                    is_internal=False,
+                    partitions=(),
+                )
+            )
+            continue
         topic = ctx.topics.get(name)
         if topic is None:
             if not fetch_all:  # topics gone since the listing are skipped silently
@@ -385,7 +443,12 @@ def handle_describe_topic_partitions(ctx: TopicsContext, request: Request) -> An
                 topic_id=topic.topic_id,
                 is_internal=topic.internal,
                 partitions=partitions,
-                topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                # Kafka always fills it; without an authorizer ours never did.
+                topic_authorized_operations=operations_bitfield(
+                    ctx, TOPIC, name, TOPIC_OPERATIONS_ALL
+                )
+                if enabled
+                else AUTHORIZED_OPERATIONS_OMITTED,
             )
         )
         if stop < count:

@@ -54,6 +54,7 @@ from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import StorageError
 
 from ..observability.logging import get_logger
+from .access import TOPIC, TRANSACTIONAL_ID, WRITE, allowed
 from .cleanup_policy import refuse_keyless
 from .compression import CompressionPolicy
 from .context import NO_RESPONSE, TopicsContext
@@ -100,6 +101,8 @@ class _PartitionResult:
 def handle_produce(ctx: TopicsContext, request: Request) -> Any:
     body = request.body
     refused = _refuse_transactional(body)
+    if ctx.authorizer.enabled:
+        return _authorized_produce(ctx, request, refused)
     if refused is None and body.transactional_id is not None and ctx.txns is not None:
         asking = _to_verify(ctx, request)
         if asking is not None:
@@ -111,14 +114,44 @@ def handle_produce(ctx: TopicsContext, request: Request) -> Any:
     return _produce(ctx, request, refused, None)
 
 
+def _authorized_produce(
+    ctx: TopicsContext, request: Request, refused: tuple[ErrorCode, str] | None
+) -> Any:
+    """Produce with Kafka's checks: a transactional producer needs WRITE on its
+    transactional id (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each
+    topic WRITE (else its partitions TOPIC_AUTHORIZATION_FAILED); then as without."""
+    body = request.body
+    txn_id = body.transactional_id
+    if (
+        refused is None
+        and txn_id is not None
+        and not allowed(ctx, ApiKey.PRODUCE, WRITE, TRANSACTIONAL_ID, txn_id)
+    ):
+        refused = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)  # type: ignore[assignment]
+    denied = {
+        t.name for t in body.topic_data if not allowed(ctx, ApiKey.PRODUCE, WRITE, TOPIC, t.name)
+    }
+    if refused is None and txn_id is not None and ctx.txns is not None:
+        asking = _to_verify(ctx, request, denied)
+        if asking is not None:
+            verified = _produce_verified(ctx, request, *asking, denied)
+            if body.acks == 0:
+                ctx.spawn(verified)
+                return NO_RESPONSE
+            return verified
+    return _produce(ctx, request, refused, None, denied)
+
+
 def _produce(
     ctx: TopicsContext,
     request: Request,
     refused: tuple[ErrorCode, str] | None,
     verified: dict[tuple[str, int], tuple[ErrorCode, object]] | None,
+    denied: set[str] | None = None,
 ) -> Any:
     """Appends and answers (`verified`: the KIP-890 answer and guard of the partitions the
-    transaction coordinator was asked about)."""
+    transaction coordinator was asked about; `denied`: topics the principal may not
+    WRITE)."""
     body = request.body
     acks = body.acks
     tv2 = request.api_version >= _TV2_PRODUCE
@@ -135,6 +168,8 @@ def _produce(
                 result.error, result.message = refused
             elif acks not in (0, 1, -1):
                 result.error = ErrorCode.INVALID_REQUIRED_ACKS
+            elif denied and name in denied:
+                result.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif topic is None or not 0 <= data.index < len(topic.partitions):
                 result.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif topic.internal:  # Kafka's ReplicaManager: clients never append to these
@@ -158,7 +193,7 @@ def _produce(
 
 
 def _to_verify(
-    ctx: TopicsContext, request: Request
+    ctx: TopicsContext, request: Request, denied: set[str] | None = None
 ) -> tuple[int, int, list[tuple[str, int]]] | None:
     """(producer id, epoch, partitions) of a transactional Produce whose batches would open
     the producer's transaction on some partitions, when the transaction coordinator must be
@@ -170,6 +205,8 @@ def _to_verify(
     producer: tuple[int, int] | None = None
     partitions: list[tuple[str, int]] = []
     for topic_data in request.body.topic_data:
+        if denied and topic_data.name in denied:  # refused: nothing to ask about
+            continue
         topic = ctx.topics.get(topic_data.name)
         if topic is None:
             continue
@@ -197,8 +234,10 @@ async def _produce_verified(
     producer_id: int,
     producer_epoch: int,
     partitions: list[tuple[str, int]],
+    denied: set[str] | None = None,
 ) -> Any:
-    """Ask the transaction coordinator (guards taken first), then append and answer."""
+    """Ask the transaction coordinator (guards taken first), then append and answer
+    (`denied`: topics refused by the authorizer)."""
     tv2 = request.api_version >= _TV2_PRODUCE
     guards = {}
     for name, index in partitions:
@@ -221,7 +260,7 @@ async def _produce_verified(
             if partition is not None:
                 partition.producers.end_verification(producer_id, guard)
         verified[(name, index)] = (error, guard)
-    answer = _produce(ctx, request, None, verified)
+    answer = _produce(ctx, request, None, verified, denied)
     if hasattr(answer, "__await__"):
         return await answer
     return answer

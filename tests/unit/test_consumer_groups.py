@@ -281,6 +281,60 @@ def test_s10_invalid_regex() -> None:
     h.assert_replayed()
 
 
+def test_s48_regex_resolution_keeps_only_topics_the_member_may_describe() -> None:
+    """S48: with an authorizer the heartbeat carries the member's DESCRIBE check
+    (topic_visible); the regex resolution it schedules keeps only the topics that pass, with
+    no error; a later heartbeat's check applies to the next resolution."""
+    h = harness()
+    response = ok(
+        h.heartbeat(
+            member_id="m",
+            member_epoch=0,
+            rebalance_timeout_ms=5000,
+            subscribed_topic_regex=".*",
+            topic_partitions=[],
+            topic_visible=lambda name: name != "foo",
+        )
+    )
+    assert response.member_epoch == 1
+    fired = h.sleep(0)
+    assert values(fired.records, ConsumerGroupRegularExpressionKey) == [
+        ConsumerGroupRegularExpressionValue(("bar",), h.topics.version, START_MS)
+    ]
+    response = ok(h.heartbeat(member_id="m", member_epoch=1))
+    assert assignment(response) == parts(h, bar=[0, 1, 2])
+    h.assert_replayed()
+
+
+def test_regex_is_not_resolved_without_a_members_check_when_an_authorizer_is_on() -> None:
+    """With an authorizer (regex_needs_member_check) a resolution that has no member's
+    DESCRIBE check (as after a restart) writes nothing; the next heartbeat with one
+    resolves, filtered."""
+    h = harness(regex_needs_member_check=True)
+    ok(
+        h.heartbeat(
+            member_id="m",
+            member_epoch=0,
+            rebalance_timeout_ms=5000,
+            subscribed_topic_regex=".*",
+            topic_partitions=[],
+        )
+    )
+    assert values(h.sleep(0).records, ConsumerGroupRegularExpressionKey) == []
+    ok(
+        h.heartbeat(
+            member_id="m",
+            member_epoch=1,
+            topic_visible=lambda name: name == "foo",
+            subscribed_topic_regex=".*",
+        )
+    )
+    assert values(h.sleep(0).records, ConsumerGroupRegularExpressionKey) == [
+        ConsumerGroupRegularExpressionValue(("foo",), h.topics.version, START_MS)
+    ]
+    h.assert_replayed()
+
+
 # =============================================================================================
 # 2. Membership and epochs
 # =============================================================================================

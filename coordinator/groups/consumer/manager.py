@@ -31,6 +31,7 @@ member are still the ones they were armed for.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from groupcoord.protocol.errors import ErrorCode
@@ -91,6 +92,10 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions, RegexRefresh):
         }
         self.default_assignor = next(iter(self.assignors))
         self.rebalances = 0  # group epoch bumps from heartbeats (Kafka's sensor)
+        # By group: the topic filter of the latest full-path heartbeat that had one
+        # (HeartbeatRequest.topic_visible; not persisted), what the group's next regex
+        # resolution keeps (regex_refresh.py). No entry: every topic.
+        self.regex_visible: dict[str, Callable[[str], bool]] = {}
         self.migration = ClassicMembers(self)
 
     # ========================================================================================
@@ -278,6 +283,8 @@ class ConsumerGroupManager(MemberDepartures, GroupDescriptions, RegexRefresh):
         config = self.shard.config
         records = result.records
         group = self._group_for_heartbeat(request, records, now_ms)
+        if request.topic_visible is not None:
+            self.regex_visible[request.group_id] = request.topic_visible
         change = GroupChange()
 
         # Group size (B.4.2): a static member taking its own place is not a new member.

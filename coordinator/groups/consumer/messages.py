@@ -5,6 +5,7 @@ versions)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from groupcoord.protocol.errors import ErrorCode
@@ -28,6 +29,11 @@ class HeartbeatRequest:
     api_version: int = 1
     client_id: str = ""
     client_host: str = ""
+    # With an authorizer: may this member's principal DESCRIBE the topic. A regex refresh
+    # scheduled by this heartbeat keeps only those topics (Kafka resolves a group's regexes
+    # with the request context of the member whose heartbeat scheduled it). None: every
+    # topic (no authorizer).
+    topic_visible: Callable[[str], bool] | None = None
 
     def is_full(self) -> bool:
         """Kafka's "full request": what a client sends after it lost track of its state."""

@@ -21,6 +21,14 @@ that finds the same topics moves no epoch), or the last one is older than
 REGEX_BATCH_REFRESH_MIN_INTERVAL_MS apart: one due sooner waits for the timer (Kafka waits
 for the first heartbeat after that time; the timer lets steady heartbeats skip the check).
 
+With an authorizer, a resolution keeps only the topics the principal of the group's latest
+full-path heartbeat may DESCRIBE (the manager's `regex_visible`), as Kafka resolves with the
+context of the member whose heartbeat scheduled the refresh (and shares the result with
+every member of the regex: Kafka's known leak). ACL changes are picked up at the next
+resolution, as Kafka's. The check is not persisted: after a restart a group's regexes keep
+what they resolved to until a member's full heartbeat brings a check again
+(GroupConfig.regex_needs_member_check).
+
 Steady heartbeats (manager.is_steady) do not check at all. Without ACLs a regex's topics
 change only when the topic image does, and a moved image sends the next heartbeat down the
 full path, which checks; the refresh interval therefore only matters to a group whose
@@ -28,6 +36,8 @@ heartbeats take the full path anyway.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from groupcoord.protocol.records import (
     ConsumerGroupMetadataKey,
@@ -53,6 +63,7 @@ class RegexRefresh(TargetAssignment):
     """Mixin: the manager's `rebalances` counter is set by its __init__."""
 
     rebalances: int
+    regex_visible: dict[str, Callable[[str], bool]]
 
     def _maybe_refresh_regexes(
         self, group: ConsumerGroup, change: GroupChange, records: list[Record], now_ms: int
@@ -103,12 +114,21 @@ class RegexRefresh(TargetAssignment):
         result = Result()
         group = self.groups.get(group_id)
         if group is None or group.dead or not group.regex_subscribers:
+            self.regex_visible.pop(group_id, None)
             return result
         image = self.shard.topics
         change = GroupChange()
         records = result.records
         bump = False
-        resolutions = resolve_all(sorted(group.regex_subscribers), image.topic_names())
+        names = image.topic_names()
+        visible = self.regex_visible.get(group_id)
+        if visible is None and self.shard.config.regex_needs_member_check:
+            # No member's check known (a restart): resolve at the next heartbeat's
+            # arming, which sets one, rather than with every topic.
+            return result
+        if visible is not None:  # an authorizer: only topics the member may DESCRIBE
+            names = [name for name in names if visible(name)]
+        resolutions = resolve_all(sorted(group.regex_subscribers), names)
         for regex, topics in resolutions.items():
             known = group.resolved_regexes.get(regex)
             if known is None or known.topics != topics:
