@@ -31,6 +31,7 @@ _PREFIX = {
     LagLevel.PARTITION: "groupcoord_group_lag",
     LagLevel.TOPIC: "groupcoord_group_topic_lag",
     LagLevel.GROUP: "groupcoord_group_total_lag",
+    LagLevel.ALL: "groupcoord_groups_lag",
 }
 
 
@@ -55,10 +56,13 @@ class LagMetrics:
         ends: PartitionEndsView,
         series_max: int,
         clock_ms: Callable[[], int] = _wall_clock_ms,
+        name_labels: bool = True,
     ) -> None:
         """`sources()`: per active shard, its committed offsets (group, topic, partition,
         offset) and members per group (CoordinatorService.lag_sources); `series_max`:
-        metrics_lag_partition_series_max."""
+        metrics_lag_partition_series_max; `name_labels` False (metrics_name_labels): no
+        series names a group or topic (members and lag summed over every group)."""
+        self.name_labels = name_labels
         self.sources = sources
         self.ends = ends
         self.series_max = series_max
@@ -91,7 +95,7 @@ class LagMetrics:
                 rows += lag_rows(committed[start : start + _STEP], high_watermark)
                 await slicer.step()
             await slicer.yield_now()  # between shards: the next one is read after its events
-        level, series = bounded_series(rows, self.series_max)
+        level, series = bounded_series(rows, self.series_max, self.name_labels)
         now_ms = self.clock_ms()
         timestamp_ms = self.ends.timestamp_ms
         for i, one in enumerate(series):
@@ -132,17 +136,26 @@ def _head(name: str, help_text: str) -> str:
 
 
 def _label_text(series: LagSeries, level: LagLevel) -> str:
+    """The series' labels with their braces ("" at level ALL)."""
+    if level is LagLevel.ALL:
+        return ""
     group = _escape(series.group)
     if level is LagLevel.GROUP:
-        return f'group="{group}"'
+        return f'{{group="{group}"}}'
     topic = _escape(series.probe.topic)
     if level is LagLevel.TOPIC:
-        return f'group="{group}",topic="{topic}"'
-    return f'group="{group}",topic="{topic}",partition="{series.probe.partition}"'
+        return f'{{group="{group}",topic="{topic}"}}'
+    return f'{{group="{group}",topic="{topic}",partition="{series.probe.partition}"}}'
 
 
 def _helps(level: LagLevel) -> tuple[str, str]:
     per = level.value
+    if level is LagLevel.ALL:
+        return (
+            "Consumer lag in records summed over every group-partition (metrics_name_labels off)",
+            "Consumer lag in time of the group-partition most behind in records"
+            " (metrics_name_labels off)",
+        )
     if level is LagLevel.PARTITION:
         return (
             "Consumer lag in records (high watermark - committed offset) per group-partition",
@@ -163,7 +176,12 @@ def _render_empty() -> bytes:
 
 def _heads(level: LagLevel, members: dict[str, int], partitions: int) -> list[str]:
     out = [_head("groupcoord_group_members", "Members per group (0: empty)")]
-    out += [f'groupcoord_group_members{{group="{_escape(g)}"}} {n}\n' for g, n in members.items()]
+    if level is LagLevel.ALL:  # names off: the members of every group
+        out.append(f"groupcoord_group_members {sum(members.values())}\n")
+    else:
+        out += [
+            f'groupcoord_group_members{{group="{_escape(g)}"}} {n}\n' for g, n in members.items()
+        ]
     out.append(
         _head(
             "groupcoord_group_lag_partitions",
@@ -215,7 +233,7 @@ async def _render(
             for i in range(start, min(start + _STEP * 4, len(series))):
                 value = value_of(series[i])
                 if value is not None:  # a lag in time that could not be read
-                    out.append(f"{name}{{{labels[i]}}} {value}\n")
+                    out.append(f"{name}{labels[i]} {value}\n")
             await slicer.step()
     chunks: list[bytes] = []
     for start in range(0, len(out), _STEP * 40):

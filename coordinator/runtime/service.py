@@ -17,6 +17,7 @@ from ..groups.config import GroupConfig, GroupConfigSource, from_server
 from ..groups.shard import ShardStats
 from ..groups.topics import TopicImage
 from ..observability.metrics import ServerMetrics
+from .group_pages import group_page, group_summaries
 from .partitioning import OFFSETS_TOPIC
 from .runner import NotActive, ShardRunner, ShardState
 from .shard_family import ShardFamily
@@ -94,6 +95,27 @@ class CoordinatorService(ShardFamily[ShardRunner]):
             if runner.state is ShardState.ACTIVE:
                 shard = runner.shard
                 yield shard.offsets.committed(), shard.member_counts()
+
+    def group_sources(
+        self,
+    ) -> Iterator[
+        tuple[list[tuple[str, str, str, str, str, int]], list[tuple[str, str, int, int]]]
+    ]:
+        """Per active shard, read between events when the iterator is advanced: its groups'
+        summaries (runtime/group_pages.py) and its committed offsets, for the web page's
+        list of groups (a caller may yield to the loop between shards)."""
+        for runner in self.runners:
+            if runner.state is ShardState.ACTIVE:
+                shard = runner.shard
+                yield group_summaries(shard), shard.offsets.committed()
+
+    def group_page(self, group_id: str) -> dict[str, Any] | None:
+        """The group's members, assignments and committed offsets for the web page
+        (runtime/group_pages.py); None for a group not held (or its shard not active)."""
+        runner = self.runner_for(group_id)
+        if runner.state is not ShardState.ACTIVE:
+            return None
+        return group_page(runner.shard, group_id)
 
 
 def group_config(config: Config) -> GroupConfig:
