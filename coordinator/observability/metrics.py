@@ -61,7 +61,7 @@ class _Unlabelled:
     __slots__ = ("child",)
 
     def __init__(self, metric: Any) -> None:
-        self.child = metric.labels()
+        self.child = metric  # prometheus_client: a metric without labels is its own child
 
     def labels(self, *_names: str) -> Any:
         return self.child
