@@ -3,8 +3,8 @@
 /api/groups: {"now_ms", "groups": [{"group", "type", "protocol_type", "protocol", "state",
 "members", "partitions", "lag"}]} sorted by group id; `lag` is the records behind summed
 over the group's committed offsets on existing partitions (0 without any), as /metrics
-measures it (lag.py). One shard is read at a time, between events, yielding to the loop
-after each.
+measures it (lag.py). One shard is read at a time, between events; the loop gets a turn
+between shards once ~2 ms of it were used (lag_metrics.LoopSlicer).
 
 /api/groups/<group>: the group's page (runtime/group_pages.py: members with their
 assignment by topic, state, protocol, epoch) with "offsets": [{"topic", "partition",
@@ -12,17 +12,19 @@ assignment by topic, state, protocol, epoch) with "offsets": [{"topic", "partiti
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from .lag import lag_seconds
-from .lag_metrics import PartitionEndsView
+from .lag_metrics import LoopSlicer, PartitionEndsView
 
-Summary = tuple[str, str, str, str, str, int]
-GroupSources = Callable[[], Iterator[tuple[list[Summary], list[tuple[str, str, int, int]]]]]
+Summaries = Callable[[Callable[[str, int], int | None]], Iterator[list[dict[str, Any]]]]
 GroupPage = Callable[[str], dict[str, Any] | None]
+
+
+def _by_group(summary: dict[str, Any]) -> str:
+    return str(summary["group"])
 
 
 def _wall_clock_ms() -> int:
@@ -32,48 +34,37 @@ def _wall_clock_ms() -> int:
 class GroupApi:
     def __init__(
         self,
-        sources: GroupSources,
+        summaries: Summaries,
         page: GroupPage,
         ends: PartitionEndsView,
         clock_ms: Callable[[], int] = _wall_clock_ms,
     ) -> None:
-        """`sources()`: per active shard, its group summaries and committed offsets
-        (CoordinatorService.group_sources); `page(group)`: CoordinatorService.group_page;
+        """`summaries(high_watermark)`: per active shard, its groups with lag
+        (CoordinatorService.group_summaries); `page(group)`: CoordinatorService.group_page;
         `ends`: a PartitionEnds of the API's own (its timestamp cache is per request)."""
-        self.sources = sources
+        self.summaries = summaries
         self.page = page
         self.ends = ends
         self.clock_ms = clock_ms
 
     async def groups(self) -> dict[str, Any]:
         """Every group with its state, protocol, members and total lag."""
-        high_watermark = self.ends.high_watermark
+        ends: dict[tuple[str, int], int | None] = {}  # read once per request
+        read = self.ends.high_watermark
+
+        def high_watermark(topic: str, partition: int) -> int | None:
+            key = (topic, partition)
+            if key in ends:
+                return ends[key]
+            end = ends[key] = read(topic, partition)
+            return end
+
         out: list[dict[str, Any]] = []
-        for summaries, committed in self.sources():
-            lag: dict[str, int] = {}
-            partitions: dict[str, int] = {}
-            ends: dict[tuple[str, int], int | None] = {}
-            for group, topic, partition, offset in committed:
-                key = (topic, partition)
-                end = ends[key] if key in ends else ends.setdefault(key, high_watermark(*key))
-                if end is not None:
-                    lag[group] = lag.get(group, 0) + max(end - offset, 0)
-                    partitions[group] = partitions.get(group, 0) + 1
-            for group, kind, protocol_type, protocol, state, members in summaries:
-                out.append(
-                    {
-                        "group": group,
-                        "type": kind,
-                        "protocol_type": protocol_type,
-                        "protocol": protocol,
-                        "state": state,
-                        "members": members,
-                        "partitions": partitions.get(group, 0),
-                        "lag": lag.get(group, 0),
-                    }
-                )
-            await asyncio.sleep(0)  # the next shard is read after the events between
-        out.sort(key=lambda g: str(g["group"]))
+        slicer = LoopSlicer()
+        for summaries in self.summaries(high_watermark):
+            out += summaries
+            await slicer.step()  # a turn for the loop: the next shard after its events
+        out.sort(key=_by_group)
         return {"now_ms": self.clock_ms(), "groups": out}
 
     def group(self, group_id: str) -> dict[str, Any] | None:

@@ -131,7 +131,8 @@ class HttpEndpoint:
                     self._page = _PAGE.read_bytes()
                 return "200 OK", "text/html; charset=utf-8", self._page
             if path == "/api/groups":
-                return "200 OK", _JSON, json.dumps(await self.groups.groups()).encode()
+                answer = await self.groups.groups()
+                return "200 OK", _JSON, json.dumps(answer, separators=(",", ":")).encode()
             if path.startswith(_GROUPS_API):
                 group_id = unquote(path[len(_GROUPS_API) :])
                 return _found(group_id, self.groups.group(group_id))

@@ -84,7 +84,7 @@ class LagMetrics:
 
     async def refresh(self) -> None:
         """Measure lag now and render it (what `text` returns next)."""
-        slicer = _Slicer()
+        slicer = LoopSlicer()
         rows: list[LagRow] = []
         members: dict[str, int] = {}
         high_watermark = self.ends.high_watermark
@@ -110,7 +110,7 @@ class LagMetrics:
         self._text = await _render(level, series, members, len(rows), slicer)
 
 
-class _Slicer:
+class LoopSlicer:
     """Yields to the loop once a slice of loop time is used."""
 
     def __init__(self) -> None:
@@ -199,7 +199,7 @@ async def _render(
     series: list[LagSeries],
     members: dict[str, int],
     partitions: int,
-    slicer: _Slicer,
+    slicer: LoopSlicer,
 ) -> bytes:
     """The Prometheus text of one measurement: members, then the series of `level` (the
     committed offsets and high watermarks too at partition level)."""

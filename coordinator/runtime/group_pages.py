@@ -8,6 +8,7 @@ the consumer protocol (another protocol's bytes are opaque: no partitions shown)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..groups.classic.consumer_protocol import ConsumerProtocolError, decode_assignment
@@ -19,31 +20,43 @@ from ..groups.shard import GroupShard
 CLASSIC_GROUP_TYPE = "classic"
 
 
-def group_summaries(shard: GroupShard) -> list[tuple[str, str, str, str, str, int]]:
-    """(group id, type, protocol type, protocol or assignor, state, members) of every
-    group of the shard; a simple group (offsets only) is a classic group in state Empty."""
+def group_summaries(
+    shard: GroupShard, high_watermark: Callable[[str, int], int | None]
+) -> list[dict[str, Any]]:
+    """Every group of the shard as the list of groups shows it: {"group", "type",
+    "protocol_type", "protocol", "state", "members", "partitions", "lag"} (`partitions`:
+    its offsets on existing partitions, `lag`: records behind summed over them). A simple
+    group (offsets only) is a classic group in state Empty."""
+    lag = shard.offsets.lag_by_group(high_watermark)
+    none = (0, 0)
     out = []
-    for group in shard.groups.values():
+    for group_id, group in shard.groups.items():
+        partitions, behind = lag.get(group_id, none)
         out.append(
-            (
-                group.group_id,
-                CLASSIC_GROUP_TYPE,
-                group.protocol_type or "",
-                group.protocol_name or "",
-                group.state.value,
-                len(group.members),
-            )
+            {
+                "group": group_id,
+                "type": CLASSIC_GROUP_TYPE,
+                "protocol_type": group.protocol_type or "",
+                "protocol": group.protocol_name or "",
+                "state": group.state.value,
+                "members": len(group.members),
+                "partitions": partitions,
+                "lag": behind,
+            }
         )
-    for group in shard.consumer_groups.values():
+    for group_id, consumer in shard.consumer_groups.items():
+        partitions, behind = lag.get(group_id, none)
         out.append(
-            (
-                group.group_id,
-                CONSUMER_GROUP_TYPE,
-                CONSUMER_PROTOCOL_TYPE,
-                group.preferred_assignor() or "",
-                group.state().value,
-                len(group),
-            )
+            {
+                "group": group_id,
+                "type": CONSUMER_GROUP_TYPE,
+                "protocol_type": CONSUMER_PROTOCOL_TYPE,
+                "protocol": consumer.preferred_assignor() or "",
+                "state": consumer.state().value,
+                "members": len(consumer),
+                "partitions": partitions,
+                "lag": behind,
+            }
         )
     return out
 

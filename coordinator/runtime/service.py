@@ -5,7 +5,7 @@ shards only through the gateway (gateway.py)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,18 +96,15 @@ class CoordinatorService(ShardFamily[ShardRunner]):
                 shard = runner.shard
                 yield shard.offsets.committed(), shard.member_counts()
 
-    def group_sources(
-        self,
-    ) -> Iterator[
-        tuple[list[tuple[str, str, str, str, str, int]], list[tuple[str, str, int, int]]]
-    ]:
-        """Per active shard, read between events when the iterator is advanced: its groups'
-        summaries (runtime/group_pages.py) and its committed offsets, for the web page's
+    def group_summaries(
+        self, high_watermark: Callable[[str, int], int | None]
+    ) -> Iterator[list[dict[str, Any]]]:
+        """Per active shard, read between events when the iterator is advanced: its groups
+        with state, protocol, members and lag (runtime/group_pages.py), for the web page's
         list of groups (a caller may yield to the loop between shards)."""
         for runner in self.runners:
             if runner.state is ShardState.ACTIVE:
-                shard = runner.shard
-                yield group_summaries(shard), shard.offsets.committed()
+                yield group_summaries(runner.shard, high_watermark)
 
     def group_page(self, group_id: str) -> dict[str, Any] | None:
         """The group's members, assignments and committed offsets for the web page

@@ -297,7 +297,7 @@ class Server:
                 self.coordinator.timeline,
                 more_metrics=self.lag.scrape,
                 groups=GroupApi(
-                    self.coordinator.group_sources,
+                    self.coordinator.group_summaries,
                     self.coordinator.group_page,
                     PartitionEnds(self.topics),
                 ),
