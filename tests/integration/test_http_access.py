@@ -5,6 +5,7 @@ credential in any answer or log line, `/metrics` without topic or group names
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from groupcoord.coordinator.cli import main
 from tests.integration.group_support import wait_until
 from tests.support import ServerProcess, serving
 from tests.tls_certs import make_pki
@@ -143,6 +145,18 @@ def test_metrics_name_no_topic_or_group(guarded: tuple[ServerProcess, Path]) -> 
     assert re.search(r"^groupcoord_log_size_bytes [1-9]", text, re.M)
     # The page's API still names them: it is behind the token, not a label set.
     assert GROUP in get(server, "/api/groups", TOKEN)[2]
+
+
+def test_the_timeline_command_sends_the_token(
+    guarded: tuple[ServerProcess, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    server, token_file = guarded
+    http = f"127.0.0.1:{server.metrics_port}"
+    assert main(["groups", "timeline", GROUP, "--http", http, "--json"]) == 3
+    assert "401" in capsys.readouterr().err
+    args = ["groups", "timeline", GROUP, "--http", f"http://{http}", "--json"]
+    assert main([*args, "--http-token-file", str(token_file)]) == 0
+    assert json.loads(capsys.readouterr().out)["group"] == GROUP
 
 
 def test_sighup_rereads_the_token_file(guarded: tuple[ServerProcess, Path]) -> None:
