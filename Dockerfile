@@ -5,7 +5,7 @@ COPY coordinator ./coordinator
 COPY protocol ./protocol
 COPY storage ./storage
 COPY groupcoord ./groupcoord
-RUN pip install --no-cache-dir --prefix=/install .
+RUN pip install --no-cache-dir --prefix=/install ".[oauth]"
 
 FROM python:3.11-slim
 COPY --from=build /install /usr/local

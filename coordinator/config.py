@@ -24,6 +24,8 @@ LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE: Kafka's "no limit" for LONG setti
 # Room in a frame beside its record batch: request header, transactional id, topic name,
 # partition fields (a produce request's own bytes are far below this).
 FRAME_OVERHEAD_BYTES = 64 * 1024
+# The SASL mechanisms served (sasl_enabled_mechanisms chooses among them).
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 class ConfigError(ValueError):
@@ -348,6 +350,22 @@ class Config:
             "most behind), and per group if those too are more"
         },
     )
+    metrics_lag_status_intervals: int = field(
+        default=10,
+        metadata={
+            "help": "commits per group-partition in the sliding window that Burrow's status "
+            "rules read (Burrow's intervals); groupcoord_group_status",
+            "min": 2,
+        },
+    )
+    metrics_lag_status_min_distance_ms: int = field(
+        default=1000,
+        metadata={
+            "help": "a commit seen less than this after the window's last replaces it "
+            "(Burrow's min-distance)",
+            "min": 0,
+        },
+    )
     metrics_name_labels: bool = field(
         default=True,
         metadata={
@@ -430,7 +448,8 @@ class Config:
         default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         metadata={
             "help": "SASL mechanisms of the SASL listeners (sasl.enabled.mechanisms): PLAIN, "
-            "SCRAM-SHA-256, SCRAM-SHA-512"
+            "SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (which needs "
+            "sasl_oauthbearer_jwks_endpoint_url)"
         },
     )
     sasl_plain_users_file: str = field(
@@ -461,6 +480,54 @@ class Config:
             "help": "largest frame read before authentication completes "
             "(sasl.server.max.receive.size)"
         },
+    )
+    sasl_oauthbearer_jwks_endpoint_url: str = field(
+        default="",
+        metadata={
+            "help": "OAUTHBEARER: the JWKS (http, https or file URL) whose keys sign valid "
+            "tokens (sasl.oauthbearer.jwks.endpoint.url); fetched at start"
+        },
+    )
+    sasl_oauthbearer_jwks_endpoint_refresh_ms: int = field(
+        default=3_600_000,
+        metadata={
+            "help": "OAUTHBEARER: the JWKS is fetched again this often, and when a token "
+            "names an unknown key (sasl.oauthbearer.jwks.endpoint.refresh.ms)",
+            "min": 1000,
+        },
+    )
+    sasl_oauthbearer_expected_audience: str = field(
+        default="",
+        metadata={
+            "help": "OAUTHBEARER: comma-separated audiences, one of which a token's aud "
+            "must name ('': not checked; sasl.oauthbearer.expected.audience)"
+        },
+    )
+    sasl_oauthbearer_expected_issuer: str = field(
+        default="",
+        metadata={
+            "help": "OAUTHBEARER: the iss a token must carry ('': not checked; "
+            "sasl.oauthbearer.expected.issuer)"
+        },
+    )
+    sasl_oauthbearer_clock_skew_seconds: int = field(
+        default=30,
+        metadata={
+            "help": "OAUTHBEARER: clock difference tolerated on exp and nbf "
+            "(sasl.oauthbearer.clock.skew.seconds)",
+            "min": 0,
+        },
+    )
+    sasl_oauthbearer_sub_claim_name: str = field(
+        default="sub",
+        metadata={
+            "help": "OAUTHBEARER: the claim naming the principal, User:<claim> "
+            "(sasl.oauthbearer.sub.claim.name)"
+        },
+    )
+    sasl_oauthbearer_scope_claim_name: str = field(
+        default="scope",
+        metadata={"help": "OAUTHBEARER: the scope claim (sasl.oauthbearer.scope.claim.name)"},
     )
     # The HTTP endpoint (metrics_listen): who may read it (observability/http_access.py).
     http_auth_token_file: str = field(
@@ -727,12 +794,22 @@ def _validate_security(config: Config) -> None:
         raise ConfigError(f"ssl_client_auth={config.ssl_client_auth} needs ssl_truststore_file")
     mechanisms = [m.strip().upper() for m in config.sasl_enabled_mechanisms.split(",")]
     for mechanism in mechanisms:
-        if mechanism and mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        if mechanism and mechanism not in SASL_MECHANISMS:
             raise ConfigError(
-                f"sasl_enabled_mechanisms: {mechanism} is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+                f"sasl_enabled_mechanisms: {mechanism} is not one of {', '.join(SASL_MECHANISMS)}"
             )
     if any(spec.uses_sasl for spec in specs) and not any(mechanisms):
         raise ConfigError("a SASL listener needs sasl_enabled_mechanisms")
+    if (
+        any(spec.uses_sasl for spec in specs)
+        and "OAUTHBEARER" in mechanisms
+        and not config.sasl_oauthbearer_jwks_endpoint_url
+    ):
+        # Kafka's default validator trusts unsigned tokens; we offer only the JWKS one.
+        raise ConfigError(
+            "OAUTHBEARER needs sasl_oauthbearer_jwks_endpoint_url (unsecured tokens are "
+            "not accepted)"
+        )
     if config.connections_max_reauth_ms < 0:
         raise ConfigError("connections_max_reauth_ms must be 0 (off) or more")
     if config.connection_failed_authentication_delay_ms < 0:

@@ -42,12 +42,11 @@ from __future__ import annotations
 
 import errno
 import os
-import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from itertools import islice
-from operator import le, lt
+from operator import le
 from pathlib import Path
 
 from groupcoord.protocol.batches import (
@@ -66,6 +65,15 @@ from groupcoord.protocol.batches import (
 )
 
 from .errors import CorruptBatch
+from .index_files import (
+    INDEX_ENTRY_BYTES,
+    TIME_INDEX_ENTRY_BYTES,
+    decode_offset_index,
+    decode_time_index,
+    encode_offset_index,
+    encode_time_index,
+    strictly_increasing,
+)
 from .open_files import OPEN_FILES, FileHandle
 from .salvage import CHUNK_BYTES, next_valid_batch, rewrite_without
 
@@ -77,8 +85,6 @@ LEADER_EPOCH = 0
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-INDEX_ENTRY_BYTES = 8
-TIME_INDEX_ENTRY_BYTES = 12
 # Relative offsets and file positions are stored as u32 in the index files.
 RELATIVE_OFFSET_MAX = 0xFFFF_FFFF
 NO_TIMESTAMP = -1
@@ -87,6 +93,8 @@ _VERIFY_FIELDS = header_struct(
     "base_offset", "batch_length", "magic", "crc", "last_offset_delta", "records_count"
 )
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+# What find_batch's walk reads of each batch it steps over.
+_STEP_FIELDS = header_struct("base_offset", "batch_length", "magic", "last_offset_delta")
 # Segment.recover's `salvage_below` meaning "every invalid batch is damage, none a torn
 # write" (a file closed cleanly, or fsynced whole).
 SALVAGE_ALL = 2**63
@@ -96,7 +104,6 @@ SALVAGE_ALL = 2**63
 _SCAN_CHUNK_BYTES = 8 * 1024
 # Recovery reads whole batches to check their CRC; big reads keep the syscall count low.
 _RECOVERY_CHUNK_BYTES = CHUNK_BYTES
-_LITTLE_ENDIAN_HOST = sys.byteorder == "little"
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 if array("I").itemsize != 4 or array("q").itemsize != 8:  # pragma: no cover - exotic ABI
@@ -379,14 +386,14 @@ class Segment:
             return False
         if len(index_data) % INDEX_ENTRY_BYTES or len(time_data) % TIME_INDEX_ENTRY_BYTES:
             return False
-        rel, pos = _decode_offset_index(index_data)
-        ts, time_rel = _decode_time_index(time_data)
+        rel, pos = decode_offset_index(index_data)
+        ts, time_rel = decode_time_index(time_data)
         consistent = (
-            _strictly_increasing(rel)
-            and _strictly_increasing(pos)
+            strictly_increasing(rel)
+            and strictly_increasing(pos)
             and (not pos or pos[-1] < self.size_bytes)
             and len(ts) <= len(rel)
-            and _strictly_increasing(ts)
+            and strictly_increasing(ts)
             and all(map(le, time_rel, islice(time_rel, 1, None)))
             and (not time_rel or time_rel[-1] <= rel[-1])
         )
@@ -551,13 +558,40 @@ class Segment:
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= `offset`.
-        Raises CorruptBatch where the header walk meets a header that cannot be one."""
-        start = pos = self.lookup_position(offset)
+        Raises CorruptBatch where the header walk meets a header that cannot be one.
+
+        The walk from the index entry steps over batches reading four fields of each (no
+        BatchHeader built): a fetch or a lag probe between two index entries passes dozens
+        of small batches."""
+        pos = self.lookup_position(offset)
+        end = self.size_bytes
+        pread = self._file.pread
+        step_fields = _STEP_FIELDS.unpack_from
+        buf = b""
+        buf_start = pos
         try:
-            for pos, header in self.iter_headers(start):
-                if header.base_offset + header.last_offset_delta >= offset:
-                    return pos, header
-                pos += header.size_bytes
+            while pos < end:
+                rel = pos - buf_start
+                if rel + HEADER_SIZE > len(buf):
+                    buf = pread(min(_SCAN_CHUNK_BYTES, end - pos), pos)
+                    buf_start, rel = pos, 0
+                if len(buf) - rel >= HEADER_SIZE:
+                    base, length, magic, last_delta = step_fields(buf, rel)
+                    if (
+                        base + last_delta < offset
+                        and magic == MAGIC_V2
+                        and length >= _MIN_BATCH_LENGTH
+                        and last_delta >= 0
+                    ):
+                        if pos + length + LOG_OVERHEAD > end:
+                            raise InvalidBatch(f"batch length {length} runs past the segment")
+                        pos += length + LOG_OVERHEAD
+                        continue
+                # The batch holding `offset`, or one that is no batch (parse_header says why).
+                header = parse_header(buf, rel)
+                if pos + header.size_bytes > end:
+                    raise InvalidBatch(f"batch length {header.batch_length} runs past the segment")
+                return pos, header
         except InvalidBatch as exc:
             raise self._damage(pos, str(exc)) from None
         return None
@@ -738,11 +772,11 @@ class Segment:
         `extra_suffix` is appended to their names (the cleaner's `.cleaned` files)."""
         _write_file(
             self.path(INDEX_SUFFIX + extra_suffix),
-            _encode_offset_index(self._index_rel, self._index_pos),
+            encode_offset_index(self._index_rel, self._index_pos),
         )
         _write_file(
             self.path(TIME_INDEX_SUFFIX + extra_suffix),
-            _encode_time_index(self._time_ts, self._time_rel),
+            encode_time_index(self._time_ts, self._time_rel),
         )
 
     def sync_index_files(self, extra_suffix: str = "") -> None:
@@ -804,63 +838,6 @@ def delete_segment_files(directory: Path, base_offset: int) -> None:
     """Remove a segment's .log, .index and .timeindex files (whichever exist)."""
     for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
         _unlink_quietly(directory / segment_file_name(base_offset, suffix))
-
-
-def _strictly_increasing(values: array[int]) -> bool:
-    return all(map(lt, values, islice(values, 1, None)))
-
-
-def _decode_offset_index(data: bytes) -> tuple[array[int], array[int]]:
-    both = array("I")
-    both.frombytes(data)
-    if _LITTLE_ENDIAN_HOST:
-        both.byteswap()
-    return both[0::2], both[1::2]
-
-
-def _encode_offset_index(rel: array[int], pos: array[int]) -> bytes:
-    both = array("I", bytes(INDEX_ENTRY_BYTES * len(rel)))
-    both[0::2] = rel
-    both[1::2] = pos
-    if _LITTLE_ENDIAN_HOST:
-        both.byteswap()
-    return both.tobytes()
-
-
-def _decode_time_index(data: bytes) -> tuple[array[int], array[int]]:
-    # De-interleave the 12-byte entries with extended slices (C loops, no per-entry
-    # Python work): byte j of every timestamp, then byte j of every offset.
-    n = len(data) // TIME_INDEX_ENTRY_BYTES
-    ts_bytes = bytearray(8 * n)
-    rel_bytes = bytearray(4 * n)
-    for j in range(8):
-        ts_bytes[j::8] = data[j::TIME_INDEX_ENTRY_BYTES]
-    for j in range(4):
-        rel_bytes[j::4] = data[8 + j :: TIME_INDEX_ENTRY_BYTES]
-    ts = array("q")
-    ts.frombytes(ts_bytes)
-    rel = array("I")
-    rel.frombytes(rel_bytes)
-    if _LITTLE_ENDIAN_HOST:
-        ts.byteswap()
-        rel.byteswap()
-    return ts, rel
-
-
-def _encode_time_index(ts: array[int], rel: array[int]) -> bytes:
-    ts_be = array("q", ts)
-    rel_be = array("I", rel)
-    if _LITTLE_ENDIAN_HOST:
-        ts_be.byteswap()
-        rel_be.byteswap()
-    ts_bytes = ts_be.tobytes()
-    rel_bytes = rel_be.tobytes()
-    out = bytearray(TIME_INDEX_ENTRY_BYTES * len(ts))
-    for j in range(8):
-        out[j::TIME_INDEX_ENTRY_BYTES] = ts_bytes[j::8]
-    for j in range(4):
-        out[8 + j :: TIME_INDEX_ENTRY_BYTES] = rel_bytes[j::4]
-    return bytes(out)
 
 
 def _write_file(path: Path, data: bytes) -> None:

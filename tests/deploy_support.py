@@ -18,9 +18,8 @@ ALERTS = DEPLOY / "prometheus" / "alerts.yml"
 DASHBOARD = DEPLOY / "grafana" / "groupcoord.json"
 
 # Names the deploy files may use that a groupcoord server does not export: `up` is written
-# by Prometheus for every scrape; groupcoord_group_lag_records (lag in records, issue 20
-# item 3) is being built on another branch: remove it here once the server exports it.
-NOT_FROM_THE_SERVER = {"up", "groupcoord_group_lag_records"}
+# by Prometheus for every scrape.
+NOT_FROM_THE_SERVER = {"up"}
 # Labels Prometheus adds to every series it scrapes.
 TARGET_LABELS = {"instance", "job"}
 

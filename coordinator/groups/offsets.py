@@ -111,6 +111,7 @@ class OffsetAndMetadata:
 _HEADER = struct.Struct("<qqqib")  # offset, commit ts, expire ts, leader epoch, flags
 _TIMES = struct.Struct("<8xqq")  # commit ts, expire ts
 _OFFSET = struct.Struct("<q")
+_OFFSET_AND_COMMIT = struct.Struct("<qq")  # offset, commit ts
 _HAS_TOPIC_ID = 1
 _TOPIC_ID_END = _HEADER.size + 16
 
@@ -248,11 +249,11 @@ class OffsetManager:
         """Every stored offset keyed by (group, topic, partition); for tests and tooling."""
         return {(g, t, p): _unpack(e) for g, t, p, e in self._entries()}
 
-    def committed(self) -> list[tuple[str, str, int, int]]:
-        """(group, topic, partition, offset) of every stored offset, for lag at scrape time:
-        only each entry's first 8 bytes are decoded."""
-        offset_of = _OFFSET.unpack_from
-        return [(g, t, p, offset_of(e)[0]) for g, t, p, e in self._entries()]
+    def committed(self) -> list[tuple[str, str, int, int, int]]:
+        """(group, topic, partition, offset, commit time in ms) of every stored offset, for
+        lag at scrape time: only each entry's first 16 bytes are decoded."""
+        head_of = _OFFSET_AND_COMMIT.unpack_from
+        return [(g, t, p, *head_of(e)) for g, t, p, e in self._entries()]
 
     def lag_by_group(
         self, high_watermark: Callable[[str, int], int | None]

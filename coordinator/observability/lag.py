@@ -30,7 +30,8 @@ class LagLevel(Enum):
 
 @dataclass(frozen=True, slots=True)
 class LagRow:
-    """One group-partition: its committed offset, the high watermark, lag in records."""
+    """One group-partition: its committed offset, the high watermark, lag in records, and
+    when the offset was committed."""
 
     group: str
     topic: str
@@ -38,6 +39,7 @@ class LagRow:
     committed: int
     end_offset: int
     records: int
+    commit_ms: int
 
 
 @dataclass(slots=True)
@@ -56,16 +58,17 @@ class LagSeries:
 
 
 def lag_rows(
-    committed: Iterable[tuple[str, str, int, int]],
+    committed: Iterable[tuple[str, str, int, int, int]],
     high_watermark: Callable[[str, int], int | None],
 ) -> list[LagRow]:
-    """A row per (group, topic, partition, committed offset) whose partition exists (an
-    offset of a deleted topic has no lag to speak of)."""
+    """A row per (group, topic, partition, committed offset, commit time) whose partition
+    exists (an offset of a deleted topic has no lag to speak of)."""
     rows = []
-    for group, topic, partition, offset in committed:
+    for group, topic, partition, offset, commit_ms in committed:
         end = high_watermark(topic, partition)
         if end is not None:
-            rows.append(LagRow(group, topic, partition, offset, end, max(end - offset, 0)))
+            records = max(end - offset, 0)
+            rows.append(LagRow(group, topic, partition, offset, end, records, commit_ms))
     return rows
 
 

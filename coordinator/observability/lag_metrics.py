@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from .lag import LagLevel, LagRow, LagSeries, bounded_series, lag_rows, lag_seconds
+from .lag_status import LagStatuses, PartitionStatus, group_status
 from .logging import get_logger
 
 log = get_logger("groupcoord.lag")
@@ -25,7 +26,7 @@ _STEP = 50
 # Loop time after which a step yields to the loop.
 _SLICE_S = 0.002
 
-Sources = Callable[[], Iterator[tuple[list[tuple[str, str, int, int]], dict[str, int]]]]
+Sources = Callable[[], Iterator[tuple[list[tuple[str, str, int, int, int]], dict[str, int]]]]
 
 _PREFIX = {
     LagLevel.PARTITION: "groupcoord_group_lag",
@@ -56,17 +57,22 @@ class LagMetrics:
         ends: PartitionEndsView,
         series_max: int,
         clock_ms: Callable[[], int] = _wall_clock_ms,
+        status_intervals: int = 10,
+        status_min_distance_ms: int = 1000,
         name_labels: bool = True,
     ) -> None:
         """`sources()`: per active shard, its committed offsets (group, topic, partition,
-        offset) and members per group (CoordinatorService.lag_sources); `series_max`:
-        metrics_lag_partition_series_max; `name_labels` False (metrics_name_labels): no
-        series names a group or topic (members and lag summed over every group)."""
+        offset, commit time) and members per group (CoordinatorService.lag_sources);
+        `series_max`: metrics_lag_partition_series_max; `status_*`: the window of
+        Burrow's statuses (lag_status.py; metrics_lag_status_*); `name_labels` False
+        (metrics_name_labels): no series names a group or topic (members and lag summed
+        over every group)."""
         self.name_labels = name_labels
         self.sources = sources
         self.ends = ends
         self.series_max = series_max
         self.clock_ms = clock_ms
+        self.statuses = LagStatuses(status_intervals, status_min_distance_ms)
         self._text = _render_empty()
 
     def text(self) -> bytes:
@@ -88,15 +94,19 @@ class LagMetrics:
         rows: list[LagRow] = []
         members: dict[str, int] = {}
         high_watermark = self.ends.high_watermark
+        statuses = self.statuses
+        now_ms = self.clock_ms()
         self.ends.begin_scrape()
         for committed, counts in self.sources():
             members.update(counts)
             for start in range(0, len(committed), _STEP):
-                rows += lag_rows(committed[start : start + _STEP], high_watermark)
+                chunk = lag_rows(committed[start : start + _STEP], high_watermark)
+                statuses.offer(chunk, now_ms)
+                rows += chunk
                 await slicer.step()
             await slicer.yield_now()  # between shards: the next one is read after its events
+        by_status = statuses.finish()
         level, series = bounded_series(rows, self.series_max, self.name_labels)
-        now_ms = self.clock_ms()
         timestamp_ms = self.ends.timestamp_ms
         for i, one in enumerate(series):
             probe = one.probe
@@ -108,6 +118,7 @@ class LagMetrics:
             if probe.records or i % _STEP == _STEP - 1:
                 await slicer.step()
         self._text = await _render(level, series, members, len(rows), slicer)
+        self._text += _render_statuses(by_status, self.name_labels)
 
 
 class LoopSlicer:
@@ -192,6 +203,49 @@ def _heads(level: LagLevel, members: dict[str, int], partitions: int) -> list[st
     )
     out.append(f"groupcoord_group_lag_partitions {partitions}\n")
     return out
+
+
+def _render_statuses(by_status: dict[str, dict[PartitionStatus, int]], names: bool) -> bytes:
+    """Burrow's status per group (1 OK, 2 WARNING, 3 ERROR) and its partitions per status
+    (the statuses it has; at most five series a group). Without `names`: the worst group's
+    status, and the partitions per status of every group."""
+    if not names:
+        totals: dict[PartitionStatus, int] = {}
+        for counts in by_status.values():
+            for status, n in counts.items():
+                totals[status] = totals.get(status, 0) + n
+        by_status = {"": totals} if totals else {}
+    out = [
+        _head(
+            "groupcoord_group_status",
+            "Burrow's evaluation of the group's commits over a sliding window: 1 OK,"
+            " 2 WARNING (a partition's lag not decreasing), 3 ERROR (a partition STOPPED,"
+            " STALLED or REWOUND)",
+        )
+    ]
+    out += [
+        f"groupcoord_group_status{_group_label(g, names)} {group_status(list(c)).value}\n"
+        for g, c in by_status.items()
+    ]
+    out.append(
+        _head(
+            "groupcoord_group_partitions_status",
+            "Group-partitions per Burrow status: OK, WARNING, STOPPED (no commit for longer"
+            " than the window spans), STALLED (committing the same offset), REWOUND",
+        )
+    )
+    for g, counts in by_status.items():
+        group = f'group="{_escape(g)}",' if names else ""
+        out += [
+            f'groupcoord_group_partitions_status{{{group}status="{s.name}"}} {n}\n'
+            for s, n in counts.items()
+        ]
+    return "".join(out).encode()
+
+
+def _group_label(group: str, names: bool) -> str:
+    """{group="..."}, or nothing (names off: the one series of every group)."""
+    return f'{{group="{_escape(group)}"}}' if names else ""
 
 
 async def _render(

@@ -87,9 +87,12 @@ class CoordinatorService(ShardFamily[ShardRunner]):
         for runner in self.runners:
             yield runner.state.value, runner.shard.stats()
 
-    def lag_sources(self) -> Iterator[tuple[list[tuple[str, str, int, int]], dict[str, int]]]:
+    def lag_sources(
+        self,
+    ) -> Iterator[tuple[list[tuple[str, str, int, int, int]], dict[str, int]]]:
         """Per active shard, read between events when the iterator is advanced: its
-        committed offsets as (group, topic, partition, offset) and its members per group.
+        committed offsets as (group, topic, partition, offset, commit time in ms) and its
+        members per group.
         A caller may yield to the loop between shards (observability/lag_metrics.py)."""
         for runner in self.runners:
             if runner.state is ShardState.ACTIVE:

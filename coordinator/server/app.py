@@ -44,6 +44,7 @@ from ..runtime.shard_count import TXN_SHARD_COUNT_FILE, settled_shard_count
 from ..runtime.shard_family import ShardFamily
 from ..runtime.txn_gateway import TxnCoordinatorGateway
 from ..runtime.txn_service import TRANSACTION_STATE_TOPIC, TxnCoordinatorService
+from ..security.oauthbearer import OAuthConfigError
 from ..security.plain import PlainUsersError
 from ..security.tls import TlsConfigError
 from ..topics.compaction import TopicCompactor
@@ -153,6 +154,8 @@ class Server:
             PartitionEnds(self.topics),
             config.metrics_lag_partition_series_max,
             name_labels=config.metrics_name_labels,
+            status_intervals=config.metrics_lag_status_intervals,
+            status_min_distance_ms=config.metrics_lag_status_min_distance_ms,
         )
         # The only door the network layer has into groups and offsets.
         self.gateway = GroupCoordinatorGateway(self.coordinator, self.group_configs)
@@ -617,9 +620,17 @@ async def serve(config: Config) -> int:
     try:
         # A data directory another process holds: OSError; one whose files are not ours, or
         # disagree with its data: DataDirError (a StorageError); TLS files or PLAIN users
-        # that cannot be used: TlsConfigError, PlainUsersError.
+        # that cannot be used: TlsConfigError, PlainUsersError; OAUTHBEARER without PyJWT:
+        # OAuthConfigError.
         server = Server(config)
-    except (OSError, StorageError, TlsConfigError, PlainUsersError, ConfigError) as e:
+    except (
+        OSError,
+        StorageError,
+        TlsConfigError,
+        PlainUsersError,
+        OAuthConfigError,
+        ConfigError,
+    ) as e:
         log.error("cannot start", error=str(e))
         return 1
     loop = asyncio.get_running_loop()
@@ -629,7 +640,7 @@ async def serve(config: Config) -> int:
     loop.add_signal_handler(signal.SIGHUP, server.reload)
     try:
         await server.start()
-    except (OSError, StorageError) as e:
+    except (OSError, StorageError, OAuthConfigError) as e:  # (a JWKS not fetched)
         log.error("cannot start", error=str(e))
         return 1
     await server.wait_stopped()

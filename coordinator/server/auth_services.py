@@ -8,23 +8,24 @@ from __future__ import annotations
 
 import ssl
 
+from ..config import SASL_MECHANISMS as SUPPORTED_MECHANISMS
 from ..config import Config
 from ..observability.logging import get_logger
 from ..security.credentials import ScramCredentialStore
 from ..security.listeners import ListenerSpec
+from ..security.oauthbearer import JwksValidator, ValidatorSettings
 from ..security.plain import PlainUsersError, load_plain_users
 from ..security.scram import ScramCredential
 from ..security.tls import TlsConfigError, TlsSettings, server_context
 from .data_dir import SCRAM_CREDENTIALS_FILE
 
 log = get_logger("groupcoord.security")
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 class AuthServices:
     def __init__(self, config: Config, specs: list[ListenerSpec]) -> None:
-        """Raises TlsConfigError / PlainUsersError when a file cannot be used (the server
-        refuses to start, naming it)."""
+        """Raises TlsConfigError / PlainUsersError / OAuthConfigError when a file cannot
+        be used (the server refuses to start, naming it)."""
         self.config = config
         self.specs = specs
         self.mechanisms = enabled_mechanisms(config.sasl_enabled_mechanisms)
@@ -43,6 +44,21 @@ class AuthServices:
         )
         # Listener name -> its current server context (replaced whole on reload).
         self.tls_contexts: dict[str, ssl.SSLContext] = self._build_contexts()
+        # OAUTHBEARER's token validator (its keys fetched by `load`); None when not enabled.
+        self.oauth: JwksValidator | None = None
+        if "OAUTHBEARER" in self.mechanisms and config.sasl_oauthbearer_jwks_endpoint_url:
+            audience = config.sasl_oauthbearer_expected_audience.split(",")
+            self.oauth = JwksValidator(
+                ValidatorSettings(
+                    jwks_url=config.sasl_oauthbearer_jwks_endpoint_url,
+                    refresh_ms=config.sasl_oauthbearer_jwks_endpoint_refresh_ms,
+                    expected_audience=tuple(a.strip() for a in audience if a.strip()),
+                    expected_issuer=config.sasl_oauthbearer_expected_issuer,
+                    clock_skew_s=config.sasl_oauthbearer_clock_skew_seconds,
+                    sub_claim=config.sasl_oauthbearer_sub_claim_name,
+                    scope_claim=config.sasl_oauthbearer_scope_claim_name,
+                )
+            )
 
     def _build_contexts(self) -> dict[str, ssl.SSLContext]:
         contexts = {}
@@ -54,8 +70,11 @@ class AuthServices:
         return contexts
 
     def load(self) -> None:
-        """Read the SCRAM credentials (DataDirError when the file is damaged)."""
+        """Read the SCRAM credentials (DataDirError when the file is damaged) and fetch
+        OAUTHBEARER's keys (OAuthConfigError naming the URL)."""
         self.scram.load()
+        if self.oauth is not None:
+            self.oauth.load()
 
     def reload(self) -> None:
         """SIGHUP: rebuild the TLS contexts and re-read PLAIN's users; on a failure keep

@@ -49,6 +49,7 @@ from groupcoord.protocol.errors import ErrorCode
 from groupcoord.protocol.header import RequestHeader, peek_fixed
 
 from ..observability.logging import get_logger
+from ..security.oauthbearer import OAuthBearerServer
 from ..security.plain import authenticate_plain
 from ..security.scram import MECHANISMS, SaslFailure, ScramServer
 
@@ -184,6 +185,8 @@ class SaslAuthenticator:
         self.raw_tokens = request.api_version == 0
         if mechanism in MECHANISMS:
             self._mechanism_server = ScramServer(mechanism, self.services.scram_lookup(mechanism))
+        elif mechanism == "OAUTHBEARER":
+            self._mechanism_server = OAuthBearerServer(self.services.oauth)
         else:
             self._mechanism_server = None
         self.state = _AUTHENTICATE_STATE
@@ -281,6 +284,10 @@ class SaslAuthenticator:
         lifetime_ms = services.reauth_ms
         if lifetime_ms <= 0:
             return 0
+        # An OAUTHBEARER session ends with its token, as Kafka's (credential expiration).
+        expiry_ms = getattr(self._mechanism_server, "expiry_ms", None)
+        if expiry_ms is not None:
+            lifetime_ms = max(min(lifetime_ms, expiry_ms - int(time.time() * 1000)), 0)
         loop = asyncio.get_running_loop()
         self._session_end = loop.call_later(lifetime_ms / 1000, self._expire)
         # v0 clients get no lifetime, but their session ends all the same (Kafka).

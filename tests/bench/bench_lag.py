@@ -54,16 +54,16 @@ def main() -> None:
         rng = random.Random(1)
         shards = [
             [
-                (f"g{g}", "t", p, rng.randrange(args.batches))
+                (f"g{g}", "t", p, rng.randrange(args.batches), now_ms - 1000)
                 for g in range(s, args.groups, 10)
                 for p in range(args.partitions)
             ]
             for s in range(10)
         ]
 
-        def sources() -> Iterator[tuple[list[tuple[str, str, int, int]], dict[str, int]]]:
+        def sources() -> Iterator[tuple[list[tuple[str, str, int, int, int]], dict[str, int]]]:
             for committed in shards:
-                yield committed, {group: 0 for group, _, _, _ in committed}
+                yield committed, {group: 0 for group, _, _, _, _ in committed}
 
         lag = LagMetrics(sources, PartitionEnds(topics), args.series_max)
         asyncio.run(_measure(lag, args.groups * args.partitions))

@@ -14,6 +14,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 from prometheus_client.parser import text_string_to_metric_families
 
+from groupcoord.coordinator.observability.lag_status import PartitionStatus
 from groupcoord.protocol.api import ApiKey
 from groupcoord.protocol.errors import ErrorCode
 from tests.deploy_support import (
@@ -37,6 +38,7 @@ _KNOWN_VALUES = {
     "api": {k.name for k in ApiKey},
     "error_name": {e.name for e in ErrorCode},
     "error": {str(int(e)) for e in ErrorCode},
+    "status": {s.name for s in PartitionStatus},
 }
 _GROUPING = re.compile(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)")
 

@@ -156,3 +156,37 @@ def test_lag_series_are_aggregated_above_the_cap(tmp_path: Path) -> None:
         assert _value(s, "groupcoord_group_total_lag_records", group="g") == 11
         assert _value(s, "groupcoord_group_total_lag_records", group="h") == 1
         assert _value(s, "groupcoord_group_members", group="h") == 0
+
+
+def test_burrow_statuses_of_stalled_stopped_and_caught_up_groups(tmp_path: Path) -> None:
+    """Burrow's rules over each group's commits, seen at each scrape: a group committing the
+    same offset behind the end is STALLED, one whose commits advanced and then ceased is
+    STOPPED once the pause outlasts its window, one that reached the end is OK."""
+    with serving(tmp_path / "data", metrics_lag_status_min_distance_ms=0) as server:
+        bootstrap = server.bootstrap
+        create_topic(bootstrap, "burrow", 1)
+        _produce(bootstrap, "burrow", 0, 20)
+        # Five rounds: the window spans four, much longer than the moments between the last
+        # round and the first check below, however loaded the machine.
+        for i in range(5):
+            _commit(bootstrap, "stalled", [("burrow", 0, 5)])
+            _commit(bootstrap, "stopped", [("burrow", 0, 5 + i)])
+            _commit(bootstrap, "caught-up", [("burrow", 0, 16 + i)])
+            server.metrics_text()  # a scrape: each group's latest commit joins its window
+        labels = {"topic": "burrow", "partition": "0"}
+
+        def status(samples: Samples, group: str, name: str) -> float | None:
+            return _value(samples, "groupcoord_group_partitions_status", group=group, status=name)
+
+        s = _samples(server)
+        assert status(s, "stalled", "STALLED") == 1
+        assert _value(s, "groupcoord_group_status", group="stalled") == 3  # ERROR
+        assert status(s, "caught-up", "OK") == 1
+        assert _value(s, "groupcoord_group_status", group="caught-up") == 1
+        assert _value(s, "groupcoord_group_lag_records", group="caught-up", **labels) == 0
+        # No commit since: once the pause outlasts the window's span, STOPPED.
+        s = _wait_for(server, lambda s: status(s, "stopped", "STOPPED") == 1)
+        assert status(s, "stopped", "STOPPED") == 1
+        assert _value(s, "groupcoord_group_status", group="stopped") == 3
+        assert _value(s, "groupcoord_group_lag_records", group="stopped", **labels) == 11
+        assert _value(s, "groupcoord_group_status", group="caught-up") == 1

@@ -86,6 +86,10 @@ tests:
         values: '10+10x40'
       - series: 'groupcoord_group_lag_records{{instance="a",group="s",topic="t",partition="0"}}'
         values: '50x40'
+      - series: 'groupcoord_group_status{{instance="a",group="s"}}'
+        values: '1 1 3x20'
+      - series: 'groupcoord_group_status{{instance="a",group="g"}}'
+        values: '1 2x20'
     alert_rule_test:
       - eval_time: 5m
         alertname: GroupcoordStorageUnhealthy
@@ -109,6 +113,13 @@ tests:
         exp_alerts:
           - exp_labels: {{severity: warning, instance: a, group: g}}
             exp_annotations: {{summary: 'group g: lag grew by 150 records in 15 minutes'}}
+      - eval_time: 15m
+        alertname: GroupcoordGroupNotConsuming
+        exp_alerts:
+          - exp_labels: {{severity: warning, instance: a, group: s}}
+            exp_annotations:
+              summary: 'group s: Burrow status ERROR for 10 minutes (a partition stopped,
+                stalled or rewound)'
       - eval_time: 35m
         alertname: GroupcoordGroupStalled
         exp_alerts:

@@ -25,17 +25,18 @@ def _hw(topic: str, partition: int) -> int | None:
 
 def test_rows_lag_is_the_high_watermark_minus_the_committed_offset() -> None:
     rows = lag_rows(
-        [("g", "t", 0, 40), ("g", "t", 1, 50), ("g", "u", 0, 12), ("g", "gone", 0, 3)], _hw
+        [("g", "t", 0, 40, 0), ("g", "t", 1, 50, 0), ("g", "u", 0, 12, 0), ("g", "gone", 0, 3, 0)],
+        _hw,
     )
     assert rows == [
-        LagRow("g", "t", 0, 40, 100, 60),
-        LagRow("g", "t", 1, 50, 50, 0),
-        LagRow("g", "u", 0, 12, 10, 0),  # committed past the end (truncated): no lag
+        LagRow("g", "t", 0, 40, 100, 60, 0),
+        LagRow("g", "t", 1, 50, 50, 0, 0),
+        LagRow("g", "u", 0, 12, 10, 0, 0),  # committed past the end (truncated): no lag
     ]  # an offset of a topic that does not exist: no row
 
 
 def test_series_per_partition_up_to_the_cap() -> None:
-    rows = lag_rows([("g", "t", 0, 40), ("g", "t", 1, 45)], _hw)
+    rows = lag_rows([("g", "t", 0, 40, 0), ("g", "t", 1, 45, 0)], _hw)
     level, series = bounded_series(rows, 2)
     assert level is LagLevel.PARTITION
     assert [(s.group, s.topic, s.partition, s.records) for s in series] == [
@@ -45,7 +46,12 @@ def test_series_per_partition_up_to_the_cap() -> None:
 
 
 def test_series_per_group_and_topic_then_per_group_above_the_cap() -> None:
-    committed = [("g", "t", 0, 90), ("g", "t", 1, 20), ("g", "u", 0, 4), ("h", "u", 0, 9)]
+    committed = [
+        ("g", "t", 0, 90, 0),
+        ("g", "t", 1, 20, 0),
+        ("g", "u", 0, 4, 0),
+        ("h", "u", 0, 9, 0),
+    ]
     rows = lag_rows(committed, _hw)
     level, series = bounded_series(rows, 3)
     assert level is LagLevel.TOPIC
@@ -86,9 +92,9 @@ class _Ends:
         pass
 
 
-def _sources() -> Iterator[tuple[list[tuple[str, str, int, int]], dict[str, int]]]:
-    yield [("g", "t", 0, 40), ("g", "t", 1, 50)], {"g": 0}
-    yield [("h", "u", 0, 4)], {"h": 2, "idle": 0}
+def _sources() -> Iterator[tuple[list[tuple[str, str, int, int, int]], dict[str, int]]]:
+    yield [("g", "t", 0, 40, 0), ("g", "t", 1, 50, 0)], {"g": 0}
+    yield [("h", "u", 0, 4, 0)], {"h": 2, "idle": 0}
 
 
 def _scrape(lag: LagMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -141,9 +147,11 @@ async def test_without_names_one_series_sums_every_group_and_topic() -> None:
     )
     await collector.refresh()
     m = _scrape(collector)
-    assert not [labels for _, labels in m if labels]
+    assert not [labels for _, labels in m if {"group", "topic"} & {k for k, _ in labels}]
+    assert m["groupcoord_group_status", ()] == 1  # the worst group's
+    assert m["groupcoord_group_partitions_status", (("status", "OK"),)] == 3
     assert m["groupcoord_groups_lag_records", ()] == 60 + 0 + 6
     assert m["groupcoord_groups_lag_seconds", ()] == 10.0  # t-0, 60 behind
     assert m["groupcoord_group_members", ()] == 2
-    level, series = bounded_series(lag_rows([("g", "t", 0, 40)], _hw), 10, names=False)
+    level, series = bounded_series(lag_rows([("g", "t", 0, 40, 0)], _hw), 10, names=False)
     assert level is LagLevel.ALL and [s.records for s in series] == [60]

@@ -949,15 +949,15 @@ def test_memory_per_offset() -> None:
 
 
 def test_committed_offsets_and_member_counts_for_lag() -> None:
-    """What lag reads of a shard at scrape time: every offset (any metadata or topic id),
-    and members per group, a group left with offsets only counted as 0."""
+    """What lag reads of a shard at scrape time: every offset (any metadata or topic id) with
+    its commit time, and members per group, a group left with offsets only counted as 0."""
     h = Harness()
     seed(h, "foo", "bar", 0, value(7, T0, metadata="m" * 30, topic_id=uuid.uuid4()))
     seed(h, "foo", "bar", 1, value(9, T0))
-    seed(h, "qux", "baz", 0, value(3, T0))
+    seed(h, "qux", "baz", 0, value(3, T0 + 5))
     assert sorted(h.offsets.committed()) == [
-        ("foo", "bar", 0, 7),
-        ("foo", "bar", 1, 9),
-        ("qux", "baz", 0, 3),
+        ("foo", "bar", 0, 7, T0),
+        ("foo", "bar", 1, 9, T0),
+        ("qux", "baz", 0, 3, T0 + 5),
     ]
     assert h.shard.member_counts() == {"foo": 0, "qux": 0}

@@ -1,0 +1,125 @@
+"""Burrow's consumer statuses, the pure part: a sliding window of each group-partition's
+commits, and the rules that turn it into OK, WARNING, STOPPED, STALLED or REWOUND, and a
+group's status from its partitions' (OK, WARNING or ERROR), as LinkedIn's Burrow evaluates
+them (core/internal/evaluator/caching.go) -- no thresholds, only the window.
+
+Theory of operation. Each time lag is measured (lag_metrics.py, before a scrape), every
+group-partition's latest commit is offered to its window as (offset, commit time, lag in
+records now). A commit already in the window (same commit time) adds nothing; one less
+than `min_distance_ms` after the window's last replaces it (Burrow's min-distance); any
+other is appended, the oldest dropped past `intervals` (Burrow's intervals, 10). Burrow sees
+every commit in __consumer_offsets; we see the latest commit at each measurement, which is
+what Burrow keeps too when commits come faster than its min-distance.
+
+Rules, for a partition with lag now, lag in every window entry and at least two entries
+(else OK; Burrow judges a single commit too, as STOPPED), worst first:
+REWOUND: the committed offset went back between two entries. STOPPED: the time since the
+last commit exceeds the time the window spans (the consumer stopped committing). STALLED:
+every entry has the same offset (committing, not moving). WARNING: the offset moves, but
+the lag never decreased from one entry to the next (the consumer is too slow)."""
+
+from __future__ import annotations
+
+from collections import deque
+from enum import IntEnum
+
+from .lag import LagRow
+
+
+class PartitionStatus(IntEnum):
+    """Burrow's StatusConstant order: a larger value is worse."""
+
+    OK = 1
+    WARNING = 2
+    STOPPED = 4
+    STALLED = 5
+    REWOUND = 6
+
+
+class GroupStatus(IntEnum):
+    OK = 1
+    WARNING = 2
+    ERROR = 3
+
+
+class CommitWindow:
+    """The last `intervals` commits of one group-partition: (offset, commit_ms, lag)."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self, intervals: int) -> None:
+        self.entries: deque[tuple[int, int, int]] = deque(maxlen=intervals)
+
+    def observe(self, offset: int, commit_ms: int, lag: int, min_distance_ms: int) -> None:
+        entries = self.entries
+        if entries:
+            last_commit_ms = entries[-1][1]
+            if commit_ms == last_commit_ms:
+                return
+            if commit_ms - last_commit_ms < min_distance_ms:
+                entries[-1] = (offset, commit_ms, lag)
+                return
+        entries.append((offset, commit_ms, lag))
+
+    def status(self, lag_now: int, now_ms: int) -> PartitionStatus:
+        """Burrow's calculatePartitionStatus over this window."""
+        entries = self.entries
+        # One commit shows no trend: Burrow would call it STOPPED at any lag (its window
+        # spans no time); we wait for a second.
+        if len(entries) < 2 or lag_now <= 0 or any(lag == 0 for _, _, lag in entries):
+            return PartitionStatus.OK
+        pairs = list(zip(entries, list(entries)[1:], strict=False))
+        if any(later[0] < earlier[0] for earlier, later in pairs):
+            return PartitionStatus.REWOUND
+        first_ms, last_ms = entries[0][1], entries[-1][1]
+        if now_ms - last_ms > last_ms - first_ms:
+            return PartitionStatus.STOPPED
+        if all(later[0] == earlier[0] for earlier, later in pairs):
+            return PartitionStatus.STALLED
+        if all(later[2] >= earlier[2] for earlier, later in pairs):
+            return PartitionStatus.WARNING
+        return PartitionStatus.OK
+
+
+def group_status(partitions: list[PartitionStatus]) -> GroupStatus:
+    """The worst of its partitions, anything past WARNING being ERROR (Burrow's rule)."""
+    worst = max(partitions, default=PartitionStatus.OK)
+    if worst > PartitionStatus.WARNING:
+        return GroupStatus.ERROR
+    return GroupStatus(worst)
+
+
+class LagStatuses:
+    """The windows of every group-partition with a committed offset, kept across
+    measurements. A measurement offers its rows in chunks (`offer`, so the caller can yield
+    to the loop between them) and then `finish`es, which drops the windows of offsets no
+    longer stored and answers per group how many partitions are in each status."""
+
+    def __init__(self, intervals: int, min_distance_ms: int) -> None:
+        self.intervals = intervals
+        self.min_distance_ms = min_distance_ms
+        self._windows: dict[tuple[str, str, int], CommitWindow] = {}
+        self._seen: dict[tuple[str, str, int], CommitWindow] = {}
+        self._counts: dict[str, dict[PartitionStatus, int]] = {}
+
+    def offer(self, rows: list[LagRow], now_ms: int) -> None:
+        """Offer each group-partition's latest commit and its lag now."""
+        windows, seen, counts = self._windows, self._seen, self._counts
+        for row in rows:
+            group, offset, commit_ms, lag = row.group, row.committed, row.commit_ms, row.records
+            key = (group, row.topic, row.partition)
+            window = windows.get(key)
+            if window is None:
+                window = CommitWindow(self.intervals)
+            window.observe(offset, commit_ms, lag, self.min_distance_ms)
+            seen[key] = window
+            status = window.status(lag, now_ms)
+            per_group = counts.get(group)
+            if per_group is None:
+                per_group = counts[group] = {}
+            per_group[status] = per_group.get(status, 0) + 1
+
+    def finish(self) -> dict[str, dict[PartitionStatus, int]]:
+        counts = self._counts
+        self._windows, self._seen, self._counts = self._seen, {}, {}
+        return counts
