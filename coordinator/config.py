@@ -63,7 +63,10 @@ class Config:
     )
     metrics_listen: str = field(
         default="127.0.0.1:9464",
-        metadata={"help": "HTTP HOST:PORT for /metrics and /health (empty: disabled)"},
+        metadata={
+            "help": "HTTP HOST:PORT, apart from the Kafka listeners, for /metrics, /health, the "
+            "web page (/) and its JSON API (/api/groups); loopback by default (empty: disabled)"
+        },
     )
     node_id: int = field(default=0, metadata={"help": "broker id advertised in metadata"})
     log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
@@ -363,6 +366,15 @@ class Config:
             "min": 0,
         },
     )
+    metrics_name_labels: bool = field(
+        default=True,
+        metadata={
+            "help": "topic and group names as labels in /metrics; false: no series names a "
+            "topic or group: per-topic series (log size, produced records, damaged batches) "
+            "and per-group series (members, consumer lag) are summed into one series each "
+            "(lag in time: of the partition most behind)"
+        },
+    )
     thread_switch_interval_us: int = field(
         default=100,
         metadata={"help": "Python thread switch interval; short so fsync results return fast"},
@@ -409,7 +421,9 @@ class Config:
         },
     )
     ssl_key_password: str = field(
-        default="", metadata={"help": "password of an encrypted key (ssl.key.password)"}
+        default="",
+        repr=False,
+        metadata={"help": "password of an encrypted key (ssl.key.password)"},
     )
     ssl_truststore_file: str = field(
         default="",
@@ -542,6 +556,37 @@ class Config:
         metadata={
             "help": "authorization decisions remembered per (principal, host, operation, "
             "resource); emptied on every ACL change (0: none remembered)"
+        },
+    )
+    # The HTTP endpoint (metrics_listen): who may read it (observability/http_access.py).
+    http_auth_token_file: str = field(
+        default="",
+        metadata={
+            "help": "a file holding the bearer token HTTP requests must carry (Authorization: "
+            "Bearer TOKEN) for everything but GET /health and the page's static GET /; "
+            "re-read on SIGHUP; empty: http_auth_token, or no token"
+        },
+    )
+    http_auth_token: str = field(
+        default="",
+        repr=False,
+        metadata={
+            "help": "the bearer token itself (prefer http_auth_token_file: a variable can be "
+            "read in the process listing of a container's settings); never logged or served"
+        },
+    )
+    http_tls: bool = field(
+        default=False,
+        metadata={
+            "help": "serve the HTTP endpoint over TLS (HTTPS) with ssl_certificate_file and "
+            "ssl_key_file (re-read on SIGHUP), TLS 1.2+ as ssl_enabled_protocols"
+        },
+    )
+    http_ssl_client_auth: str = field(
+        default="none",
+        metadata={
+            "help": "with http_tls: none, or required (clients of the HTTP endpoint must show "
+            "a certificate ssl_truststore_file vouches for)"
         },
     )
 
@@ -805,6 +850,14 @@ def _validate_security(config: Config) -> None:
     for principal in filter(None, (p.strip() for p in config.super_users.split(";"))):
         if ":" not in principal:
             raise ConfigError(f"super_users: {principal!r} is not Type:Name (e.g. User:admin)")
+    if config.http_ssl_client_auth not in ("none", "required"):
+        raise ConfigError("http_ssl_client_auth must be none or required")
+    if config.http_tls and not config.ssl_certificate_file:
+        raise ConfigError("http_tls needs ssl_certificate_file (and ssl_key_file)")
+    if config.http_ssl_client_auth != "none" and not (
+        config.http_tls and config.ssl_truststore_file
+    ):
+        raise ConfigError("http_ssl_client_auth=required needs http_tls and ssl_truststore_file")
 
 
 def per_ip_overrides(text: str) -> dict[str, int]:

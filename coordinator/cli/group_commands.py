@@ -86,7 +86,13 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--http",
         metavar="HOST:PORT",
-        help="the server's HTTP port (default: the bootstrap host, port 9464)",
+        help="the server's HTTP port, or https://HOST:PORT (default: the bootstrap host, "
+        "port 9464)",
+    )
+    p.add_argument(
+        "--http-token-file",
+        metavar="FILE",
+        help="a file holding the bearer token the HTTP port requires (http_auth_token_file)",
     )
     p.set_defaults(run=show_timeline, uses="http")
 
@@ -294,7 +300,11 @@ def _print_members(group: group_view.Group) -> None:
 def show_timeline(args: argparse.Namespace, client: None) -> int:
     address = timeline.http_address(args.http, args.bootstrap_server)
     try:
-        data = timeline.fetch(address, args.group, args.timeout)
+        token = None
+        if args.http_token_file:
+            with open(args.http_token_file) as f:
+                token = f.read().strip()
+        data = timeline.fetch(address, args.group, args.timeout, token)
     except timeline.TimelineNotFound as e:
         error(str(e))
         return Exit.KAFKA_ERROR

@@ -28,12 +28,17 @@ class TimelineNotFound(Exception):
     pass
 
 
-def fetch(http: str, group: str, timeout_s: float) -> dict[str, Any]:
+def fetch(http: str, group: str, timeout_s: float, token: str | None = None) -> dict[str, Any]:
     """The timeline's JSON; TimelineNotFound on 404 (an unknown group), OSError when the
-    server cannot be reached."""
-    url = f"http://{http}/api/groups/{urllib.parse.quote(group, safe='')}/timeline"
+    server cannot be reached (or refuses: 401 without the bearer `token` it requires).
+    `http`: HOST:PORT, or a URL's scheme and authority (https://HOST:PORT)."""
+    base = http if http.startswith(("http://", "https://")) else f"http://{http}"
+    url = f"{base}/api/groups/{urllib.parse.quote(group, safe='')}/timeline"
+    target: str | urllib.request.Request = url
+    if token is not None:
+        target = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+        with urllib.request.urlopen(target, timeout=timeout_s) as response:
             data: dict[str, Any] = json.loads(response.read().decode())
             return data
     except urllib.error.HTTPError as e:

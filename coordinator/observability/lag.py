@@ -11,7 +11,8 @@ Cardinality. Up to `series_max` group-partitions, each is its own series. Above 
 series are per group and topic (records summed, the age of the partition with the most
 records behind); if those too are more than `series_max`, per group. Only a series' one
 probe partition is read for its age, so a scrape reads at most max(series_max, groups)
-batch headers whatever the number of offsets."""
+batch headers whatever the number of offsets. With names off (metrics_name_labels), one
+series sums every group-partition (ALL: no group or topic label)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ class LagLevel(Enum):
     PARTITION = "partition"
     TOPIC = "topic"
     GROUP = "group"
+    ALL = "all"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +72,14 @@ def lag_rows(
     return rows
 
 
-def bounded_series(rows: list[LagRow], series_max: int) -> tuple[LagLevel, list[LagSeries]]:
+def bounded_series(
+    rows: list[LagRow], series_max: int, names: bool = True
+) -> tuple[LagLevel, list[LagSeries]]:
     """The series to export, at the finest level that keeps them within `series_max`
-    (group level, bounded by groups_max, whatever their number)."""
+    (group level, bounded by groups_max, whatever their number); without `names`, one
+    series of them all (none without rows)."""
+    if not names:
+        return LagLevel.ALL, _aggregate(rows, lambda r: ("", None))
     if len(rows) <= series_max:
         series = [LagSeries(r.group, r.topic, r.partition, r.records, r) for r in rows]
         return LagLevel.PARTITION, series

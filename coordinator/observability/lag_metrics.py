@@ -32,6 +32,7 @@ _PREFIX = {
     LagLevel.PARTITION: "groupcoord_group_lag",
     LagLevel.TOPIC: "groupcoord_group_topic_lag",
     LagLevel.GROUP: "groupcoord_group_total_lag",
+    LagLevel.ALL: "groupcoord_groups_lag",
 }
 
 
@@ -58,11 +59,15 @@ class LagMetrics:
         clock_ms: Callable[[], int] = _wall_clock_ms,
         status_intervals: int = 10,
         status_min_distance_ms: int = 1000,
+        name_labels: bool = True,
     ) -> None:
         """`sources()`: per active shard, its committed offsets (group, topic, partition,
         offset, commit time) and members per group (CoordinatorService.lag_sources);
         `series_max`: metrics_lag_partition_series_max; `status_*`: the window of
-        Burrow's statuses (lag_status.py; metrics_lag_status_*)."""
+        Burrow's statuses (lag_status.py; metrics_lag_status_*); `name_labels` False
+        (metrics_name_labels): no series names a group or topic (members and lag summed
+        over every group)."""
+        self.name_labels = name_labels
         self.sources = sources
         self.ends = ends
         self.series_max = series_max
@@ -85,7 +90,7 @@ class LagMetrics:
 
     async def refresh(self) -> None:
         """Measure lag now and render it (what `text` returns next)."""
-        slicer = _Slicer()
+        slicer = LoopSlicer()
         rows: list[LagRow] = []
         members: dict[str, int] = {}
         high_watermark = self.ends.high_watermark
@@ -101,7 +106,7 @@ class LagMetrics:
                 await slicer.step()
             await slicer.yield_now()  # between shards: the next one is read after its events
         by_status = statuses.finish()
-        level, series = bounded_series(rows, self.series_max)
+        level, series = bounded_series(rows, self.series_max, self.name_labels)
         timestamp_ms = self.ends.timestamp_ms
         for i, one in enumerate(series):
             probe = one.probe
@@ -113,10 +118,10 @@ class LagMetrics:
             if probe.records or i % _STEP == _STEP - 1:
                 await slicer.step()
         self._text = await _render(level, series, members, len(rows), slicer)
-        self._text += _render_statuses(by_status)
+        self._text += _render_statuses(by_status, self.name_labels)
 
 
-class _Slicer:
+class LoopSlicer:
     """Yields to the loop once a slice of loop time is used."""
 
     def __init__(self) -> None:
@@ -142,17 +147,26 @@ def _head(name: str, help_text: str) -> str:
 
 
 def _label_text(series: LagSeries, level: LagLevel) -> str:
+    """The series' labels with their braces ("" at level ALL)."""
+    if level is LagLevel.ALL:
+        return ""
     group = _escape(series.group)
     if level is LagLevel.GROUP:
-        return f'group="{group}"'
+        return f'{{group="{group}"}}'
     topic = _escape(series.probe.topic)
     if level is LagLevel.TOPIC:
-        return f'group="{group}",topic="{topic}"'
-    return f'group="{group}",topic="{topic}",partition="{series.probe.partition}"'
+        return f'{{group="{group}",topic="{topic}"}}'
+    return f'{{group="{group}",topic="{topic}",partition="{series.probe.partition}"}}'
 
 
 def _helps(level: LagLevel) -> tuple[str, str]:
     per = level.value
+    if level is LagLevel.ALL:
+        return (
+            "Consumer lag in records summed over every group-partition (metrics_name_labels off)",
+            "Consumer lag in time of the group-partition most behind in records"
+            " (metrics_name_labels off)",
+        )
     if level is LagLevel.PARTITION:
         return (
             "Consumer lag in records (high watermark - committed offset) per group-partition",
@@ -173,7 +187,12 @@ def _render_empty() -> bytes:
 
 def _heads(level: LagLevel, members: dict[str, int], partitions: int) -> list[str]:
     out = [_head("groupcoord_group_members", "Members per group (0: empty)")]
-    out += [f'groupcoord_group_members{{group="{_escape(g)}"}} {n}\n' for g, n in members.items()]
+    if level is LagLevel.ALL:  # names off: the members of every group
+        out.append(f"groupcoord_group_members {sum(members.values())}\n")
+    else:
+        out += [
+            f'groupcoord_group_members{{group="{_escape(g)}"}} {n}\n' for g, n in members.items()
+        ]
     out.append(
         _head(
             "groupcoord_group_lag_partitions",
@@ -186,9 +205,16 @@ def _heads(level: LagLevel, members: dict[str, int], partitions: int) -> list[st
     return out
 
 
-def _render_statuses(by_status: dict[str, dict[PartitionStatus, int]]) -> bytes:
+def _render_statuses(by_status: dict[str, dict[PartitionStatus, int]], names: bool) -> bytes:
     """Burrow's status per group (1 OK, 2 WARNING, 3 ERROR) and its partitions per status
-    (the statuses it has; at most five series a group)."""
+    (the statuses it has; at most five series a group). Without `names`: the worst group's
+    status, and the partitions per status of every group."""
+    if not names:
+        totals: dict[PartitionStatus, int] = {}
+        for counts in by_status.values():
+            for status, n in counts.items():
+                totals[status] = totals.get(status, 0) + n
+        by_status = {"": totals} if totals else {}
     out = [
         _head(
             "groupcoord_group_status",
@@ -198,7 +224,7 @@ def _render_statuses(by_status: dict[str, dict[PartitionStatus, int]]) -> bytes:
         )
     ]
     out += [
-        f'groupcoord_group_status{{group="{_escape(g)}"}} {group_status(list(c)).value}\n'
+        f"groupcoord_group_status{_group_label(g, names)} {group_status(list(c)).value}\n"
         for g, c in by_status.items()
     ]
     out.append(
@@ -209,12 +235,17 @@ def _render_statuses(by_status: dict[str, dict[PartitionStatus, int]]) -> bytes:
         )
     )
     for g, counts in by_status.items():
-        group = _escape(g)
+        group = f'group="{_escape(g)}",' if names else ""
         out += [
-            f'groupcoord_group_partitions_status{{group="{group}",status="{s.name}"}} {n}\n'
+            f'groupcoord_group_partitions_status{{{group}status="{s.name}"}} {n}\n'
             for s, n in counts.items()
         ]
     return "".join(out).encode()
+
+
+def _group_label(group: str, names: bool) -> str:
+    """{group="..."}, or nothing (names off: the one series of every group)."""
+    return f'{{group="{_escape(group)}"}}' if names else ""
 
 
 async def _render(
@@ -222,7 +253,7 @@ async def _render(
     series: list[LagSeries],
     members: dict[str, int],
     partitions: int,
-    slicer: _Slicer,
+    slicer: LoopSlicer,
 ) -> bytes:
     """The Prometheus text of one measurement: members, then the series of `level` (the
     committed offsets and high watermarks too at partition level)."""
@@ -256,7 +287,7 @@ async def _render(
             for i in range(start, min(start + _STEP * 4, len(series))):
                 value = value_of(series[i])
                 if value is not None:  # a lag in time that could not be read
-                    out.append(f"{name}{{{labels[i]}}} {value}\n")
+                    out.append(f"{name}{labels[i]} {value}\n")
             await slicer.step()
     chunks: list[bytes] = []
     for start in range(0, len(out), _STEP * 40):

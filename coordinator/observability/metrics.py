@@ -1,7 +1,11 @@
 """Prometheus metrics of the server. One registry per server instance, so tests that run
 several servers in one process do not collide. The standard process and platform
 collectors are registered in it; counters export no `_created` series (a timestamp per
-counter and label set that no dashboard reads, doubling the scrape)."""
+counter and label set that no dashboard reads, doubling the scrape).
+
+`name_labels` False (metrics_name_labels): the series labelled by a topic (or a log, whose
+name is a topic's) are made without that label, and their `labels(name)` is the one
+unlabelled child, so every name's updates add up in it (the callers stay as they are)."""
 
 from __future__ import annotations
 
@@ -51,8 +55,31 @@ def build_version() -> str:
         return "unknown"
 
 
+class _Unlabelled:
+    """A metric made without its name label: `labels(...)` is its one child."""
+
+    __slots__ = ("child",)
+
+    def __init__(self, metric: Any) -> None:
+        self.child = metric  # prometheus_client: a metric without labels is its own child
+
+    def labels(self, *_names: str) -> Any:
+        return self.child
+
+
+def _named(metric_type: Any, name: str, help_text: str, label: str, names: bool, r: Any) -> Any:
+    """A metric labelled by `label` (a topic's or log's name), or without it (summed)."""
+    if names:
+        return metric_type(name, help_text, [label], registry=r)
+    return _Unlabelled(
+        metric_type(name, help_text + f" (all {label}s: metrics_name_labels off)", [], registry=r)
+    )
+
+
 class ServerMetrics:
-    def __init__(self) -> None:
+    def __init__(self, name_labels: bool = True) -> None:
+        """`name_labels`: metrics_name_labels (see the module docstring)."""
+        self.name_labels = name_labels
         # Process-wide in prometheus_client: every counter made from here on.
         disable_created_metrics()
         # Labelled children cached by (api, version, error): looking labels up costs more
@@ -130,19 +157,26 @@ class ServerMetrics:
             ["error"],
             registry=r,
         )
-        self.log_size = Gauge(
-            "groupcoord_log_size_bytes", "Bytes stored per topic", ["topic"], registry=r
+        self.log_size = _named(
+            Gauge, "groupcoord_log_size_bytes", "Bytes stored per topic", "topic", name_labels, r
         )
         self.log_partitions = Gauge("groupcoord_partitions", "Partitions served", registry=r)
-        self.storage_corrupt_batches = Counter(
+        self.storage_corrupt_batches = _named(
+            Counter,
             "groupcoord_storage_corrupt_batches",
             "Stored batches found damaged (failing their CRC-32C, length or offset checks),"
             " by log (topic-partition or coordinator shard log)",
-            ["log"],
-            registry=r,
+            "log",
+            name_labels,
+            r,
         )
-        self.produced_records = Counter(
-            "groupcoord_produced_records", "Records appended by Produce", ["topic"], registry=r
+        self.produced_records = _named(
+            Counter,
+            "groupcoord_produced_records",
+            "Records appended by Produce",
+            "topic",
+            name_labels,
+            r,
         )
         # Observed on every coordinator event, batch or round: lock-free (fast_metrics.py).
         self.event_queue = _seconds_histogram(

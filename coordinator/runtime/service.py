@@ -5,7 +5,7 @@ shards only through the gateway (gateway.py)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from ..groups.config import GroupConfig, GroupConfigSource, from_server
 from ..groups.shard import ShardStats
 from ..groups.topics import TopicImage
 from ..observability.metrics import ServerMetrics
+from .group_pages import group_page, group_summaries
 from .partitioning import OFFSETS_TOPIC
 from .runner import NotActive, ShardRunner, ShardState
 from .shard_family import ShardFamily
@@ -97,6 +98,24 @@ class CoordinatorService(ShardFamily[ShardRunner]):
             if runner.state is ShardState.ACTIVE:
                 shard = runner.shard
                 yield shard.offsets.committed(), shard.member_counts()
+
+    def group_summaries(
+        self, high_watermark: Callable[[str, int], int | None]
+    ) -> Iterator[list[dict[str, Any]]]:
+        """Per active shard, read between events when the iterator is advanced: its groups
+        with state, protocol, members and lag (runtime/group_pages.py), for the web page's
+        list of groups (a caller may yield to the loop between shards)."""
+        for runner in self.runners:
+            if runner.state is ShardState.ACTIVE:
+                yield group_summaries(runner.shard, high_watermark)
+
+    def group_page(self, group_id: str) -> dict[str, Any] | None:
+        """The group's members, assignments and committed offsets for the web page
+        (runtime/group_pages.py); None for a group not held (or its shard not active)."""
+        runner = self.runner_for(group_id)
+        if runner.state is not ShardState.ACTIVE:
+            return None
+        return group_page(runner.shard, group_id)
 
 
 def group_config(config: Config) -> GroupConfig:

@@ -26,9 +26,11 @@ from groupcoord.storage.health import StorageHealth
 from groupcoord.storage.open_files import OPEN_FILES
 from groupcoord.storage.retention import apply_retention
 
-from ..config import FRAME_OVERHEAD_BYTES, Config
+from ..config import FRAME_OVERHEAD_BYTES, Config, ConfigError
 from ..observability.coordinator_metrics import CoordinatorCollector
+from ..observability.group_api import GroupApi
 from ..observability.http import HttpEndpoint
+from ..observability.http_access import HttpAccess
 from ..observability.lag_metrics import LagMetrics
 from ..observability.logging import get_logger, setup_logging
 from ..observability.metrics import ServerMetrics
@@ -123,7 +125,7 @@ class Server:
         )
         self.config = config
         _apply_fd_limits(config)
-        self.metrics = ServerMetrics()
+        self.metrics = ServerMetrics(name_labels=config.metrics_name_labels)
         self.topics = TopicRegistry(config)
         self.group_configs = GroupConfigStore(data / GROUP_CONFIGS_FILE)
         self.committer = GroupCommitter(
@@ -153,6 +155,7 @@ class Server:
             self.coordinator.lag_sources,
             PartitionEnds(self.topics),
             config.metrics_lag_partition_series_max,
+            name_labels=config.metrics_name_labels,
             status_intervals=config.metrics_lag_status_intervals,
             status_min_distance_ms=config.metrics_lag_status_min_distance_ms,
         )
@@ -196,6 +199,8 @@ class Server:
         # for the listeners, TlsConfigError/PlainUsersError for files it cannot use).
         specs = config.listener_specs
         self.security = AuthServices(config, specs)
+        # Who may read the HTTP endpoint (raises ConfigError for an unreadable token file).
+        self.http_access = HttpAccess(config)
         # What every handler gets (each connection a copy with its client): see
         # topics/context.py.
         self.context: GroupContext = HandlerContext(
@@ -293,18 +298,27 @@ class Server:
         if self.config.metrics_listen:
             from ..config import split_host_port
 
+            access = self.http_access
             http = HttpEndpoint(
                 self.metrics,
                 self.health,
                 self.refresh_gauges,
                 self.coordinator.timeline,
                 more_metrics=self.lag.scrape,
+                groups=GroupApi(
+                    self.coordinator.group_summaries,
+                    self.coordinator.group_page,
+                    PartitionEnds(self.topics),
+                ),
+                access=access,
             )
             self._http = await Listener.start(
                 *split_host_port(self.config.metrics_listen),
                 lambda _host: http.protocol(),
                 name="http",
                 backlog=128,
+                # Read per connection: SIGHUP replaces the context.
+                tls_context=(lambda: access.context) if access.context is not None else None,
             )
         self._retention_task = asyncio.ensure_future(self._retention_loop())
         self._topic_compaction_task = asyncio.ensure_future(
@@ -362,6 +376,7 @@ class Server:
         """SIGHUP: re-read the TLS certificate and key and the PLAIN users; open
         connections keep theirs, new ones get the new (auth_services.py)."""
         self.security.reload()
+        self.http_access.reload()
 
     def _add_internal_topics(self) -> None:
         config = self.config
@@ -533,10 +548,15 @@ class Server:
     def refresh_gauges(self) -> None:
         self.metrics.queued_bytes.set(self.frame_budget.held_bytes)
         self.metrics.log_partitions.set(self.topics.partition_count())
-        for topic in self.topics.topics():
-            self.metrics.log_size.labels(topic.name).set(
-                sum(p.log.size_bytes for p in topic.partitions)
-            )
+        sizes = (
+            (topic.name, sum(p.log.size_bytes for p in topic.partitions))
+            for topic in self.topics.topics()
+        )
+        if self.metrics.name_labels:
+            for name, size_bytes in sizes:
+                self.metrics.log_size.labels(name).set(size_bytes)
+        else:  # metrics_name_labels off: one series, every topic's bytes
+            self.metrics.log_size.labels().set(sum(size for _, size in sizes))
 
     async def _retention_loop(self) -> None:
         interval = self.config.log_retention_check_interval_ms / 1000
@@ -611,7 +631,14 @@ async def serve(config: Config) -> int:
         # that cannot be used: TlsConfigError, PlainUsersError; OAUTHBEARER without PyJWT:
         # OAuthConfigError.
         server = Server(config)
-    except (OSError, StorageError, TlsConfigError, PlainUsersError, OAuthConfigError) as e:
+    except (
+        OSError,
+        StorageError,
+        TlsConfigError,
+        PlainUsersError,
+        OAuthConfigError,
+        ConfigError,
+    ) as e:
         log.error("cannot start", error=str(e))
         return 1
     loop = asyncio.get_running_loop()

@@ -100,3 +100,17 @@ def test_the_deploy_examples_start(advertised: re.Match[str] | None) -> None:
     value = advertised.group(1).replace("$port", "19092")
     config = load_config(environ={**_image_environment(), "GROUPCOORD_ADVERTISED_LISTENER": value})
     assert config.advertised_address[0] not in ("0.0.0.0", "::", "")
+
+
+def test_the_container_examples_publish_the_http_port_on_loopback_only() -> None:
+    """The HTTP endpoint (metrics, the web page, its API) listens on every interface inside
+    the container (the image's GROUPCOORD_METRICS_LISTEN), so the examples publish it on the
+    host's loopback only: the Kafka port stays published as Kafka users expect."""
+    readme_run = re.search(r"`docker run [^`]*`", _read("README.md"))
+    assert readme_run is not None
+    published = re.findall(r"-p (\S+)", readme_run.group(0))
+    http = [p for p in published if p.endswith(":9464")]
+    assert http == ["127.0.0.1:9464:9464"], published
+    assert "9092:9092" in published
+    compose = re.search(r"ports: \[([^\]]*9464[^\]]*)\]", _read("deploy/compose.yaml"))
+    assert compose is not None and '"127.0.0.1:9464:9464"' in compose.group(1)

@@ -137,3 +137,21 @@ async def test_lag_metrics_above_the_cap_reads_one_probe_per_series() -> None:
     assert m["groupcoord_group_topic_lag_seconds", (("group", "g"), ("topic", "t"))] == 10.0
     assert m["groupcoord_group_topic_lag_records", (("group", "h"), ("topic", "u"))] == 6
     assert sorted(ends.reads) == [("t", 0, 40), ("u", 0, 4)]
+
+
+async def test_without_names_one_series_sums_every_group_and_topic() -> None:
+    """metrics_name_labels off: no series names a group or topic (members and lag summed;
+    the age is of the partition most behind in records)."""
+    collector = LagMetrics(
+        _sources, _Ends(), series_max=10, clock_ms=lambda: 11_040, name_labels=False
+    )
+    await collector.refresh()
+    m = _scrape(collector)
+    assert not [labels for _, labels in m if {"group", "topic"} & {k for k, _ in labels}]
+    assert m["groupcoord_group_status", ()] == 1  # the worst group's
+    assert m["groupcoord_group_partitions_status", (("status", "OK"),)] == 3
+    assert m["groupcoord_groups_lag_records", ()] == 60 + 0 + 6
+    assert m["groupcoord_groups_lag_seconds", ()] == 10.0  # t-0, 60 behind
+    assert m["groupcoord_group_members", ()] == 2
+    level, series = bounded_series(lag_rows([("g", "t", 0, 40, 0)], _hw), 10, names=False)
+    assert level is LagLevel.ALL and [s.records for s in series] == [60]
