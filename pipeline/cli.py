@@ -30,7 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     job = commands.add_parser("analytics", help="run the analytics job over __consumer_offsets")
     job.add_argument("--bootstrap-server", required=True, help="HOST:PORT of the server")
     job.add_argument("--output", required=True, type=Path, help="where the tables go")
-    job.add_argument("--checkpoint", type=Path, help="the query's checkpoint (default: under --output)")
+    job.add_argument(
+        "--checkpoint", type=Path, help="the query's checkpoint (default: under --output)"
+    )
     mode = job.add_mutually_exclusive_group()
     mode.add_argument("--once", action="store_true", help="process what the log holds, then exit")
     mode.add_argument("--interval", default="10 seconds", help="micro-batch interval (continuous)")

@@ -13,6 +13,7 @@ lag (None).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -133,8 +134,6 @@ def _first_unconsumed_ms(
 
 def _poll(consumer: Any, wanted: int, timeout_s: float) -> Any:
     """Messages (no errors) until `wanted` came or the time is up."""
-    import time
-
     deadline = time.monotonic() + timeout_s
     while wanted > 0 and time.monotonic() < deadline:
         for message in consumer.consume(num_messages=wanted, timeout=0.5):

@@ -124,11 +124,16 @@ def timeline(server: ServerProcess, group: str) -> list[dict[str, Any]]:
 
 
 def table(output: Path, name: str) -> list[dict[str, Any]]:
-    return list(ds.dataset(output / name, format="parquet", partitioning="hive").to_table().to_pylist())
+    return list(
+        ds.dataset(output / name, format="parquet", partitioning="hive").to_table().to_pylist()
+    )
 
 
 def run_job(bootstrap: str, output: Path) -> None:
-    assert cli.main(["analytics", "--bootstrap-server", bootstrap, "--output", str(output), "--once"]) == 0
+    assert (
+        cli.main(["analytics", "--bootstrap-server", bootstrap, "--output", str(output), "--once"])
+        == 0
+    )
 
 
 def drive_classic(bootstrap: str, group: str) -> None:
@@ -144,6 +149,9 @@ def drive_classic(bootstrap: str, group: str) -> None:
     second.close()
     poll_until(
         [first], lambda: len(first.assignment()) == PARTITIONS, "the first member alone again"
+    )
+    first.commit(
+        offsets=[TopicPartition(TOPIC, p, 2) for p in range(PARTITIONS)], asynchronous=False
     )
     first.close()
 
@@ -192,20 +200,23 @@ def test_analytics_tables_restart_and_report(
 
     commits = table(output, "offset_commits")
     assert sorted(
-        (r["group"], r["partition"], r["offset"], r["deleted"])
+        (r["group"], r["partition"], -1 if r["offset"] is None else r["offset"], r["deleted"])
         for r in commits
         if r["group"] in ("known", "doomed")
     ) == sorted(
         [("known", p, o, False) for p, o in ((0, 5), (1, 7), (2, 9), (0, 10), (1, 11), (2, 12))]
         + [("doomed", 0, 3, False), ("doomed", 1, 4, False)]
-        + [("doomed", 0, None, True), ("doomed", 1, None, True)]
+        + [("doomed", 0, -1, True), ("doomed", 1, -1, True)]
     )
-    assert all(r["topic"] == TOPIC and r["commit_timestamp_ms"] > 0 for r in commits if not r["deleted"])
+    assert all(
+        r["topic"] == TOPIC and r["commit_timestamp_ms"] > 0 for r in commits if not r["deleted"]
+    )
 
     events = table(output, "group_events")
     for group, expected in expected_events.items():
         got = sorted(
-            (e for e in events if e["group"] == group), key=lambda e: (e["log_partition"], e["log_offset"])
+            (e for e in events if e["group"] == group),
+            key=lambda e: (e["log_partition"], e["log_offset"]),
         )
         assert [
             (e["event"], e["generation_or_epoch"], e["member_id"], e["cause"]) for e in got
@@ -220,7 +231,11 @@ def test_analytics_tables_restart_and_report(
     assert [e["event"] for e in events if e["group"] == "doomed"] == ["group_deleted"]
 
     lag = {(r["group"], r["partition"]): r for r in table(output, "lag")}
-    assert {p: (r["committed_offset"], r["end_offset"], r["lag_records"]) for (g, p), r in lag.items() if g == "known"} == {
+    assert {
+        p: (r["committed_offset"], r["end_offset"], r["lag_records"])
+        for (g, p), r in lag.items()
+        if g == "known"
+    } == {
         0: (10, PER_PARTITION, PER_PARTITION - 10),
         1: (11, PER_PARTITION, PER_PARTITION - 11),
         2: (12, PER_PARTITION, PER_PARTITION - 12),
@@ -234,14 +249,16 @@ def test_analytics_tables_restart_and_report(
     commit(bootstrap, "late", {2: 1})
     more = member(bootstrap, "classic", "classic")
     poll_until([more], lambda: more.assignment(), "the classic group again")
+    more.commit(
+        offsets=[TopicPartition(TOPIC, p, 15) for p in range(PARTITIONS)], asynchronous=False
+    )
     more.close()
     run_job(bootstrap, output)
     commits_after = table(output, "offset_commits")
     new = [r for r in commits_after if r["batch_id"] not in batches_before]
     assert sorted((r["group"], r["partition"], r["offset"]) for r in new) == [
-        ("known", 0, PER_PARTITION),
-        ("late", 2, 1),
-    ]
+        ("classic", p, 15) for p in range(PARTITIONS)
+    ] + [("known", 0, PER_PARTITION), ("late", 2, 1)]
     assert len(commits_after) == len(commits) + len(new)
     events_after = table(output, "group_events")
     new_events = [e for e in events_after if e["batch_id"] not in batches_before]
@@ -252,12 +269,23 @@ def test_analytics_tables_restart_and_report(
         "member_left",
         "group_emptied",
     ], new_events
-    lag_after = {(r["group"], r["partition"]): r for r in table(output, "lag") if r["batch_id"] not in batches_before}
-    assert lag_after[("known", 0)]["lag_records"] == 0 and lag_after[("known", 0)]["lag_seconds"] == 0
+    lag_after = {
+        (r["group"], r["partition"]): r
+        for r in table(output, "lag")
+        if r["batch_id"] not in batches_before
+    }
+    assert (
+        lag_after[("known", 0)]["lag_records"] == 0 and lag_after[("known", 0)]["lag_seconds"] == 0
+    )
     assert lag_after[("late", 2)]["lag_records"] == PER_PARTITION - 1
 
-    png = tmp_path / "known.png"
-    assert cli.main(["report", "--output", str(output), "--group", "classic", "--png", str(png)]) == 0
+    assert [r["lag_records"] for r in table(output, "lag") if r["group"] == "classic"] == [
+        PER_PARTITION - 2
+    ] * PARTITIONS + [PER_PARTITION - 15] * PARTITIONS
+    png = tmp_path / "classic.png"
+    assert (
+        cli.main(["report", "--output", str(output), "--group", "classic", "--png", str(png)]) == 0
+    )
     assert_drawn(png)
 
 
