@@ -39,6 +39,7 @@ today's end offsets against the latest commits, and writes nothing for older tim
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import time
@@ -54,6 +55,8 @@ from pyspark.sql import functions as F
 from .coordinator_log import DECODED_DDL, DECODED_SCHEMA, OFFSET_COMMIT_TYPES, decode_batches
 from .group_timeline import EVENT_COLUMNS, GroupTimeline
 from .lag_probe import LAG_COLUMNS, lag_rows
+
+log = logging.getLogger("groupcoord.pipeline.analytics")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TABLES = ("offset_commits", "group_events", "lag")
@@ -158,23 +161,32 @@ class AnalyticsBatches:
         self.output = Path(output)
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self._timeline: GroupTimeline | None = None
+        # Seconds spent per step, over every batch (logged at INFO after each batch).
+        self.timings: dict[str, float] = {}
         self._next_batch = -1  # the batch the in-memory timeline expects next
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         batch_id = int(batch_id)
         batch.persist()
+        step = _Steps(self.timings)
         try:
             self._write_commits(batch, batch_id)
+            step("offset_commits")
             rows = _timeline_input(batch)
+            step("timeline_input")
             timeline = self._timeline_before(batch_id)
+            step("timeline_rebuild")
             timeline.events = []
             timeline.replay(rows.to_pylist())
             self._next_batch = batch_id + 1
             _write_table(self.output / TIMELINE_INPUT, batch_id, rows)
             events = pa.Table.from_pylist(timeline.events, schema=EVENT_SCHEMA)
             _write_table(self.output / "group_events", batch_id, events)
+            step("group_events")
             lag = lag_rows(self.bootstrap, timeline.latest, self.clock_ms())
             _write_table(self.output / "lag", batch_id, pa.Table.from_pylist(lag, LAG_SCHEMA))
+            step("lag")
+            log.info("batch %d written: %s", batch_id, self.timings)
         except BaseException:
             self._timeline = None  # rebuilt from the tables at the next attempt
             raise
@@ -200,6 +212,19 @@ class AnalyticsBatches:
         timeline.replay(earlier.to_pylist(), collect=False)
         self._timeline = timeline
         return timeline
+
+
+class _Steps:
+    """Adds the seconds since the previous call to `timings[name]`."""
+
+    def __init__(self, timings: dict[str, float]) -> None:
+        self.timings = timings
+        self.last = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings[name] = round(self.timings.get(name, 0.0) + now - self.last, 3)
+        self.last = now
 
 
 def _timeline_input(batch: Any) -> pa.Table:
@@ -264,15 +289,18 @@ def start_analytics(
     checkpoint: str | Path | None = None,
     options: dict[str, str] | None = None,
     query_name: str = "groupcoord-analytics",
+    batches: AnalyticsBatches | None = None,
 ) -> Any:
     """Start the job: with `once` it processes what the log holds now (availableNow) and
-    stops; otherwise a micro-batch every `interval`. Returns the StreamingQuery."""
+    stops; otherwise a micro-batch every `interval`. Returns the StreamingQuery.
+    `batches`: the foreachBatch function (default: a new AnalyticsBatches on `output`)."""
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
+    batches = batches or AnalyticsBatches(bootstrap, output)
     writer = (
         decoded_stream(spark, bootstrap, options)
         .writeStream.queryName(query_name)
-        .foreachBatch(AnalyticsBatches(bootstrap, output))
+        .foreachBatch(batches)
         .option("checkpointLocation", str(checkpoint or output / CHECKPOINT))
     )
     writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=interval)

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from .group_timeline import Committed
 
@@ -45,25 +46,13 @@ def lag_rows(
     live = {tp: c for tp, c in latest.items() if c.offset >= 0}
     if not live:
         return []
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            # No subscription and no commit: the id only satisfies librdkafka.
-            "group.id": "groupcoord-analytics-lag-probe",
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-        }
-    )
-    try:
-        ends = _end_offsets(consumer, {(t, p) for _, t, p in live}, timeout_s)
-        behind = {
-            (t, p, c.offset)
-            for (_, t, p), c in live.items()
-            if ends.get((t, p)) is not None and ends[(t, p)] > c.offset
-        }
-        first_ms = _first_unconsumed_ms(consumer, behind, timeout_s)
-    finally:
-        consumer.close()
+    ends = _end_offsets(bootstrap, {(t, p) for _, t, p in live}, timeout_s)
+    behind = {
+        (t, p, c.offset)
+        for (_, t, p), c in live.items()
+        if ends.get((t, p)) is not None and ends[(t, p)] > c.offset
+    }
+    first_ms = _first_unconsumed_ms(bootstrap, behind, timeout_s)
     rows = []
     for (group, topic, partition), committed in sorted(live.items()):
         end = ends.get((topic, partition))
@@ -91,24 +80,32 @@ def lag_rows(
 
 
 def _end_offsets(
-    consumer: Any, partitions: set[tuple[str, int]], timeout_s: float
+    bootstrap: str, partitions: set[tuple[str, int]], timeout_s: float
 ) -> dict[tuple[str, int], int | None]:
+    """The high watermarks, in one ListOffsets (per broker) for all partitions."""
+    if not partitions:
+        return {}
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.list_offsets(
+        {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},
+        request_timeout=timeout_s,
+    )
     ends: dict[tuple[str, int], int | None] = {}
-    for topic, partition in sorted(partitions):
+    for tp, future in futures.items():
         try:
-            _, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=timeout_s, cached=False
-            )
+            high = future.result(timeout_s).offset
         except KafkaException:
-            high = None
-        ends[(topic, partition)] = high if high is not None and high >= 0 else None
+            high = None  # its topic deleted, say: no end offset, no lag
+        ends[(tp.topic, tp.partition)] = high if high is not None and high >= 0 else None
     return ends
 
 
 def _first_unconsumed_ms(
-    consumer: Any, positions: set[tuple[str, int, int]], timeout_s: float
+    bootstrap: str, positions: set[tuple[str, int, int]], timeout_s: float
 ) -> dict[tuple[str, int, int], int]:
     """(topic, partition, offset) -> the timestamp of the first record at or after it."""
+    if not positions:
+        return {}
     rounds: list[dict[tuple[str, int], int]] = []
     for topic, partition, offset in sorted(positions):
         for taken in rounds:
@@ -118,6 +115,27 @@ def _first_unconsumed_ms(
         else:
             rounds.append({(topic, partition): offset})
     found: dict[tuple[str, int, int], int] = {}
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            # No subscription and no commit: the id only satisfies librdkafka.
+            "group.id": "groupcoord-analytics-lag-probe",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        _read_rounds(consumer, rounds, found, timeout_s)
+    finally:
+        consumer.close()
+    return found
+
+
+def _read_rounds(
+    consumer: Any,
+    rounds: list[dict[tuple[str, int], int]],
+    found: dict[tuple[str, int, int], int],
+    timeout_s: float,
+) -> None:
     for taken in rounds:
         consumer.assign([TopicPartition(t, p, o) for (t, p), o in taken.items()])
         waiting = dict(taken)
@@ -129,7 +147,6 @@ def _first_unconsumed_ms(
             if not waiting:
                 break
         consumer.unassign()
-    return found
 
 
 def _poll(consumer: Any, wanted: int, timeout_s: float) -> Any:

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from confluent_kafka import Consumer, TopicPartition
 
-from groupcoord.pipeline.analytics import start_analytics
+from groupcoord.pipeline.analytics import AnalyticsBatches, start_analytics
 from groupcoord.pipeline.coordinator_log import decode_batch
 from groupcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 from tests.integration.test_clients import create_topic
@@ -102,16 +102,21 @@ def main() -> None:
             print(f"log filled: {args.commits:,} commits in {time.perf_counter() - start:.1f} s")
             with spark_session(tmp / "spark") as spark:
                 start = time.perf_counter()
-                query = start_analytics(spark, server.bootstrap, tmp / "out", once=True)
+                batches = AnalyticsBatches(server.bootstrap, tmp / "out")
+                query = start_analytics(
+                    spark, server.bootstrap, tmp / "out", once=True, batches=batches
+                )
                 query.awaitTermination()
                 took = time.perf_counter() - start
                 assert query.exception() is None, query.exception()
+                steps = batches.timings
                 rows = ds.dataset(tmp / "out" / "offset_commits", partitioning="hive").count_rows()
     job_rate = rows / took
     print(
         f"job, availableNow: {rows:,} offset commits in {took:.1f} s = {job_rate:,.0f} "
         f"records/s; projected {PROJECTED:,} records: {PROJECTED / job_rate:.0f} s (target 40 s)"
     )
+    print(f"job's steps (s): {steps}")
 
 
 if __name__ == "__main__":
