@@ -80,7 +80,12 @@ def _analytics(args: argparse.Namespace) -> int:
             interval=args.interval,
             checkpoint=args.checkpoint,
         )
-        query.awaitTermination()
+        try:
+            query.awaitTermination()
+        finally:
+            # Waits for the query's thread to end and deregister it: a next run on the same
+            # checkpoint in this session would otherwise find it still active.
+            query.stop()
         failure = query.exception()
         if failure is not None:
             raise RuntimeError(str(failure))
