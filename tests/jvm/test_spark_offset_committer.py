@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from groupcoord.pipeline.offset_committer import KafkaOffsetCommitter, PendingCommit
 from tests.integration.test_clients import create_topic
@@ -137,6 +138,9 @@ def test_listener_commits_each_batch_and_survives_a_server_kill(
             if batch_id in progress:  # the batch's own end offsets, as Spark reported them
                 end = progress[batch_id]["sources"][0]["endOffset"][TOPIC]
                 assert offsets == {(TOPIC, int(p)): o for p, o in end.items()}, batch_id
+        # The server's lag metric for the query's group falls to 0 once it has caught up
+        # (behind at first: the first batch commits 30 of the 120 records).
+        wait_for(lambda: lag_records(server) == {p: 0.0 for p in range(PARTITIONS)}, "lag 0")
         admin = AdminClient({"bootstrap.servers": bootstrap})
         listed = admin.list_consumer_groups().result(30)
         assert GROUP in {g.group_id for g in listed.valid}
@@ -165,6 +169,18 @@ def test_listener_commits_each_batch_and_survives_a_server_kill(
         query.stop()
         spark.streams.removeListener(listener)
         listener.close()
+
+
+def lag_records(server: ServerProcess) -> dict[int, float]:
+    """groupcoord_group_lag_records of the query's group on TOPIC, per partition."""
+    return {
+        int(sample.labels["partition"]): sample.value
+        for family in text_string_to_metric_families(server.metrics_text())
+        for sample in family.samples
+        if sample.name == "groupcoord_group_lag_records"
+        and sample.labels.get("group") == GROUP
+        and sample.labels.get("topic") == TOPIC
+    }
 
 
 def _count(spark: Any) -> int:
