@@ -76,6 +76,7 @@ from .recovery_report import (
     take_same_boot_marker,
 )
 from .txn_markers import TxnMarkerRouter
+from .worker_layout import ownership_of, same_topic_ids
 
 log = get_logger("groupcoord.server")
 
@@ -168,6 +169,14 @@ class Server:
             config.transaction_max_timeout_ms,
         )
         self.txn_gateway = TxnCoordinatorGateway(self.txn_coordinator)
+        # serve --workers: this worker owns a share of the shards and partitions, the rest
+        # answer NOT_COORDINATOR / NOT_LEADER_OR_FOLLOWER (ownership.py, worker_layout.py).
+        self.ownership = ownership_of(config)
+        if self.ownership is not None:
+            self.coordinator.disown(self.ownership.owns_shard)
+            self.txn_coordinator.disown(self.ownership.owns_shard)
+            self.topics.ownership = self.ownership
+            self.topics.new_topic_id = same_topic_ids(self._cluster_id)
         # The shard logs as Kafka's internal topics, read-only (topics/internal_topics.py);
         # added at start, once the cluster id (part of their topic ids) is known.
         self.internal_topics = InternalTopics()
@@ -186,7 +195,7 @@ class Server:
         self.outgoing = OutgoingWrites()
         self.handlers, self.supported_versions = build_dispatch()
         host, port = config.advertised_address
-        self.node = Node(config.node_id, host, port)
+        self.node = Node(config.node_id, host, port, ownership=self.ownership)
         # Listeners, TLS contexts, SASL mechanisms and SCRAM credentials (raises ConfigError
         # for the listeners, TlsConfigError/PlainUsersError for files it cannot use).
         specs = config.listener_specs
@@ -239,7 +248,10 @@ class Server:
         for served in self.listeners:
             served.node.cluster_id = self._cluster_id
         self._add_internal_topics()
-        self._producer_ids = ProducerIdAllocator(data / PRODUCER_IDS_FILE)
+        self._producer_ids = ProducerIdAllocator(
+            data / PRODUCER_IDS_FILE,
+            *((len(self.ownership.node_ids), self.ownership.index) if self.ownership else ()),
+        )
         self.security.load()
         self.topics.load(salvage=self._salvage)
         report_recovery(
@@ -280,6 +292,8 @@ class Server:
         ]
         for served in self.listeners:
             await self._open(served)
+        if self.ownership is not None:
+            self._list_workers()
         self.limits.start()
         if self.config.metrics_listen:
             from ..config import split_host_port
@@ -348,6 +362,18 @@ class Server:
         self._sockets.append(listener)
         if served.node.port == 0:  # an ephemeral port was asked for: advertise the real one
             served.node.port = listener.sockets[0].getsockname()[1]
+
+    def _list_workers(self) -> None:
+        """serve --workers: each listener's node lists every worker at that listener's
+        address, worker j's port this worker's + (j - this worker's index)."""
+        ownership = self.ownership
+        assert ownership is not None
+        for served in self.listeners:
+            node = served.node
+            node.brokers = tuple(
+                (node_id, node.host, node.port + j - ownership.index)
+                for j, node_id in enumerate(ownership.node_ids)
+            )
 
     def reload(self) -> None:
         """SIGHUP: re-read the TLS certificate and key and the PLAIN users; open
@@ -572,8 +598,12 @@ class ProducerIdAllocator:
 
     BLOCK = 1000
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, stride: int = 1, offset: int = 0) -> None:
+        """`stride`, `offset`: serve --workers' worker `offset` of `stride` hands out the ids
+        offset, offset + stride, ...: no two workers ever give out the same id."""
         self.path = path
+        self._stride = stride
+        self._offset = offset
         reserved = 0
         data = read_json_file(path)
         if data is not None:
@@ -590,7 +620,7 @@ class ProducerIdAllocator:
             atomic_write(self.path, json.dumps({"next_block_start": self._limit}).encode())
         value = self._next
         self._next += 1
-        return value
+        return value * self._stride + self._offset
 
 
 async def serve(config: Config) -> int:

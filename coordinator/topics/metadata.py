@@ -29,7 +29,7 @@ from groupcoord.storage import LEADER_EPOCH
 
 from ..observability.logging import get_logger
 from ..runtime.partitioning import INTERNAL_TOPIC_NAMES
-from .context import TopicsContext
+from .context import Node, TopicsContext
 from .registry import Topic, TopicError, check_topic_name
 
 log = get_logger("groupcoord.metadata")
@@ -55,26 +55,40 @@ DESCRIBE_TOPIC_PARTITIONS_LIMIT_MAX = 2000
 def _partitions(
     cls: type[Any],
     topic: Topic,
-    node_id: int,
+    node: Node,
     start: int = 0,
     stop: int | None = None,
     **extra: Any,
 ) -> tuple[Any, ...]:
+    """Each partition led by its owner (ownership.py; this node when it is the only one),
+    the leader its only replica."""
     stop = len(topic.partitions) if stop is None else stop
+    ownership = node.ownership
+    leaders = (
+        [node.node_id] * (stop - start)
+        if ownership is None
+        else [ownership.partition_leader(topic.name, index) for index in range(start, stop)]
+    )
     return tuple(
         build(
             cls,
             error_code=ErrorCode.NONE,
             partition_index=index,
-            leader_id=node_id,
+            leader_id=leader,
             leader_epoch=LEADER_EPOCH,
-            replica_nodes=(node_id,),
-            isr_nodes=(node_id,),
+            replica_nodes=(leader,),
+            isr_nodes=(leader,),
             offline_replicas=(),
             **extra,
         )
-        for index in range(start, stop)
+        for index, leader in zip(range(start, stop), leaders, strict=True)
     )
+
+
+def brokers_of(node: Node) -> tuple[tuple[int, str, int], ...]:
+    """Every broker of the cluster as (node id, host, port) on `node`'s listener: the
+    workers of serve --workers, or this node alone."""
+    return node.brokers or ((node.node_id, node.host, node.port),)
 
 
 # Metadata -----------------------------------------------------------------------------------
@@ -114,7 +128,7 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
             name=topic.name,
             topic_id=topic.topic_id,
             is_internal=topic.internal,
-            partitions=_partitions(m.MetadataResponsePartition, topic, node.node_id),
+            partitions=_partitions(m.MetadataResponsePartition, topic, node),
             topic_authorized_operations=topic_ops,
         )
 
@@ -176,16 +190,13 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
             error, topic = _unknown_topic(ctx, name, allow_auto)
             topics.append(found(topic) if topic is not None else missing(error, name))
 
-    broker = build(
-        m.MetadataResponseBroker,
-        node_id=node.node_id,
-        host=node.host,
-        port=node.port,
-        rack=None,
+    brokers = tuple(
+        build(m.MetadataResponseBroker, node_id=node_id, host=host, port=port, rack=None)
+        for node_id, host, port in brokers_of(node)
     )
     return build(
         m.MetadataResponse,
-        brokers=(broker,),
+        brokers=brokers,
         cluster_id=node.cluster_id,
         controller_id=node.node_id,
         topics=tuple(topics),
@@ -267,12 +278,9 @@ def handle_describe_cluster(ctx: TopicsContext, request: Request) -> Any:
         if body.include_cluster_authorized_operations
         else AUTHORIZED_OPERATIONS_OMITTED
     )
-    broker = build(
-        m.DescribeClusterBroker,
-        broker_id=node.node_id,
-        host=node.host,
-        port=node.port,
-        rack=None,
+    brokers = tuple(
+        build(m.DescribeClusterBroker, broker_id=node_id, host=host, port=port, rack=None)
+        for node_id, host, port in brokers_of(node)
     )
     return build(
         m.DescribeClusterResponse,
@@ -281,7 +289,7 @@ def handle_describe_cluster(ctx: TopicsContext, request: Request) -> Any:
         endpoint_type=ENDPOINT_BROKER,
         cluster_id=node.cluster_id,
         controller_id=node.node_id,
-        brokers=(broker,),
+        brokers=brokers,
         cluster_authorized_operations=cluster_ops,
     )
 
@@ -371,7 +379,7 @@ def handle_describe_topic_partitions(ctx: TopicsContext, request: Request) -> An
         partitions = _partitions(
             m.DescribeTopicPartitionsResponsePartition,
             topic,
-            node.node_id,
+            node,
             start,
             stop,
             eligible_leader_replicas=(),
