@@ -45,8 +45,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     serve.add_argument(
         "--workers",
         metavar="N",
-        help="worker processes, each a broker node owning a share of the groups and "
-        "partitions (1)",
+        help="worker processes, each a broker node owning a share of the groups and partitions (1)",
     )
     serve.add_argument(
         "--set",

@@ -75,6 +75,7 @@ from .recovery_report import (
     take_clean_shutdown_marker,
     take_same_boot_marker,
 )
+from .topic_sync import SYNCED_APIS, TopicSync
 from .txn_markers import TxnMarkerRouter
 from .worker_layout import ownership_of, same_topic_ids
 
@@ -194,6 +195,11 @@ class Server:
         self.limits = ConnectionLimits(config, self.metrics, self.connections)
         self.outgoing = OutgoingWrites()
         self.handlers, self.supported_versions = build_dispatch()
+        # serve --workers: topic changes made here are repeated on the other workers.
+        self.topic_sync = TopicSync(self.ownership) if self.ownership is not None else None
+        if self.topic_sync is not None:
+            for key in SYNCED_APIS:
+                self.handlers[key] = self.topic_sync.wrap(key, self.handlers[key])
         host, port = config.advertised_address
         self.node = Node(config.node_id, host, port, ownership=self.ownership)
         # Listeners, TLS contexts, SASL mechanisms and SCRAM credentials (raises ConfigError
@@ -294,6 +300,9 @@ class Server:
             await self._open(served)
         if self.ownership is not None:
             self._list_workers()
+        if self.topic_sync is not None:
+            self.topic_sync.start(self.listeners[0].node.brokers)
+            await self.topic_sync.catch_up(self.topics)
         self.limits.start()
         if self.config.metrics_listen:
             from ..config import split_host_port
@@ -449,6 +458,8 @@ class Server:
         for task in self._txn_tasks:
             task.cancel()
         await self.marker_router.close()  # a restart resumes the prepared transactions
+        if self.topic_sync is not None:
+            await self.topic_sync.close()
         await self.txn_coordinator.close()
         await self.coordinator.close()
         await self.committer.close()
