@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -382,3 +383,25 @@ def test_worker_sigkilled_under_load_is_restarted_and_loses_nothing_acknowledged
     now = committed(cluster.bootstrap_of(0), topic, group)
     for partition, offset in load.commits.items():
         assert now[partition] >= offset, (partition, now[partition], offset)
+
+
+def test_sigterm_stops_every_worker_cleanly(cluster: WorkersProcess) -> None:
+    """Last in the module (it stops the shared cluster): the parent forwards SIGTERM, each
+    worker stops cleanly, the parent exits 0."""
+    workers = cluster.worker_pids()
+    assert len(workers) == WORKERS
+    assert cluster.terminate(timeout_s=60) == 0
+    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+    for index in range(WORKERS):
+        assert (cluster.data_dir / f"worker-{index}" / "clean_shutdown").exists()
+
+
+def test_a_worker_that_refuses_its_settings_stops_the_server(tmp_path: Path) -> None:
+    """An assignor that is not installed is found by each worker as it starts (exit code
+    2): restarting cannot help, so the parent stops the other worker and exits 1."""
+    proc = WorkersProcess(
+        tmp_path / "data", WORKERS, ["--set", "group_consumer_assignors=not-installed"]
+    )
+    with pytest.raises(RuntimeError, match="exited with 1"):
+        proc.start(timeout_s=60)
+    assert "worker keeps failing: stopping the server" in proc.log_tail(50)
