@@ -53,6 +53,7 @@ from ..topics.internal_topics import (
 )
 from ..topics.lag_reads import PartitionEnds
 from ..topics.registry import TopicRegistry, wake_waiters
+from ..topics.txn_markers import marker_written
 from .auth_services import AuthServices
 from .connection import Connection, OutgoingWrites
 from .connection_limits import ConnectionLimits
@@ -78,6 +79,7 @@ from .recovery_report import (
 from .topic_sync import SYNCED_APIS, TopicSync
 from .txn_markers import TxnMarkerRouter
 from .worker_layout import ownership_of, same_topic_ids
+from .worker_txns import WorkerMarkers, WorkerTxnGateway
 
 log = get_logger("groupcoord.server")
 
@@ -218,7 +220,15 @@ class Server:
             self.spawn,
             self.allocate_producer_id,
             self.supported_versions,
-            self.txn_gateway,
+            # serve --workers: KIP-890 questions go to the transactional id's owner.
+            self.txn_gateway
+            if self.ownership is None
+            else WorkerTxnGateway(
+                self.txn_gateway,
+                self.ownership,
+                config.transaction_state_partitions,
+                self._peer,
+            ),
             self.security,
         )
         # Each listener's view: its advertised address and name (endpoints.py).
@@ -230,7 +240,17 @@ class Server:
             self.txn_coordinator.counters,
             self.txn_coordinator.open_transactions,
         )
-        self.marker_router = TxnMarkerRouter(self.context, metrics=self.txn_metrics)
+        if self.ownership is None:
+            self.marker_router = TxnMarkerRouter(self.context, metrics=self.txn_metrics)
+        else:  # serve --workers: markers of what other workers own go to them
+            markers = WorkerMarkers(self.context, self.ownership, self._peer)
+            self.marker_router = TxnMarkerRouter(
+                self.context,
+                write_marker=markers.write_marker,
+                complete_offsets=markers.complete_offsets,
+                written=marker_written,
+                metrics=self.txn_metrics,
+            )
         self.txn_coordinator.set_marker_sink(self.marker_router.submit)
         self.ready = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -383,6 +403,13 @@ class Server:
                 (node_id, node.host, node.port + j - ownership.index)
                 for j, node_id in enumerate(ownership.node_ids)
             )
+
+    def _peer(self, node_id: int) -> tuple[int, str, int]:
+        """serve --workers: worker `node_id` at its first listener's address."""
+        for peer in self.listeners[0].node.brokers:
+            if peer[0] == node_id:
+                return peer
+        raise OSError(f"worker {node_id} is not listed (not started yet)")
 
     def reload(self) -> None:
         """SIGHUP: re-read the TLS certificate and key and the PLAIN users; open

@@ -239,6 +239,72 @@ def test_confluent_groups_consume_and_commit_across_workers(
     assert seen == {value for _, _, value in acked}
 
 
+# -- transactions across workers --------------------------------------------------------------
+
+
+def txn_id_on(worker: int, prefix: str) -> str:
+    """A transactional id whose `__transaction_state` shard worker `worker` owns."""
+    return group_on(worker, prefix)  # the same hash and shard count as groups
+
+
+@pytest.mark.parametrize("coordinator", [0, 1])
+def test_transactions_span_workers(cluster: WorkersProcess, coordinator: int) -> None:
+    """A transaction coordinated by one worker writes to partitions led by both and
+    commits offsets of a group the other coordinates: committed records and offsets are
+    seen, aborted records are not (markers written on every leader)."""
+    topic = f"txn-{coordinator}-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap_of(0), topic)
+    group = group_on(1 - coordinator, "txn-offsets")
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_of(1 - coordinator),
+            "transactional.id": txn_id_on(coordinator, "txn"),
+            **QUIET,
+        }
+    )
+    producer.init_transactions(30)
+    for outcome in ("commit", "abort"):
+        producer.begin_transaction()
+        for i in range(40):
+            producer.produce(topic, value=f"{outcome}-{i}".encode(), partition=i % PARTITIONS)
+        if outcome == "commit":
+            consumer_meta = Consumer(
+                {"bootstrap.servers": cluster.bootstrap_of(0), "group.id": group, **QUIET}
+            ).consumer_group_metadata()
+            producer.send_offsets_to_transaction(
+                [TopicPartition(topic, p, 5) for p in range(PARTITIONS)], consumer_meta, 30
+            )
+            producer.commit_transaction(30)
+        else:
+            producer.flush(30)
+            producer.abort_transaction(30)
+    reader = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_of(0),
+            "group.id": "txn-reader",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            **QUIET,
+        }
+    )
+    reader.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    seen: set[bytes] = set()
+    deadline = time.monotonic() + 30
+    while len(seen) < 40 and time.monotonic() < deadline:
+        msg = reader.poll(0.5)
+        if msg is not None and not msg.error():
+            seen.add(msg.value())
+    # Past the abort marker too: nothing of the aborted transaction shows up.
+    end = time.monotonic() + 2
+    while time.monotonic() < end:
+        msg = reader.poll(0.2)
+        if msg is not None and not msg.error():
+            seen.add(msg.value())
+    reader.close()
+    assert seen == {f"commit-{i}".encode() for i in range(40)}
+    assert committed(cluster.bootstrap_of(0), topic, group) == dict.fromkeys(range(PARTITIONS), 5)
+
+
 # -- a worker SIGKILLed under load ------------------------------------------------------------
 
 
