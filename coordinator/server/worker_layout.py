@@ -26,9 +26,8 @@ from groupcoord.storage.dir_lock import LOCK_FILE
 
 from ..config import Config, ConfigError
 from ..ownership import Ownership
-from .data_dir import CLUSTER_FILE, load_cluster_id
+from .data_dir import CLUSTER_FILE, WORKERS_FILE, load_cluster_id
 
-WORKERS_FILE = "workers.json"
 _WORKER_DIR = re.compile(r"worker-\d+")
 _TOP_NAMES = frozenset({CLUSTER_FILE, WORKERS_FILE, LOCK_FILE, "lost+found"})
 # An endpoint's port: the digits after the last ':' of HOST:PORT (or NAME://HOST:PORT),

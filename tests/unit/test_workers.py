@@ -18,6 +18,7 @@ from groupcoord.coordinator.ownership import (
 )
 from groupcoord.coordinator.runtime.log_runner import ShardState
 from groupcoord.coordinator.server.app import ProducerIdAllocator
+from groupcoord.coordinator.server.data_dir import check_data_dir
 from groupcoord.coordinator.server.worker_layout import (
     WORKERS_FILE,
     ownership_of,
@@ -120,6 +121,13 @@ def test_workers_share_one_cluster_id_and_the_count_is_kept(tmp_path: Path) -> N
     with pytest.raises(DataDirError, match="made for 2 workers, not 3"):
         prepare_workers_dir(Config(data_dir=str(tmp_path / "d"), workers=3))
     assert json.loads((tmp_path / "d" / WORKERS_FILE).read_text()) == {"workers": 2}
+
+
+def test_one_process_refuses_a_workers_data_dir(tmp_path: Path) -> None:
+    prepare_workers_dir(Config(data_dir=str(tmp_path), workers=2))
+    with pytest.raises(DataDirError, match="same number of workers"):
+        check_data_dir(tmp_path)
+    check_data_dir(tmp_path / "worker-1")  # each worker's own directory is a usual one
 
 
 def test_workers_refuse_a_one_process_data_dir(tmp_path: Path) -> None:
