@@ -321,7 +321,7 @@ def serving_workers(data_dir: Path, workers: int, **settings: object) -> Iterato
     (the whole process group: parent and workers)."""
     args = [arg for name, value in settings.items() for arg in ("--set", f"{name}={value}")]
     proc = WorkersProcess(data_dir, workers, args)
-    proc.start()
+    proc.start(timeout_s=120)  # several interpreters start at once on a loaded machine
     try:
         yield proc
     finally:

@@ -202,6 +202,7 @@ class Server:
         if self.topic_sync is not None:
             for key in SYNCED_APIS:
                 self.handlers[key] = self.topic_sync.wrap(key, self.handlers[key])
+            self.topics.auto_create_hook = self.topic_sync.auto_create
         host, port = config.advertised_address
         self.node = Node(config.node_id, host, port, ownership=self.ownership)
         # Listeners, TLS contexts, SASL mechanisms and SCRAM credentials (raises ConfigError

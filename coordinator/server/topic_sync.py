@@ -11,6 +11,11 @@ so that it goes no further. Topic ids are the same everywhere because every work
 them from the cluster id and the name (worker_layout.same_topic_ids). DeleteTopics on each
 worker removes the topic's offsets from the shards that worker owns: together, every shard.
 
+A topic that Metadata auto-creates is created by the first worker alone (another worker
+asks it with a CreateTopics that it repeats to all, and answers LEADER_NOT_AVAILABLE
+meanwhile: the client asks again), so that two workers never make one name with different
+partition counts.
+
 Why Kafka requests and not a local channel: the workers are Kafka brokers already, so the
 requests, their validation and their answers exist and are tested; a worker needs nothing
 but its peers' addresses; and it is the shape a cluster across machines keeps (issue 22
@@ -24,8 +29,10 @@ missed while both were down, deletions and config changes among them, are not re
 from __future__ import annotations
 
 import asyncio
+import datetime
 import inspect
 import struct
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +46,10 @@ from ..topics.registry import TopicError, TopicRegistry
 log = get_logger("groupcoord.topic_sync")
 
 PEER_CLIENT_ID = "groupcoord-worker"
+# A worker asking the first worker to auto-create a topic: a request the first worker
+# repeats to every worker (so not PEER_CLIENT_ID).
+AUTO_CREATE_CLIENT_ID = "groupcoord-worker-auto-create"
+CREATE_TOPICS_VERSION = 5
 # The requests repeated on the other workers.
 SYNCED_APIS = (
     ApiKey.CREATE_TOPICS,
@@ -55,13 +66,15 @@ _SIZE = struct.Struct(">i")
 Peer = tuple[int, str, int]  # node id, host, port
 
 
-async def peer_request(peer: Peer, api_key: int, version: int, body: Any) -> Any:
+async def peer_request(
+    peer: Peer, api_key: int, version: int, body: Any, client_id: str = PEER_CLIENT_ID
+) -> Any:
     """One request to a peer worker on a connection of its own; its response body.
     OSError / TimeoutError / asyncio.IncompleteReadError when it cannot be had."""
     _, host, port = peer
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
     try:
-        writer.write(encode_request(api_key, version, 1, body, PEER_CLIENT_ID))
+        writer.write(encode_request(api_key, version, 1, body, client_id))
         size = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), REQUEST_TIMEOUT_S))[0]
         frame = await asyncio.wait_for(reader.readexactly(size), REQUEST_TIMEOUT_S)
     finally:
@@ -75,14 +88,14 @@ class TopicSync:
     def __init__(self, ownership: Ownership) -> None:
         self.ownership = ownership
         self.peers: list[Peer] = []
-        self._queues: dict[int, asyncio.Queue[tuple[int, int, Any]]] = {}
+        self._queues: dict[int, asyncio.Queue[tuple[int, int, Any, str]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self, brokers: tuple[Peer, ...]) -> None:
         """Start sending to every broker but this one (the first listener's addresses)."""
         self.peers = [b for b in brokers if b[0] != self.ownership.node_id]
         for peer in self.peers:
-            queue: asyncio.Queue[tuple[int, int, Any]] = asyncio.Queue()
+            queue: asyncio.Queue[tuple[int, int, Any, str]] = asyncio.Queue()
             self._queues[peer[0]] = queue
             self._tasks.append(asyncio.ensure_future(self._send_loop(peer, queue)))
 
@@ -101,18 +114,55 @@ class TopicSync:
                 result = await result
             if request.header.client_id != PEER_CLIENT_ID:
                 for queue in self._queues.values():
-                    queue.put_nowait((api_key, request.api_version, request.body))
+                    queue.put_nowait((api_key, request.api_version, request.body, PEER_CLIENT_ID))
             return result
 
         return synced
 
-    async def _send_loop(self, peer: Peer, queue: asyncio.Queue[tuple[int, int, Any]]) -> None:
+    def auto_create(self, name: str, partitions: int) -> bool:
+        """The registry's auto_create_hook: the first worker creates a topic Metadata
+        auto-creates (and repeats it on the others); another worker asks the first with a
+        CreateTopics and answers LEADER_NOT_AVAILABLE meanwhile, so that two workers
+        never auto-create one name with different ids or counts."""
+        m = request_schema(ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION)
+        assert m is not None
+        mod = sys.modules[m.__module__]
+        body = build(
+            m,
+            topics=(
+                build(
+                    mod.CreatableTopic,
+                    name=name,
+                    num_partitions=partitions,
+                    replication_factor=-1,
+                    assignments=(),
+                    configs=(),
+                ),
+            ),
+            timeout=datetime.timedelta(milliseconds=REQUEST_TIMEOUT_S * 1000),
+            validate_only=False,
+        )
+        if self.ownership.index == 0:
+            for queue in self._queues.values():
+                queue.put_nowait(
+                    (ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION, body, PEER_CLIENT_ID)
+                )
+            return True
+        first = self.ownership.node_ids[0]
+        queue = self._queues.get(first)
+        if queue is not None:
+            queue.put_nowait(
+                (ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION, body, AUTO_CREATE_CLIENT_ID)
+            )
+        return False
+
+    async def _send_loop(self, peer: Peer, queue: asyncio.Queue[tuple[int, int, Any, str]]) -> None:
         while True:
-            api_key, version, body = await queue.get()
+            api_key, version, body, client_id = await queue.get()
             delay_s = RETRY_MIN_S
             while True:
                 try:
-                    await peer_request(peer, api_key, version, body)
+                    await peer_request(peer, api_key, version, body, client_id)
                     break
                 except (OSError, TimeoutError, asyncio.IncompleteReadError) as e:
                     log.info(

@@ -105,7 +105,8 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
     collides with an existing topic's once '.' and '_' are unified), INVALID_REQUEST
     (neither name nor id; v10-v11: a topic id or a null name anywhere in the request, which
     Kafka refuses whole: every requested topic answered INVALID_REQUEST, no broker),
-    LEADER_NOT_AVAILABLE (auto-creation failed on disk; retriable)."""
+    LEADER_NOT_AVAILABLE (auto-creation failed on disk, or with serve --workers is left to
+    the first worker; retriable)."""
     node = ctx.node
     version = request.api_version
     body = request.body
@@ -229,6 +230,10 @@ def _unknown_topic(
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
     if not (allow_auto and ctx.settings.auto_create_topics):
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+    hook = ctx.topics.auto_create_hook
+    if hook is not None and not hook(name, ctx.settings.default_partitions):
+        # serve --workers: the first worker creates it for all; the client asks again.
+        return ErrorCode.LEADER_NOT_AVAILABLE, None
     try:
         topic = ctx.topics.create(name, ctx.settings.default_partitions, {})
     except TopicError as e:

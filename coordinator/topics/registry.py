@@ -161,6 +161,9 @@ class TopicRegistry:
         # gives a topic alike (server/app.py sets both); None / random for one process.
         self.ownership: Ownership | None = None
         self.new_topic_id: Callable[[str], uuid.UUID] = _random_topic_id
+        # serve --workers (server/topic_sync.py): asked before Metadata auto-creates a topic
+        # (name, partitions): True to create it here, False when another worker creates it.
+        self.auto_create_hook: Callable[[str, int], bool] | None = None
 
     # lifecycle ---------------------------------------------------------------------------
 

@@ -166,6 +166,31 @@ def test_each_worker_describes_the_cluster_and_sends_clients_to_owners(
         assert offset_fetch_error(cluster.bootstrap_of(1 - worker), group) == 16  # NOT_COORDINATOR
 
 
+def test_auto_created_topic_is_made_once_for_every_worker(cluster: WorkersProcess) -> None:
+    """Metadata allowing auto-creation, at the second worker: the first creates the topic
+    for both (the second answers LEADER_NOT_AVAILABLE until it has it)."""
+    topic = f"auto-{uuid.uuid4().hex[:6]}"
+    m = _m(3, 12)
+    request = m.MetadataRequest(
+        topics=(m.MetadataRequestTopic(name=topic, topic_id=None),),
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    )
+    errors = []
+    with RawClient(cluster.bootstrap_of(1)) as client:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            answer = client.request(3, 12, request).topics[0]
+            errors.append(answer.error_code)
+            if answer.error_code == 0:
+                break
+            time.sleep(0.1)
+    assert errors[0] == 5 and errors[-1] == 0, errors  # LEADER_NOT_AVAILABLE, then NONE
+    first = metadata(cluster.bootstrap_of(0), topic).topics[0]
+    assert first.error_code == 0 and first.topic_id == answer.topic_id
+    assert len(first.partitions) == len(answer.partitions) == 1  # default_partitions
+
+
 # -- librdkafka across both workers -----------------------------------------------------------
 
 
@@ -469,5 +494,5 @@ def test_a_worker_that_refuses_its_settings_stops_the_server(tmp_path: Path) -> 
         tmp_path / "data", WORKERS, ["--set", "group_consumer_assignors=not-installed"]
     )
     with pytest.raises(RuntimeError, match="exited with 1"):
-        proc.start(timeout_s=60)
+        proc.start(timeout_s=120)
     assert "worker keeps failing: stopping the server" in proc.log_tail(50)
