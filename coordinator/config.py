@@ -69,6 +69,18 @@ class Config:
         },
     )
     node_id: int = field(default=0, metadata={"help": "broker id advertised in metadata"})
+    workers: int = field(
+        default=1,
+        metadata={
+            "help": "worker processes on this machine, each a broker node: worker i has "
+            "node id node_id+i, every listener's and metrics_listen's port +i, and data in "
+            "data_dir/worker-i (1: one process, data in data_dir itself)"
+        },
+    )
+    worker_index: int = field(
+        default=-1,
+        metadata={"help": "set by `serve --workers N` for each worker it starts; never by hand"},
+    )
     log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
     log_repeat_window_ms: int = field(
         default=10_000,
@@ -780,6 +792,8 @@ def validate(config: Config) -> None:
         if getattr(config, name) <= 0:
             raise ConfigError(f"{name} must be positive")
     per_ip_overrides(config.connections_max_per_ip_overrides)  # raises ConfigError
+    if config.workers < 1 or not -1 <= config.worker_index < config.workers:
+        raise ConfigError("workers must be positive, worker_index -1 or below workers")
     if config.accept_queues > 64:  # accept_queues.ACCEPT_QUEUES_MAX: the hash has 8 bits
         raise ConfigError("accept_queues must be at most 64")
     if config.log_repeat_window_ms < 0:

@@ -80,6 +80,24 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive loopback ports free now (serve --workers takes
+    port + i for worker i)."""
+    for _ in range(200):
+        base = free_port()
+        if base + count - 1 not in _SERVER_PORTS:
+            continue
+        with contextlib.ExitStack() as held:
+            try:
+                for port in range(base + 1, base + count):
+                    sock = held.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return base
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
 class ServerProcess:
     """The groupcoord server in its own process, so tests can SIGKILL and restart it."""
 
@@ -247,3 +265,78 @@ def gate_fsync(monkeypatch: Any) -> tuple[threading.Event, threading.Event]:
 
     monkeypatch.setattr(os, "fsync", gated_fsync)
     return entered, release
+
+
+class WorkersProcess(ServerProcess):
+    """`serve --workers N`: the parent process (what kill/terminate signal, with its
+    workers: one process group) and N workers on consecutive ports."""
+
+    def __init__(self, data_dir: Path, workers: int, extra_args: list[str] | None = None) -> None:
+        super().__init__(data_dir, ["--workers", str(workers), *(extra_args or [])])
+        self.workers = workers
+        self.port = free_ports(workers)
+        self.metrics_port = free_ports(workers)
+
+    def bootstrap_of(self, index: int) -> str:
+        return f"127.0.0.1:{self.port + index}"
+
+    def worker_healthy(self, index: int) -> bool:
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.metrics_port + index}/health", timeout=1
+            ) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def healthy(self) -> bool:
+        return all(self.worker_healthy(i) for i in range(self.workers))
+
+    def worker_pids(self) -> list[int]:
+        """The parent's live child processes (its workers), in start order."""
+        assert self.proc is not None
+        pid = self.proc.pid
+        try:
+            text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+        except OSError:
+            return []
+        return [int(p) for p in text.split()]
+
+    def worker_pid(self, index: int) -> int:
+        """Worker `index`'s pid: the child holding the listening socket of port + index."""
+        for pid in self.worker_pids():
+            if _listens(pid, self.port + index):
+                return pid
+        raise RuntimeError(f"no worker listens on {self.port + index}")
+
+
+def _listens(pid: int, port: int) -> bool:
+    """Whether process `pid` holds a listening TCP socket on `port` (from /proc)."""
+    inodes = set()
+    try:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+        lines = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return False
+    for line in lines:
+        fields = line.split()
+        local, state, inode = fields[1], fields[3], fields[9]
+        if state == "0A" and int(local.split(":")[1], 16) == port and inode in inodes:
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def serving_workers(data_dir: Path, workers: int, **settings: object) -> Iterator[WorkersProcess]:
+    """A started `serve --workers N` with `--set name=value` per setting, killed on exit
+    (the whole process group: parent and workers)."""
+    args = [arg for name, value in settings.items() for arg in ("--set", f"{name}={value}")]
+    proc = WorkersProcess(data_dir, workers, args)
+    proc.start(timeout_s=120)  # several interpreters start at once on a loaded machine
+    try:
+        yield proc
+    finally:
+        proc.kill()

@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         return Exit.OK
     top = parser()
     args = top.parse_args(args_list)
+    args.argv = args_list  # serve --workers starts each worker with the same arguments
     run = getattr(args, "run", None)
     if run is None:
         top.print_help()

@@ -43,6 +43,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="metrics/health HTTP listener (127.0.0.1:9464)",
     )
     serve.add_argument(
+        "--workers",
+        metavar="N",
+        help="worker processes, each a broker node owning a share of the groups and partitions (1)",
+    )
+    serve.add_argument(
         "--set",
         metavar="NAME=VALUE",
         action="append",
@@ -59,6 +64,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         "advertised_listener": args.advertised_listener,
         "data_dir": args.data_dir,
         "metrics_listen": args.metrics_listen,
+        "workers": args.workers,
     }
     known = {f.name for f in fields(Config)}
     for item in args.set:
@@ -72,9 +78,17 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except ConfigError as e:
         print(f"groupcoord: {e}", file=sys.stderr)
         return 2
+    if config.workers > 1 and config.worker_index < 0:
+        from ..server.supervisor import run as supervise
+
+        return supervise(config, list(getattr(args, "argv", sys.argv[1:])))
     from ..server.app import run as run_server
 
     try:
+        if config.worker_index >= 0:  # one of `serve --workers N`'s processes
+            from ..server.worker_layout import worker_config
+
+            config = worker_config(config, config.worker_index)
         return run_server(config)
     except ConfigError as e:  # found while starting: e.g. an assignor that is not installed
         print(f"groupcoord: {e}", file=sys.stderr)

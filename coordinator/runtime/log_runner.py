@@ -62,6 +62,8 @@ class ShardState(Enum):
     ACTIVE = "active"
     FAILED = "failed"
     CLOSED = "closed"
+    # Another node owns the shard (serve --workers: ownership.py); never loaded here.
+    NOT_OWNED = "not_owned"
 
 
 class NotActive(Exception):

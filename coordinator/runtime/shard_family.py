@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 from groupcoord.storage import DataDirError, PartitionLog, install_compaction, prepare_compaction
@@ -53,12 +53,22 @@ class ShardFamily(Generic[RunnerT]):
         log_ = self.runners[index].log
         return None if log_ is None or log_.closed else log_
 
+    def disown(self, owns: Callable[[int], bool]) -> None:
+        """Mark the shards another node owns (`owns(index)` False) NOT_OWNED: never loaded
+        here, their requests answered NOT_COORDINATOR so clients go to the owner."""
+        for runner in self.runners:
+            if not owns(runner.shard_id):
+                runner.state = ShardState.NOT_OWNED
+
     async def load(self, salvage: bool = False) -> None:
-        """Load every shard (`salvage`: their logs were closed cleanly, the runner's load);
-        a shard that fails to load is FAILED, logged, and the others load. A shard log whose
-        files disagree with its data raises DataDirError: the server refuses to start."""
+        """Load every shard this node owns (`salvage`: their logs were closed cleanly, the
+        runner's load); a shard that fails to load is FAILED, logged, and the others load.
+        A shard log whose files disagree with its data raises DataDirError: the server
+        refuses to start."""
         started = time.monotonic()
         for runner in self.runners:
+            if runner.state is ShardState.NOT_OWNED:
+                continue
             try:
                 await runner.load(salvage)
             except DataDirError:

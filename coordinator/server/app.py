@@ -44,8 +44,8 @@ from ..runtime.shard_count import TXN_SHARD_COUNT_FILE, settled_shard_count
 from ..runtime.shard_family import ShardFamily
 from ..runtime.txn_gateway import TxnCoordinatorGateway
 from ..runtime.txn_service import TRANSACTION_STATE_TOPIC, TxnCoordinatorService
-from ..security.oauthbearer import OAuthConfigError
 from ..security.acl_model import ALLOW_ALL
+from ..security.oauthbearer import OAuthConfigError
 from ..security.plain import PlainUsersError
 from ..security.tls import TlsConfigError
 from ..topics.compaction import TopicCompactor
@@ -57,6 +57,7 @@ from ..topics.internal_topics import (
 )
 from ..topics.lag_reads import PartitionEnds
 from ..topics.registry import TopicRegistry, wake_waiters
+from ..topics.txn_markers import marker_written
 from .auth_services import AuthServices
 from .connection import Connection, OutgoingWrites
 from .connection_limits import ConnectionLimits
@@ -80,7 +81,10 @@ from .recovery_report import (
     take_clean_shutdown_marker,
     take_same_boot_marker,
 )
+from .topic_sync import SYNCED_APIS, TopicSync
 from .txn_markers import TxnMarkerRouter
+from .worker_layout import ownership_of, same_topic_ids
+from .worker_txns import WorkerMarkers, WorkerTxnGateway
 
 log = get_logger("groupcoord.server")
 
@@ -176,6 +180,14 @@ class Server:
             config.transaction_max_timeout_ms,
         )
         self.txn_gateway = TxnCoordinatorGateway(self.txn_coordinator)
+        # serve --workers: this worker owns a share of the shards and partitions, the rest
+        # answer NOT_COORDINATOR / NOT_LEADER_OR_FOLLOWER (ownership.py, worker_layout.py).
+        self.ownership = ownership_of(config)
+        if self.ownership is not None:
+            self.coordinator.disown(self.ownership.owns_shard)
+            self.txn_coordinator.disown(self.ownership.owns_shard)
+            self.topics.ownership = self.ownership
+            self.topics.new_topic_id = same_topic_ids(self._cluster_id)
         # The shard logs as Kafka's internal topics, read-only (topics/internal_topics.py);
         # added at start, once the cluster id (part of their topic ids) is known.
         self.internal_topics = InternalTopics()
@@ -193,8 +205,14 @@ class Server:
         self.limits = ConnectionLimits(config, self.metrics, self.connections)
         self.outgoing = OutgoingWrites()
         self.handlers, self.supported_versions = build_dispatch()
+        # serve --workers: topic changes made here are repeated on the other workers.
+        self.topic_sync = TopicSync(self.ownership) if self.ownership is not None else None
+        if self.topic_sync is not None:
+            for key in SYNCED_APIS:
+                self.handlers[key] = self.topic_sync.wrap(key, self.handlers[key])
+            self.topics.auto_create_hook = self.topic_sync.auto_create
         host, port = config.advertised_address
-        self.node = Node(config.node_id, host, port)
+        self.node = Node(config.node_id, host, port, ownership=self.ownership)
         # Listeners, TLS contexts, SASL mechanisms and SCRAM credentials (raises ConfigError
         # for the listeners, TlsConfigError/PlainUsersError for files it cannot use).
         specs = config.listener_specs
@@ -213,7 +231,15 @@ class Server:
             self.spawn,
             self.allocate_producer_id,
             self.supported_versions,
-            self.txn_gateway,
+            # serve --workers: KIP-890 questions go to the transactional id's owner.
+            self.txn_gateway
+            if self.ownership is None
+            else WorkerTxnGateway(
+                self.txn_gateway,
+                self.ownership,
+                config.transaction_state_partitions,
+                self._peer,
+            ),
             self.security,
             authorizer=self.security.acls.authorizer if self.security.acls else ALLOW_ALL,
         )
@@ -226,7 +252,17 @@ class Server:
             self.txn_coordinator.counters,
             self.txn_coordinator.open_transactions,
         )
-        self.marker_router = TxnMarkerRouter(self.context, metrics=self.txn_metrics)
+        if self.ownership is None:
+            self.marker_router = TxnMarkerRouter(self.context, metrics=self.txn_metrics)
+        else:  # serve --workers: markers of what other workers own go to them
+            markers = WorkerMarkers(self.context, self.ownership, self._peer)
+            self.marker_router = TxnMarkerRouter(
+                self.context,
+                write_marker=markers.write_marker,
+                complete_offsets=markers.complete_offsets,
+                written=marker_written,
+                metrics=self.txn_metrics,
+            )
         self.txn_coordinator.set_marker_sink(self.marker_router.submit)
         self.ready = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -250,7 +286,10 @@ class Server:
         for served in self.listeners:
             served.node.cluster_id = self._cluster_id
         self._add_internal_topics()
-        self._producer_ids = ProducerIdAllocator(data / PRODUCER_IDS_FILE)
+        self._producer_ids = ProducerIdAllocator(
+            data / PRODUCER_IDS_FILE,
+            *((len(self.ownership.node_ids), self.ownership.index) if self.ownership else ()),
+        )
         self.security.load()
         if self.security.acls is not None:  # replayed before any request is served
             acl_log = self.security.acls.open(self._salvage, self.metrics)
@@ -294,6 +333,11 @@ class Server:
         ]
         for served in self.listeners:
             await self._open(served)
+        if self.ownership is not None:
+            self._list_workers()
+        if self.topic_sync is not None:
+            self.topic_sync.start(self.listeners[0].node.brokers)
+            await self.topic_sync.catch_up(self.topics)
         self.limits.start()
         if self.config.metrics_listen:
             from ..config import split_host_port
@@ -372,6 +416,25 @@ class Server:
         if served.node.port == 0:  # an ephemeral port was asked for: advertise the real one
             served.node.port = listener.sockets[0].getsockname()[1]
 
+    def _list_workers(self) -> None:
+        """serve --workers: each listener's node lists every worker at that listener's
+        address, worker j's port this worker's + (j - this worker's index)."""
+        ownership = self.ownership
+        assert ownership is not None
+        for served in self.listeners:
+            node = served.node
+            node.brokers = tuple(
+                (node_id, node.host, node.port + j - ownership.index)
+                for j, node_id in enumerate(ownership.node_ids)
+            )
+
+    def _peer(self, node_id: int) -> tuple[int, str, int]:
+        """serve --workers: worker `node_id` at its first listener's address."""
+        for peer in self.listeners[0].node.brokers:
+            if peer[0] == node_id:
+                return peer
+        raise OSError(f"worker {node_id} is not listed (not started yet)")
+
     def reload(self) -> None:
         """SIGHUP: re-read the TLS certificate and key and the PLAIN users; open
         connections keep theirs, new ones get the new (auth_services.py)."""
@@ -447,6 +510,8 @@ class Server:
         for task in self._txn_tasks:
             task.cancel()
         await self.marker_router.close()  # a restart resumes the prepared transactions
+        if self.topic_sync is not None:
+            await self.topic_sync.close()
         await self.txn_coordinator.close()
         await self.coordinator.close()
         await self.committer.close()
@@ -603,8 +668,12 @@ class ProducerIdAllocator:
 
     BLOCK = 1000
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, stride: int = 1, offset: int = 0) -> None:
+        """`stride`, `offset`: serve --workers' worker `offset` of `stride` hands out the ids
+        offset, offset + stride, ...: no two workers ever give out the same id."""
         self.path = path
+        self._stride = stride
+        self._offset = offset
         reserved = 0
         data = read_json_file(path)
         if data is not None:
@@ -621,7 +690,7 @@ class ProducerIdAllocator:
             atomic_write(self.path, json.dumps({"next_block_start": self._limit}).encode())
         value = self._next
         self._next += 1
-        return value
+        return value * self._stride + self._offset
 
 
 async def serve(config: Config) -> int:

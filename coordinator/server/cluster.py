@@ -8,7 +8,7 @@ from typing import Any
 from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 
-from ..runtime.partitioning import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from ..runtime.partitioning import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, shard_for
 from ..security.acl_model import CLUSTER_NAME
 from ..topics.access import (
     CLUSTER,
@@ -22,6 +22,7 @@ from ..topics.access import (
     authorize_by_resource_type,
     visible,
 )
+from ..topics.context import Node
 from .context import GroupContext
 from .txn_api import init_transactional_producer_id
 
@@ -86,13 +87,14 @@ def api_versions_response(
 
 
 def handle_find_coordinator(ctx: GroupContext, request: Request) -> Any:
-    """Emits this node for every group key and every transactional id (key type 1: the
-    node coordinates every `__transaction_state` shard), v0-v3: one key; v4+: batched keys.
+    """Emits the node owning each key's shard: this node for every group key and every
+    transactional id (key type 1: the node coordinates every `__transaction_state` shard),
+    or with serve --workers the owner (ownership.py); v0-v3: one key; v4+: batched keys.
     The key type's internal topic (__consumer_offsets, __transaction_state) is listed from
     then on, as Kafka creates it then. Errors: INVALID_REQUEST for an unknown key type;
     with an authorizer GROUP_AUTHORIZATION_FAILED / TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     without DESCRIBE on the key (v4+: per key, node -1)."""
-    node = ctx.node
+    here = ctx.node
     version = request.api_version
     body = request.body
     m = response_types(ApiKey.FIND_COORDINATOR, version)
@@ -111,9 +113,15 @@ def handle_find_coordinator(ctx: GroupContext, request: Request) -> Any:
     internal_topic = _INTERNAL_TOPIC_OF.get(key_type)
     if internal_topic is not None:  # listed by Metadata from now on, as Kafka's
         ctx.topics.mark_internal_created(internal_topic)
+    shards = (
+        ctx.settings.transaction_state_partitions
+        if key_type == COORDINATOR_TRANSACTION
+        else ctx.settings.offsets_partitions
+    )
     if version < 4:
         error, message = answer(key_type, body.key)
         ok = error == ErrorCode.NONE
+        node = _coordinator(here, body.key, shards)
         return build(
             m.FindCoordinatorResponse,
             error_code=error,
@@ -127,6 +135,7 @@ def handle_find_coordinator(ctx: GroupContext, request: Request) -> Any:
     for key in body.coordinator_keys:
         error, message = answer(key_type, key)
         ok = error == ErrorCode.NONE
+        node = _coordinator(here, key, shards)
         coordinators.append(
             build(
                 m.Coordinator,
@@ -150,6 +159,20 @@ def _find_coordinator_denied(ctx: GroupContext, key_type: int, key: str) -> Erro
     if allowed(ctx, ApiKey.FIND_COORDINATOR, DESCRIBE, TRANSACTIONAL_ID, key):
         return None
     return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def _coordinator(here: Node, key: str, shards: int) -> Node:
+    """The node coordinating `key` (a group id or transactional id) among `shards` shards:
+    this node, or with serve --workers the owner of the key's shard (ownership.py) at its
+    address on this listener."""
+    ownership = here.ownership
+    if ownership is None:
+        return here
+    owner = ownership.shard_owner(shard_for(key, shards))
+    for node_id, host, port in here.brokers:
+        if node_id == owner:
+            return Node(node_id, host, port)
+    return here  # pragma: no cover - brokers lists every owner
 
 
 def handle_init_producer_id(ctx: GroupContext, request: Request) -> Any:

@@ -33,6 +33,9 @@ from ..runtime.txn_service import TRANSACTION_STATE_TOPIC
 from .recovery_report import BOOT_ID_FILE, CLEAN_SHUTDOWN_FILE
 
 CLUSTER_FILE = "cluster.json"  # the marker: this directory is groupcoord's
+# serve --workers' record of the worker count, at the top of a directory of workers
+# (worker_layout.py): never a one-process server's data directory.
+WORKERS_FILE = "workers.json"
 TOPICS_FILE = "topics.json"
 TOPICS_DIR = "topics"
 PRODUCER_IDS_FILE = "producer-ids.json"
@@ -74,6 +77,11 @@ def check_data_dir(path: Path) -> None:
         return  # a first start: created by the lock
     except NotADirectoryError:
         raise DataDirError(f"data directory {path} is not a directory") from None
+    if WORKERS_FILE in names:
+        raise DataDirError(
+            f"data directory {path} holds the workers of `serve --workers` ({WORKERS_FILE}): "
+            "start it with the same number of workers"
+        )
     if CLUSTER_FILE in names:
         return
     foreign = sorted(name for name in names if not _created_by_us(name))

@@ -28,7 +28,12 @@ def served_listeners(specs: list[ListenerSpec], base: GroupContext) -> list[Serv
             node = base.node
             node.host, node.port = spec.advertised_host, spec.advertised_port
         else:
-            node = Node(base.node.node_id, spec.advertised_host, spec.advertised_port)
+            node = Node(
+                base.node.node_id,
+                spec.advertised_host,
+                spec.advertised_port,
+                ownership=base.node.ownership,
+            )
         context = dataclasses.replace(base, node=node, listener_name=spec.name)
         served.append(ServedListener(spec, node, context))
     return served

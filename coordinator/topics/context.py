@@ -25,6 +25,7 @@ from groupcoord.storage import GroupCommitter
 from ..config import Config
 from ..group_admin import GroupAdmin
 from ..observability.metrics import ServerMetrics
+from ..ownership import Ownership
 from ..security.acl_model import ALLOW_ALL, AclOperation, Authorizer, ResourceType
 from .registry import TopicRegistry
 
@@ -48,6 +49,10 @@ class Node:
     port: int
     cluster_id: str = ""
     stopping: bool = False
+    # serve --workers: who owns which shard and partition (ownership.py), and every node
+    # of the cluster as (node id, host, port) on this listener; None and () for one process.
+    ownership: Ownership | None = None
+    brokers: tuple[tuple[int, str, int], ...] = ()
 
 
 GroupsT = TypeVar("GroupsT", covariant=True)

@@ -5,7 +5,7 @@ Emits per partition each producer's id, epoch, last sequence (-1 when no data ba
 current epoch is known), last timestamp, coordinator epoch (-1 until a marker is seen) and
 the first offset of its open transaction (-1 when none is open).
 Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (with Kafka's message when the topic is
-unknown).
+unknown), NOT_LEADER_OR_FOLLOWER (serve --workers: another worker leads it).
 """
 
 from __future__ import annotations
@@ -54,6 +54,17 @@ def handle_describe_producers(ctx: TopicsContext, request: Request) -> Any:
                         error_message=_UNKNOWN_TOPIC
                         if ctx.topics.get(wanted.name) is None
                         else None,
+                        active_producers=(),
+                    )
+                )
+                continue
+            if not partition.led:  # serve --workers: the leader answers
+                partitions.append(
+                    build(
+                        m.PartitionResponse,
+                        partition_index=index,
+                        error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                        error_message=None,
                         active_producers=(),
                     )
                 )

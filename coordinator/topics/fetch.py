@@ -135,7 +135,7 @@ def _read(ctx: TopicsContext, request: Request) -> tuple[Any, int, list[Partitio
                 continue
             partition = topic.partitions[index]
             log = partition.log
-            if log is None:  # an internal topic's shard log not open yet: retriable
+            if log is None or not partition.led:  # a shard log not open, or led elsewhere
                 errors = True
                 partitions.append(_error(m, index, ErrorCode.NOT_LEADER_OR_FOLLOWER))
                 continue

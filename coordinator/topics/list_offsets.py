@@ -74,7 +74,8 @@ def handle_list_offsets(ctx: TopicsContext, request: Request) -> Any:
                 error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif topic is None or not 0 <= index < len(topic.partitions):
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif topic.partitions[index].log is None:  # an internal topic's shard not open
+            elif topic.partitions[index].log is None or not topic.partitions[index].led:
+                # an internal topic's shard not open, or another worker leads it
                 error = ErrorCode.NOT_LEADER_OR_FOLLOWER
             else:
                 error = ErrorCode.NONE

@@ -42,7 +42,7 @@ from .access import (
     operations_bitfield,
     visible,
 )
-from .context import TopicsContext
+from .context import Node, TopicsContext
 from .registry import Topic, TopicError, check_topic_name
 
 log = get_logger("groupcoord.metadata")
@@ -68,26 +68,40 @@ DESCRIBE_TOPIC_PARTITIONS_LIMIT_MAX = 2000
 def _partitions(
     cls: type[Any],
     topic: Topic,
-    node_id: int,
+    node: Node,
     start: int = 0,
     stop: int | None = None,
     **extra: Any,
 ) -> tuple[Any, ...]:
+    """Each partition led by its owner (ownership.py; this node when it is the only one),
+    the leader its only replica."""
     stop = len(topic.partitions) if stop is None else stop
+    ownership = node.ownership
+    leaders = (
+        [node.node_id] * (stop - start)
+        if ownership is None
+        else [ownership.partition_leader(topic.name, index) for index in range(start, stop)]
+    )
     return tuple(
         build(
             cls,
             error_code=ErrorCode.NONE,
             partition_index=index,
-            leader_id=node_id,
+            leader_id=leader,
             leader_epoch=LEADER_EPOCH,
-            replica_nodes=(node_id,),
-            isr_nodes=(node_id,),
+            replica_nodes=(leader,),
+            isr_nodes=(leader,),
             offline_replicas=(),
             **extra,
         )
-        for index in range(start, stop)
+        for index, leader in zip(range(start, stop), leaders, strict=True)
     )
+
+
+def brokers_of(node: Node) -> tuple[tuple[int, str, int], ...]:
+    """Every broker of the cluster as (node id, host, port) on `node`'s listener: the
+    workers of serve --workers, or this node alone."""
+    return node.brokers or ((node.node_id, node.host, node.port),)
 
 
 # Metadata -----------------------------------------------------------------------------------
@@ -104,9 +118,10 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
     collides with an existing topic's once '.' and '_' are unified), INVALID_REQUEST
     (neither name nor id; v10-v11: a topic id or a null name anywhere in the request, which
     Kafka refuses whole: every requested topic answered INVALID_REQUEST, no broker),
-    LEADER_NOT_AVAILABLE (auto-creation failed on disk; retriable); with an authorizer
-    TOPIC_AUTHORIZATION_FAILED (no DESCRIBE on the topic, or auto-creation without CREATE),
-    topics it may not DESCRIBE left out of an all-topics answer."""
+    LEADER_NOT_AVAILABLE (auto-creation failed on disk, or with serve --workers is left to
+    the first worker; retriable); with an authorizer TOPIC_AUTHORIZATION_FAILED (no
+    DESCRIBE on the topic, or auto-creation without CREATE), topics it may not DESCRIBE
+    left out of an all-topics answer."""
     node = ctx.node
     version = request.api_version
     body = request.body
@@ -126,7 +141,7 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
             name=topic.name,
             topic_id=topic.topic_id,
             is_internal=topic.internal,
-            partitions=_partitions(m.MetadataResponsePartition, topic, node.node_id),
+            partitions=_partitions(m.MetadataResponsePartition, topic, node),
             topic_authorized_operations=operations_bitfield(
                 ctx, TOPIC, topic.name, TOPIC_OPERATIONS_ALL
             )
@@ -213,16 +228,13 @@ def handle_metadata(ctx: TopicsContext, request: Request) -> Any:
             error, topic = _unknown_topic(ctx, name, allow_auto)
             topics.append(found(topic) if topic is not None else missing(error, name))
 
-    broker = build(
-        m.MetadataResponseBroker,
-        node_id=node.node_id,
-        host=node.host,
-        port=node.port,
-        rack=None,
+    brokers = tuple(
+        build(m.MetadataResponseBroker, node_id=node_id, host=host, port=port, rack=None)
+        for node_id, host, port in brokers_of(node)
     )
     return build(
         m.MetadataResponse,
-        brokers=(broker,),
+        brokers=brokers,
         cluster_id=node.cluster_id,
         controller_id=node.node_id,
         topics=tuple(topics + refused),
@@ -255,6 +267,10 @@ def _unknown_topic(
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
     if not (allow_auto and ctx.settings.auto_create_topics):
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+    hook = ctx.topics.auto_create_hook
+    if hook is not None and not hook(name, ctx.settings.default_partitions):
+        # serve --workers: the first worker creates it for all; the client asks again.
+        return ErrorCode.LEADER_NOT_AVAILABLE, None
     try:
         topic = ctx.topics.create(name, ctx.settings.default_partitions, {})
     except TopicError as e:
@@ -304,12 +320,9 @@ def handle_describe_cluster(ctx: TopicsContext, request: Request) -> Any:
         if body.include_cluster_authorized_operations
         else AUTHORIZED_OPERATIONS_OMITTED
     )
-    broker = build(
-        m.DescribeClusterBroker,
-        broker_id=node.node_id,
-        host=node.host,
-        port=node.port,
-        rack=None,
+    brokers = tuple(
+        build(m.DescribeClusterBroker, broker_id=node_id, host=host, port=port, rack=None)
+        for node_id, host, port in brokers_of(node)
     )
     return build(
         m.DescribeClusterResponse,
@@ -318,7 +331,7 @@ def handle_describe_cluster(ctx: TopicsContext, request: Request) -> Any:
         endpoint_type=ENDPOINT_BROKER,
         cluster_id=node.cluster_id,
         controller_id=node.node_id,
-        brokers=(broker,),
+        brokers=brokers,
         cluster_authorized_operations=cluster_ops,
     )
 
@@ -429,7 +442,7 @@ def handle_describe_topic_partitions(ctx: TopicsContext, request: Request) -> An
         partitions = _partitions(
             m.DescribeTopicPartitionsResponsePartition,
             topic,
-            node.node_id,
+            node,
             start,
             stop,
             eligible_leader_replicas=(),

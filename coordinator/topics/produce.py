@@ -177,6 +177,8 @@ def _produce(
                 result.message = f"Cannot append to internal topic {name}"
             elif check is not None and check[0] is not ErrorCode.NONE:
                 result.error = check[0]
+            elif not topic.partitions[data.index].led:  # another worker leads it
+                result.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
             else:
                 guard = check[1] if check is not None else None
                 _append(ctx, topic.partitions[data.index], data.records, result, guard, tv2)

@@ -41,7 +41,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +49,7 @@ from groupcoord.storage import DataDirError, LogConfig, PartitionLog
 from groupcoord.storage.checkpoint import atomic_write, read_json_file, state_file_fields
 
 from ..config import Config
+from ..ownership import Ownership
 from ..runtime.partitioning import OFFSETS_TOPIC
 from .broker_config_store import BrokerConfigStore
 from .cleanup_policy import CleanupPolicy, lag_conflict
@@ -60,6 +61,10 @@ PARTITIONS_MAX = 100_000
 # The longest a topic change holds the event loop before letting it serve others (the
 # module docstring says why).
 CHANGE_STEP_S = 0.002
+
+
+def _random_topic_id(_name: str) -> uuid.UUID:
+    return uuid.uuid4()
 
 
 class TopicError(Exception):
@@ -92,6 +97,9 @@ class Partition:
     producers: ProducerStates
     # Long-poll fetches waiting for this partition's high watermark to move.
     waiters: set[asyncio.Future[None]] = field(default_factory=set)
+    # This node leads it (always, but with serve --workers: ownership.py); a partition led
+    # elsewhere answers NOT_LEADER_OR_FOLLOWER to Produce, Fetch and ListOffsets.
+    led: bool = True
 
     @property
     def high_watermark(self) -> int:
@@ -149,6 +157,13 @@ class TopicRegistry:
         # the topic image iterate those), `partition()` (writers) or topics.json.
         self._internal: dict[str, Topic] = {}
         self._internal_by_id: dict[uuid.UUID, Topic] = {}
+        # serve --workers: which partitions this node leads, and the topic ids every worker
+        # gives a topic alike (server/app.py sets both); None / random for one process.
+        self.ownership: Ownership | None = None
+        self.new_topic_id: Callable[[str], uuid.UUID] = _random_topic_id
+        # serve --workers (server/topic_sync.py): asked before Metadata auto-creates a topic
+        # (name, partitions): True to create it here, False when another worker creates it.
+        self.auto_create_hook: Callable[[str, int], bool] | None = None
 
     # lifecycle ---------------------------------------------------------------------------
 
@@ -495,7 +510,10 @@ class TopicRegistry:
         except BaseException:
             log.close()
             raise
-        return Partition(topic, index, log, producers)
+        partition = Partition(topic, index, log, producers)
+        if self.ownership is not None:
+            partition.led = self.ownership.owns_partition(topic.name, index)
+        return partition
 
     def _check_create(
         self, name: str, partitions: int, configs: dict[str, str | None]
@@ -522,7 +540,7 @@ class TopicRegistry:
                 ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
             )
         checked = self._checked_configs(configs)
-        topic = Topic(name, uuid.uuid4(), checked)
+        topic = Topic(name, self.new_topic_id(name), checked)
         # Checked for validate_only too, so a dry run answers as the real creation would.
         return topic, partitions, self._checked_log_config(topic)
 

@@ -50,11 +50,13 @@ def append_txn_marker(
     transaction_version: int = 0,
 ) -> MarkerAppended | ErrorCode:
     """Check and append one marker (not yet durable: see `await_marker`). Errors:
-    UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED,
-    KAFKA_STORAGE_ERROR."""
+    UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (led by another worker),
+    INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, KAFKA_STORAGE_ERROR."""
     target = ctx.topics.partition(topic, partition)
     if target is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if not target.led:  # serve --workers: another worker leads it
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
     producers = target.producers
     try:
         producers.check_marker(

@@ -1,0 +1,215 @@
+"""serve --workers: topic changes made on one worker, repeated on every other.
+
+Theory of operation. Every worker keeps the whole topic metadata (names, ids, partition
+counts, configs, dynamic broker configs) in its own data directory, and opens every
+partition (those it does not lead stay empty: ownership.py), so that Metadata, the group
+coordinator's assignors and offset commits see the same topics on every node. A change a
+client makes on one worker (CreateTopics, DeleteTopics, CreatePartitions,
+IncrementalAlterConfigs) is answered by that worker, then sent as the same Kafka request
+(same version, same body) to every other worker, marked by its client id (PEER_CLIENT_ID)
+so that it goes no further. Topic ids are the same everywhere because every worker derives
+them from the cluster id and the name (worker_layout.same_topic_ids). DeleteTopics on each
+worker removes the topic's offsets from the shards that worker owns: together, every shard.
+
+A topic that Metadata auto-creates is created by the first worker alone (another worker
+asks it with a CreateTopics that it repeats to all, and answers LEADER_NOT_AVAILABLE
+meanwhile: the client asks again), so that two workers never make one name with different
+partition counts.
+
+Why Kafka requests and not a local channel: the workers are Kafka brokers already, so the
+requests, their validation and their answers exist and are tested; a worker needs nothing
+but its peers' addresses; and it is the shape a cluster across machines keeps (issue 22
+item 2 replaces the sending by a metadata table that every node follows, the handlers
+stay). Each peer has one queue, sent in order (a delete never overtakes its create), with
+retries while the peer is down (a worker being restarted). A worker that starts catches
+up from a peer's Metadata: topics it lacks are created, partition counts raised (changes
+missed while both were down, deletions and config changes among them, are not repaired).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import inspect
+import struct
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from groupcoord.protocol.api import ApiKey, Request, build, request_schema
+from groupcoord.protocol.client_codec import decode_response, encode_request
+
+from ..observability.logging import get_logger
+from ..ownership import Ownership
+from ..topics.registry import TopicError, TopicRegistry
+
+log = get_logger("groupcoord.topic_sync")
+
+PEER_CLIENT_ID = "groupcoord-worker"
+# A worker asking the first worker to auto-create a topic: a request the first worker
+# repeats to every worker (so not PEER_CLIENT_ID).
+AUTO_CREATE_CLIENT_ID = "groupcoord-worker-auto-create"
+CREATE_TOPICS_VERSION = 5
+# The requests repeated on the other workers.
+SYNCED_APIS = (
+    ApiKey.CREATE_TOPICS,
+    ApiKey.DELETE_TOPICS,
+    ApiKey.CREATE_PARTITIONS,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS,
+)
+RETRY_MIN_S = 0.2
+RETRY_MAX_S = 5.0
+REQUEST_TIMEOUT_S = 30.0
+METADATA_VERSION = 12
+_SIZE = struct.Struct(">i")
+
+Peer = tuple[int, str, int]  # node id, host, port
+
+
+async def peer_request(
+    peer: Peer, api_key: int, version: int, body: Any, client_id: str = PEER_CLIENT_ID
+) -> Any:
+    """One request to a peer worker on a connection of its own; its response body.
+    OSError / TimeoutError / asyncio.IncompleteReadError when it cannot be had."""
+    _, host, port = peer
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
+    try:
+        writer.write(encode_request(api_key, version, 1, body, client_id))
+        size = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), REQUEST_TIMEOUT_S))[0]
+        frame = await asyncio.wait_for(reader.readexactly(size), REQUEST_TIMEOUT_S)
+    finally:
+        writer.close()
+    return decode_response(api_key, version, frame)[1]
+
+
+class TopicSync:
+    """Sends the topic changes of this worker to its peers (module docstring)."""
+
+    def __init__(self, ownership: Ownership) -> None:
+        self.ownership = ownership
+        self.peers: list[Peer] = []
+        self._queues: dict[int, asyncio.Queue[tuple[int, int, Any, str]]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self, brokers: tuple[Peer, ...]) -> None:
+        """Start sending to every broker but this one (the first listener's addresses)."""
+        self.peers = [b for b in brokers if b[0] != self.ownership.node_id]
+        for peer in self.peers:
+            queue: asyncio.Queue[tuple[int, int, Any, str]] = asyncio.Queue()
+            self._queues[peer[0]] = queue
+            self._tasks.append(asyncio.ensure_future(self._send_loop(peer, queue)))
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def wrap(self, api_key: int, handler: Callable[..., Any]) -> Callable[..., Any]:
+        """`handler` answering as before, its request then queued for every peer unless a
+        peer sent it."""
+
+        async def synced(ctx: Any, request: Request) -> Any:
+            result = handler(ctx, request)
+            if inspect.isawaitable(result):
+                result = await result
+            if request.header.client_id != PEER_CLIENT_ID:
+                for queue in self._queues.values():
+                    queue.put_nowait((api_key, request.api_version, request.body, PEER_CLIENT_ID))
+            return result
+
+        return synced
+
+    def auto_create(self, name: str, partitions: int) -> bool:
+        """The registry's auto_create_hook: the first worker creates a topic Metadata
+        auto-creates (and repeats it on the others); another worker asks the first with a
+        CreateTopics and answers LEADER_NOT_AVAILABLE meanwhile, so that two workers
+        never auto-create one name with different ids or counts."""
+        m = request_schema(ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION)
+        assert m is not None
+        mod = sys.modules[m.__module__]
+        body = build(
+            m,
+            topics=(
+                build(
+                    mod.CreatableTopic,
+                    name=name,
+                    num_partitions=partitions,
+                    replication_factor=-1,
+                    assignments=(),
+                    configs=(),
+                ),
+            ),
+            timeout=datetime.timedelta(milliseconds=REQUEST_TIMEOUT_S * 1000),
+            validate_only=False,
+        )
+        if self.ownership.index == 0:
+            for queue in self._queues.values():
+                queue.put_nowait(
+                    (ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION, body, PEER_CLIENT_ID)
+                )
+            return True
+        first = self.ownership.node_ids[0]
+        queue = self._queues.get(first)
+        if queue is not None:
+            queue.put_nowait(
+                (ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION, body, AUTO_CREATE_CLIENT_ID)
+            )
+        return False
+
+    async def _send_loop(self, peer: Peer, queue: asyncio.Queue[tuple[int, int, Any, str]]) -> None:
+        while True:
+            api_key, version, body, client_id = await queue.get()
+            delay_s = RETRY_MIN_S
+            while True:
+                try:
+                    await peer_request(peer, api_key, version, body, client_id)
+                    break
+                except (OSError, TimeoutError, asyncio.IncompleteReadError) as e:
+                    log.info(
+                        "peer unreachable: topic change retried",
+                        peer=peer[0],
+                        api=ApiKey(api_key).name,
+                        error=repr(e),
+                        retry_in_s=delay_s,
+                    )
+                    await asyncio.sleep(delay_s)
+                    delay_s = min(delay_s * 2, RETRY_MAX_S)
+
+    async def catch_up(self, registry: TopicRegistry) -> None:
+        """Create the topics a peer has and this worker lacks, and raise partition counts
+        below a peer's (module docstring); the first peer that answers is enough."""
+        for peer in self.peers:
+            m = request_schema(ApiKey.METADATA, METADATA_VERSION)
+            try:
+                metadata = await peer_request(
+                    peer,
+                    ApiKey.METADATA,
+                    METADATA_VERSION,
+                    build(
+                        m,
+                        topics=None,
+                        allow_auto_topic_creation=False,
+                        include_topic_authorized_operations=False,
+                    ),
+                )
+            except (OSError, TimeoutError, asyncio.IncompleteReadError):
+                continue
+            for topic in metadata.topics:
+                if topic.is_internal or topic.error_code:
+                    continue
+                count = len(topic.partitions)
+                await self._catch_up_topic(registry, topic.name, count)
+            return
+
+    @staticmethod
+    async def _catch_up_topic(registry: TopicRegistry, name: str, count: int) -> None:
+        current = registry.get(name)
+        try:
+            if current is None:
+                await registry.create_in_steps(name, count, {})
+                log.info("topic caught up from a peer", topic=name, partitions=count)
+            elif len(current.partitions) < count:
+                await registry.add_partitions_in_steps(current, count)
+                log.info("partitions caught up from a peer", topic=name, partitions=count)
+        except (TopicError, OSError) as e:
+            log.warning("topic catch-up failed", topic=name, error=str(e))
