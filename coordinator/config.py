@@ -17,6 +17,7 @@ from typing import Any
 
 from .groups.config import SERVER_SETTINGS, InvalidGroupConfig, check_server_settings, from_server
 from .security.listeners import ListenerError, ListenerSpec, listener_specs
+from .security.setting_checks import security_settings_problem
 
 MiB = 1024 * 1024
 DAY_MS = 24 * 3600 * 1000
@@ -24,8 +25,6 @@ LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE: Kafka's "no limit" for LONG setti
 # Room in a frame beside its record batch: request header, transactional id, topic name,
 # partition fields (a produce request's own bytes are far below this).
 FRAME_OVERHEAD_BYTES = 64 * 1024
-# The SASL mechanisms served (sasl_enabled_mechanisms chooses among them).
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 class ConfigError(ValueError):
@@ -819,59 +818,14 @@ def validate(config: Config) -> None:
         )
     if config.log_level not in ("debug", "info", "warning", "error"):
         raise ConfigError("log_level must be debug, info, warning or error")
-    _validate_security(config)
+    problem = security_settings_problem(config, config.listener_specs)  # (ConfigError)
+    if problem is not None:
+        raise ConfigError(problem)
     if config.log_message_timestamp_type not in ("CreateTime", "LogAppendTime"):
         raise ConfigError("log_message_timestamp_type must be CreateTime or LogAppendTime")
     for name in ("log_message_timestamp_before_max_ms", "log_message_timestamp_after_max_ms"):
         if not 0 <= getattr(config, name) <= LONG_MAX:
             raise ConfigError(f"{name} must be 0 to {LONG_MAX}")
-
-
-def _validate_security(config: Config) -> None:
-    specs = config.listener_specs  # raises ConfigError
-    if config.ssl_client_auth not in ("none", "requested", "required"):
-        raise ConfigError("ssl_client_auth must be none, requested or required")
-    if any(spec.uses_tls for spec in specs) and not config.ssl_certificate_file:
-        raise ConfigError("an SSL or SASL_SSL listener needs ssl_certificate_file")
-    if config.ssl_client_auth != "none" and not config.ssl_truststore_file:
-        raise ConfigError(f"ssl_client_auth={config.ssl_client_auth} needs ssl_truststore_file")
-    mechanisms = [m.strip().upper() for m in config.sasl_enabled_mechanisms.split(",")]
-    for mechanism in mechanisms:
-        if mechanism and mechanism not in SASL_MECHANISMS:
-            raise ConfigError(
-                f"sasl_enabled_mechanisms: {mechanism} is not one of {', '.join(SASL_MECHANISMS)}"
-            )
-    if any(spec.uses_sasl for spec in specs) and not any(mechanisms):
-        raise ConfigError("a SASL listener needs sasl_enabled_mechanisms")
-    if (
-        any(spec.uses_sasl for spec in specs)
-        and "OAUTHBEARER" in mechanisms
-        and not config.sasl_oauthbearer_jwks_endpoint_url
-    ):
-        # Kafka's default validator trusts unsigned tokens; we offer only the JWKS one.
-        raise ConfigError(
-            "OAUTHBEARER needs sasl_oauthbearer_jwks_endpoint_url (unsecured tokens are "
-            "not accepted)"
-        )
-    if config.connections_max_reauth_ms < 0:
-        raise ConfigError("connections_max_reauth_ms must be 0 (off) or more")
-    if config.connection_failed_authentication_delay_ms < 0:
-        raise ConfigError("connection_failed_authentication_delay_ms must be 0 or more")
-    if config.sasl_server_max_receive_size <= 0:
-        raise ConfigError("sasl_server_max_receive_size must be positive")
-    if config.acl_decision_cache_entries < 0:
-        raise ConfigError("acl_decision_cache_entries must be >= 0")
-    for principal in filter(None, (p.strip() for p in config.super_users.split(";"))):
-        if ":" not in principal:
-            raise ConfigError(f"super_users: {principal!r} is not Type:Name (e.g. User:admin)")
-    if config.http_ssl_client_auth not in ("none", "required"):
-        raise ConfigError("http_ssl_client_auth must be none or required")
-    if config.http_tls and not config.ssl_certificate_file:
-        raise ConfigError("http_tls needs ssl_certificate_file (and ssl_key_file)")
-    if config.http_ssl_client_auth != "none" and not (
-        config.http_tls and config.ssl_truststore_file
-    ):
-        raise ConfigError("http_ssl_client_auth=required needs http_tls and ssl_truststore_file")
 
 
 def per_ip_overrides(text: str) -> dict[str, int]:

@@ -19,14 +19,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from groupcoord.protocol.batches import DefaultRecordBatch, DefaultRecordBatchBuilder, parse_header
 from groupcoord.storage import CorruptBatch, DataDirError, LogConfig, PartitionLog
 
-from ..observability.metrics import ServerMetrics
-from ..observability.storage_damage import report_damage_removed
 from .acl_binding import AclBinding
 from .acl_model import AclOperation, AclPermissionType, PatternType, ResourceType
 from .standard_authorizer import StandardAuthorizer
@@ -81,10 +79,13 @@ class AclStore:
         self.log: PartitionLog | None = None
         self._lock = asyncio.Lock()
 
-    def open(self, salvage: bool, metrics: ServerMetrics | None = None) -> PartitionLog:
+    def open(self, salvage: bool, report_damage: Callable[..., None] | None = None) -> PartitionLog:
         """Open the log (recovering it; `salvage` as PartitionLog.open) and replay it into
-        the authorizer. Raises DataDirError naming the directory for a record that is no
-        ACL, OSError when the log cannot be read."""
+        the authorizer. `report_damage`: how damage removed from the log is reported
+        (observability/storage_damage.py's report_damage_removed with the server's metrics,
+        passed in: security/ does not import observability/); without it, damage met while
+        replaying raises CorruptBatch. Raises DataDirError naming the directory for a record
+        that is no ACL, OSError when the log cannot be read."""
         log_ = PartitionLog.open(self.directory, _LOG_CONFIG, salvage=salvage)
         self.log = log_
         offset = log_.log_start_offset
@@ -93,11 +94,12 @@ class AclStore:
                 chunk = log_.read(offset, _READ_CHUNK_BYTES)
             except CorruptBatch as exc:
                 # Damage in a segment trusted at open: removed and reported as every log's.
+                if report_damage is None:
+                    raise
                 removed, dropped = log_.salvage_damaged(exc.path)
                 if not removed:
                     raise
-                report_damage_removed(
-                    metrics,
+                report_damage(
                     self.directory.name,
                     exc.path,
                     dropped,

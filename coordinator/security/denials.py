@@ -16,11 +16,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from groupcoord.coordinator.observability.logging import get_logger
+import structlog
 
 from .acl_model import AclOperation, ResourceType
 
-log = get_logger("groupcoord.authorizer")
+# structlog's own logger (configured by observability/logging.py at start): security/ does
+# not import observability/, which imports it.
+log = structlog.get_logger("groupcoord.authorizer")
 
 
 class DenialLog:

@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from collections.abc import Coroutine
+from functools import partial
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from ..observability.lag_metrics import LagMetrics
 from ..observability.logging import get_logger, setup_logging
 from ..observability.metrics import ServerMetrics
 from ..observability.runtime_metrics import RuntimeCollector
+from ..observability.storage_damage import report_damage_removed
 from ..observability.storage_metrics import StorageCollector
 from ..observability.txn_metrics import TxnMetrics
 from ..runtime.gateway import GroupCoordinatorGateway
@@ -292,7 +294,9 @@ class Server:
         )
         self.security.load()
         if self.security.acls is not None:  # replayed before any request is served
-            acl_log = self.security.acls.open(self._salvage, self.metrics)
+            acl_log = self.security.acls.open(
+                self._salvage, partial(report_damage_removed, self.metrics)
+            )
             report_recovery([(ACLS_DIR, acl_log)], self._after_clean_shutdown, self.metrics)
         self.topics.load(salvage=self._salvage)
         report_recovery(

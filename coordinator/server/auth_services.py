@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ssl
 
-from ..config import SASL_MECHANISMS as SUPPORTED_MECHANISMS
 from ..config import Config
 from ..observability.logging import get_logger
 from ..security.acl_store import AclStore
@@ -17,6 +16,7 @@ from ..security.listeners import ListenerSpec
 from ..security.oauthbearer import JwksValidator, ValidatorSettings
 from ..security.plain import PlainUsersError, load_plain_users
 from ..security.scram import ScramCredential
+from ..security.setting_checks import SASL_MECHANISMS
 from ..security.standard_authorizer import StandardAuthorizer
 from ..security.tls import TlsConfigError, TlsSettings, server_context
 from .data_dir import ACLS_DIR, SCRAM_CREDENTIALS_FILE
@@ -118,8 +118,8 @@ def enabled_mechanisms(text: str) -> tuple[str, ...]:
     """sasl.enabled.mechanisms as a tuple; ValueError for one not supported here."""
     names = tuple(m.strip().upper() for m in text.split(",") if m.strip())
     for name in names:
-        if name not in SUPPORTED_MECHANISMS:
+        if name not in SASL_MECHANISMS:
             raise ValueError(
-                f"sasl_enabled_mechanisms: {name} is not one of {', '.join(SUPPORTED_MECHANISMS)}"
+                f"sasl_enabled_mechanisms: {name} is not one of {', '.join(SASL_MECHANISMS)}"
             )
     return names
