@@ -489,7 +489,7 @@ def test_a_classic_mass_expiry_frees_memory_a_bounded_slice_per_event() -> None:
     RELEASE_SLICE members per shard event, not all in the event that writes the emptied
     record (which freed about a memory block per member). Counted in memory blocks, with
     the cyclic GC off."""
-    members = 6 * RELEASE_SLICE
+    members = 3 * RELEASE_SLICE
     h = loaded_classic_group(members)
     h.log.clear()  # the harness's log held the loaded record: only the shard does now
     gc.collect()
