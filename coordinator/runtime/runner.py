@@ -38,13 +38,13 @@ from groupcoord.protocol.records import (
 from groupcoord.storage import GroupCommitter, LogConfig
 
 from ..groups.config import GroupConfig, GroupConfigSource
-from ..groups.events import GroupEvent
 from ..groups.result import Reply, Result
 from ..groups.shard import GroupShard
 from ..groups.topics import TopicImage
 from ..observability.logging import get_logger
 from ..observability.metrics import ServerMetrics
 from . import clock as clocks
+from .group_event_log import GroupEventLog
 from .log_runner import (
     RELOAD_RETRY_S,
     CoordinatorShardRunner,
@@ -67,19 +67,6 @@ class UuidIds:
         import uuid
 
         return str(uuid.uuid4())
-
-
-def log_group_event(event: GroupEvent) -> None:
-    """One INFO line per group event (groups/events.py)."""
-    events_log.info(
-        "group event",
-        group_event=event.event,
-        group=event.group_id,
-        generation_or_epoch=event.generation_or_epoch,
-        member_id=event.member_id,
-        cause=event.cause,
-        details=event.details,
-    )
 
 
 class ShardRunner(CoordinatorShardRunner):
@@ -108,6 +95,7 @@ class ShardRunner(CoordinatorShardRunner):
         self.group_configs = group_configs
         self.group_config = group_config
         self.groups_total = groups_total
+        self.event_log = GroupEventLog(events_log)
         super().__init__(shard_id, directory, log_config, committer, clock_ms, metrics, clock)
 
     def _new_shard(self) -> GroupShard:
@@ -125,13 +113,13 @@ class ShardRunner(CoordinatorShardRunner):
         """Replay the whole log into `self.shard` in LOAD_CHUNK_BYTES reads; returns how
         many records were replayed (unknown record types are skipped, not counted). The
         group events derived meanwhile rebuild the timelines, stamped with their batches'
-        times, and are not logged; from then on they are (`log_group_event`)."""
+        times, and are not logged; from then on they are (group_event_log.py)."""
         replayer = _LogReplayer(self.shard, self.shard_id, now_ms)
         await self._read_log(replayer.feed, LOAD_CHUNK_BYTES)
         replayer.flush()
         events = self.shard.events
         events.replay_time_ms = None
-        events.sink = log_group_event
+        events.sink = self.event_log
         return replayer.count
 
     def call_transactional(
