@@ -20,7 +20,7 @@ WILDCARD_HOST = "*"
 
 # What an ALLOW ACL of each operation also allows (Kafka's implication; DENY ACLs name
 # their exact operation, ALL aside).
-_IMPLIED_BY_ALLOW: dict[AclOperation, frozenset[AclOperation]] = {
+_IMPLIED_BY_ALLOW: dict[int, frozenset[int]] = {
     AclOperation.READ: frozenset({AclOperation.DESCRIBE}),
     AclOperation.WRITE: frozenset({AclOperation.DESCRIBE}),
     AclOperation.DELETE: frozenset({AclOperation.DESCRIBE}),
@@ -33,7 +33,7 @@ def allow_covers(acl_operation: int, requested: int) -> bool:
     """Whether an ALLOW ACL of `acl_operation` allows `requested`."""
     if acl_operation == requested or acl_operation == AclOperation.ALL:
         return True
-    implied = _IMPLIED_BY_ALLOW.get(AclOperation(acl_operation))
+    implied = _IMPLIED_BY_ALLOW.get(acl_operation)  # IntEnum keys: ints find them
     return implied is not None and requested in implied
 
 

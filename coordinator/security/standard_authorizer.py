@@ -59,8 +59,10 @@ class StandardAuthorizer:
         self._acls: dict[AclBinding, None] = {}  # insertion ordered, as a set
         self._literal: dict[tuple[int, str], list[AclBinding]] = {}
         self._prefixed: dict[tuple[int, str], list[AclBinding]] = {}
-        # Per resource type, the distinct lengths of its prefixed ACLs' names, sorted.
+        # Per resource type, the distinct lengths of its prefixed ACLs' names, sorted, and
+        # how many distinct prefixes have each (type, length).
         self._prefix_lengths: dict[int, list[int]] = {}
+        self._prefix_counts: dict[tuple[int, int], int] = {}
 
     @classmethod
     def from_settings(
@@ -93,11 +95,7 @@ class StandardAuthorizer:
             key = (int(acl.resource_type), acl.resource_name)
             entries = self._prefixed.setdefault(key, [])
             if not entries:
-                lengths = self._prefix_lengths.setdefault(key[0], [])
-                length = len(acl.resource_name)
-                i = bisect.bisect_left(lengths, length)
-                if i == len(lengths) or lengths[i] != length:
-                    lengths.insert(i, length)
+                self._count_prefix(key[0], len(acl.resource_name), 1)
             entries.append(acl)
         else:
             self._literal.setdefault((int(acl.resource_type), acl.resource_name), []).append(acl)
@@ -116,14 +114,22 @@ class StandardAuthorizer:
         if not entries:
             del index[key]
             if index is self._prefixed:
-                self._forget_prefix_length(key[0], len(acl.resource_name))
+                self._count_prefix(key[0], len(acl.resource_name), -1)
         self._cache.clear()
         return True
 
-    def _forget_prefix_length(self, resource_type: int, length: int) -> None:
-        if any(t == resource_type and len(name) == length for t, name in self._prefixed):
+    def _count_prefix(self, resource_type: int, length: int, delta: int) -> None:
+        """One more (or one fewer) distinct prefix of `length` for the type: the sorted
+        lengths list holds the lengths counted above zero."""
+        key = (resource_type, length)
+        count = self._prefix_counts.get(key, 0) + delta
+        lengths = self._prefix_lengths.setdefault(resource_type, [])
+        if count:
+            self._prefix_counts[key] = count
+            if count == 1 and delta == 1:
+                bisect.insort(lengths, length)
             return
-        lengths = self._prefix_lengths[resource_type]
+        del self._prefix_counts[key]
         lengths.remove(length)
         if not lengths:
             del self._prefix_lengths[resource_type]

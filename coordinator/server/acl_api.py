@@ -198,9 +198,8 @@ async def handle_create_acls(ctx: GroupContext, request: Request) -> Any:
                 build(m.AclCreationResult, error_code=failure[0], error_message=failure[1])
             )
         else:
-            results.append(
-                build(m.AclCreationResult, error_code=ErrorCode.NONE, error_message=None)
-            )
+            # Kafka's success carries an empty message, not null.
+            results.append(build(m.AclCreationResult, error_code=ErrorCode.NONE, error_message=""))
     return build(m.CreateAclsResponse, results=tuple(results))
 
 

@@ -8,7 +8,7 @@ Two groupcoord servers run at once: "none" (no authorizer) and "acls"
 --acls ACLs: literal and prefixed, TOPIC and GROUP, ALLOW and DENY, for 100 other
 principals, plus the ALLOW READ ACLs the load needs: GROUP prefix `bench-` and the commit
 topic for User:ANONYMOUS, so every check is decided by ACLs). Each round measures, on each
-server in turn (so both share whatever else loads the machine):
+server in turn, the order alternating (so both share whatever else loads the machine):
 
 1. **Heartbeats/s**: --members classic members (groups of one, formed up front), their
    Heartbeat v4 pre-encoded and pipelined over 8 connections, 32 in flight each, closed
@@ -228,7 +228,9 @@ async def run(args: argparse.Namespace) -> int:
                 k: {"hb": [], "commit": []} for k in servers
             }
             for r in range(args.rounds):
-                for name, proc in servers.items():
+                # Alternate which goes first: whatever else loads the machine drifts.
+                order = list(servers.items())
+                for name, proc in order if r % 2 == 0 else order[::-1]:
                     rate, errors = await heartbeats(hb[name], seconds)
                     figures[name]["hb"].append(rate)
                     crate, cerrors = await commits(proc.bootstrap, seconds)
