@@ -27,6 +27,7 @@ from ..security.acl_model import (
     PatternType,
     ResourceType,
 )
+from ..topics.access import allowed_cluster
 from .context import GroupContext
 
 log = get_logger("groupcoord.acls")
@@ -68,7 +69,7 @@ def handle_describe_acls(ctx: GroupContext, request: Request) -> Any:
 
     if store is None:
         return error(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured on the broker")
-    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+    if not allowed_cluster(ctx, ApiKey.DESCRIBE_ACLS, AclOperation.DESCRIBE):
         return error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     body = request.body
     acl_filter = _filter(body, body.resource_name_filter, body.pattern_type_filter)
@@ -159,7 +160,7 @@ async def handle_create_acls(ctx: GroupContext, request: Request) -> Any:
 
     if store is None:
         return every(ErrorCode.SECURITY_DISABLED, _SECURITY_DISABLED_MESSAGE)
-    if not ctx.authorized(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+    if not allowed_cluster(ctx, ApiKey.CREATE_ACLS, AclOperation.ALTER):
         return every(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     if any(_not_buildable(c) for c in creations):
         return every(ErrorCode.UNKNOWN_SERVER_ERROR, None)
@@ -236,7 +237,7 @@ async def handle_delete_acls(ctx: GroupContext, request: Request) -> Any:
 
     if store is None:
         return every(ErrorCode.SECURITY_DISABLED, _SECURITY_DISABLED_MESSAGE)
-    if not ctx.authorized(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+    if not allowed_cluster(ctx, ApiKey.DELETE_ACLS, AclOperation.ALTER):
         return every(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     matched: list[tuple[str | None, list[AclBinding]]] = []
     removed: dict[AclBinding, None] = {}
