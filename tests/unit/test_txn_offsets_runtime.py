@@ -20,6 +20,7 @@ from groupcoord.coordinator.groups.txn_commit import TxnOffsetCommitRequest
 from groupcoord.coordinator.runtime.clock import ManualClock
 from groupcoord.coordinator.runtime.gateway import GroupCoordinatorGateway
 from groupcoord.coordinator.runtime.runner import ShardRunner
+from groupcoord.coordinator.security.acl_model import ALLOW_ALL
 from groupcoord.protocol.batches import DefaultRecordBatch, parse_header
 from groupcoord.protocol.control_batches import marker_commits
 from groupcoord.protocol.errors import ErrorCode
@@ -385,6 +386,7 @@ async def test_txn_offset_commit_asks_the_coordinator_once_per_transaction(
         groups=gateway,
         txns=txns,
         read_at=0.0,
+        authorizer=ALLOW_ALL,
     )
 
     async def commit(offset: int, epoch: int = EPOCH) -> list[int]:
