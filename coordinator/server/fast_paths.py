@@ -50,6 +50,17 @@ def steady_consumer_heartbeat(ctx: GroupContext, frame: bytes) -> tuple[RequestH
     header, group_id, member_id, member_epoch, instance_id = read
     if not group_id or not member_id:
         return None
+    return _steady_answer(ctx, header, group_id, member_id, member_epoch, instance_id)
+
+
+def _steady_answer(
+    ctx: GroupContext,
+    header: RequestHeader,
+    group_id: str,
+    member_id: str,
+    member_epoch: int,
+    instance_id: str | None,
+) -> tuple[RequestHeader, Any] | None:
     answer = ctx.groups.steady_consumer_group_heartbeat(
         group_id,
         member_id,
@@ -90,20 +101,7 @@ def authorized_steady_consumer_heartbeat(
     header, group_id, member_id, member_epoch, instance_id = read
     if not group_id or not member_id or not ctx.authorized(READ, GROUP, group_id):
         return None
-    answer = ctx.groups.steady_consumer_group_heartbeat(
-        group_id,
-        member_id,
-        member_epoch,
-        instance_id,
-        header.client_id or "",
-        ctx.client_host,
-        ctx.read_at,
-        _STEADY_ANSWERS.respond,
-        _STEADY_ANSWERS.failed,
-    )
-    if answer is None:
-        return None
-    return header, answer
+    return _steady_answer(ctx, header, group_id, member_id, member_epoch, instance_id)
 
 
 def authorized_offset_commit_v8_v9(
