@@ -27,7 +27,7 @@ from groupcoord.storage.health import StorageHealth
 from groupcoord.storage.open_files import OPEN_FILES
 from groupcoord.storage.retention import apply_retention
 
-from ..config import FRAME_OVERHEAD_BYTES, Config, ConfigError
+from ..config import FRAME_OVERHEAD_BYTES, Config
 from ..observability.coordinator_metrics import CoordinatorCollector
 from ..observability.group_api import GroupApi
 from ..observability.http import HttpEndpoint
@@ -710,8 +710,7 @@ async def serve(config: Config) -> int:
         TlsConfigError,
         PlainUsersError,
         OAuthConfigError,
-        ConfigError,
-    ) as e:
+    ) as e:  # (a ConfigError, e.g. an unreadable token file, goes to the CLI: exit 2)
         log.error("cannot start", error=str(e))
         return 1
     loop = asyncio.get_running_loop()
