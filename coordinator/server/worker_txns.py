@@ -217,18 +217,24 @@ class WorkerMarkers:
         )
 
     async def complete_offsets(
-        self, shard: int, producer_id: int, producer_epoch: int, commit: bool, resumed: bool
+        self,
+        shard: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        resumed: bool,
+        transaction_version: int,
     ) -> ErrorCode:
         if self._ownership.owns_shard(shard):
             error: ErrorCode = await self._ctx.groups.complete_transaction(
-                shard, producer_id, producer_epoch, commit, resumed
+                shard, producer_id, producer_epoch, commit, resumed, transaction_version
             )
             return error
         # The owner's group shard decides itself whether the producer's offsets are
         # pending (a resumed job's second marker finds none and changes nothing).
         owner = self._ownership.shard_owner(shard)
         return await self._send(
-            owner, OFFSETS_TOPIC, shard, producer_id, producer_epoch, 0, commit, 2
+            owner, OFFSETS_TOPIC, shard, producer_id, producer_epoch, 0, commit, transaction_version
         )
 
     async def _send(
