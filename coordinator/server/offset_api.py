@@ -11,6 +11,7 @@ from the raw frame (fast_paths.py), skipping the codec.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import Any
 
 from groupcoord.protocol.api import ApiKey, Request, build, response_types
@@ -299,6 +300,23 @@ def _fetch_one(
     )
     if ctx.authorizer.enabled:
         return _authorized_fetch_one(ctx, group_id, wanted, require_stable, member_id, member_epoch)
+    return _fetch(ctx, group_id, wanted, require_stable, member_id, member_epoch, _same)
+
+
+def _same(answer: gm.OffsetFetchResponse) -> gm.OffsetFetchResponse:
+    return answer
+
+
+def _fetch(
+    ctx: GroupContext,
+    group_id: str,
+    wanted: list[gm.OffsetFetchTopic] | None,
+    require_stable: bool,
+    member_id: str | None,
+    member_epoch: int,
+    respond: Callable[[gm.OffsetFetchResponse], gm.OffsetFetchResponse],
+) -> Any:
+    """The group coordinator's answer for one group, passed through `respond`."""
     fetch = gm.OffsetFetchRequest(
         group_id=group_id,
         topics=wanted,
@@ -307,12 +325,8 @@ def _fetch_one(
         member_epoch=member_epoch,
     )
     return ctx.groups.fetch_offsets(
-        fetch, ctx.read_at, _same, lambda error: gm.OffsetFetchResponse(group_id, [], error)
+        fetch, ctx.read_at, respond, lambda error: gm.OffsetFetchResponse(group_id, [], error)
     )
-
-
-def _same(answer: gm.OffsetFetchResponse) -> gm.OffsetFetchResponse:
-    return answer
 
 
 def _authorized_fetch_one(
@@ -350,16 +364,7 @@ def _authorized_fetch_one(
             ]
         return gm.OffsetFetchResponse(answer.group_id, topics, answer.error)
 
-    fetch = gm.OffsetFetchRequest(
-        group_id=group_id,
-        topics=wanted,
-        require_stable=require_stable,
-        member_id=member_id,
-        member_epoch=member_epoch,
-    )
-    return ctx.groups.fetch_offsets(
-        fetch, ctx.read_at, respond, lambda error: gm.OffsetFetchResponse(group_id, [], error)
-    )
+    return _fetch(ctx, group_id, wanted, require_stable, member_id, member_epoch, respond)
 
 
 def handle_offset_fetch(ctx: GroupContext, request: Request) -> Any:
