@@ -217,6 +217,12 @@ def response_types(api_key: int, version: int) -> types.ModuleType:
     return sys.modules[response_schema(api_key, version).__module__]
 
 
+def request_types(api_key: int, version: int) -> types.ModuleType:
+    """The module holding a request's class and its nested entity classes (e.g.
+    CreateTopicsRequest, CreatableTopic): for requests the server sends itself."""
+    return sys.modules[load_request_schema(api_key, version).__module__]
+
+
 _FILL_INS: dict[type[Any], tuple[frozenset[str], tuple[tuple[str, Any], ...]]] = {}
 
 

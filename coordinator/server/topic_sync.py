@@ -32,11 +32,10 @@ import asyncio
 import datetime
 import inspect
 import struct
-import sys
 from collections.abc import Callable
 from typing import Any
 
-from groupcoord.protocol.api import ApiKey, Request, build, request_schema
+from groupcoord.protocol.api import ApiKey, Request, build, request_schema, request_types
 from groupcoord.protocol.client_codec import decode_response, encode_request
 
 from ..observability.logging import get_logger
@@ -124,11 +123,9 @@ class TopicSync:
         auto-creates (and repeats it on the others); another worker asks the first with a
         CreateTopics and answers LEADER_NOT_AVAILABLE meanwhile, so that two workers
         never auto-create one name with different ids or counts."""
-        m = request_schema(ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION)
-        assert m is not None
-        mod = sys.modules[m.__module__]
+        mod = request_types(ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION)
         body = build(
-            m,
+            mod.CreateTopicsRequest,
             topics=(
                 build(
                     mod.CreatableTopic,

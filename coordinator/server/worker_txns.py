@@ -24,11 +24,10 @@ that does not own its shard gets NOT_COORDINATOR there, and the client looks aga
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from groupcoord.protocol.api import ApiKey, build, request_schema
+from groupcoord.protocol.api import ApiKey, build, request_types
 from groupcoord.protocol.errors import ErrorCode
 
 from ..ownership import Ownership
@@ -135,11 +134,9 @@ class WorkerTxnGateway:
         """AddPartitionsToTxn v5 to the owner: its answer per partition, or one error
         (NETWORK_EXCEPTION when it cannot be reached: retriable for the producer)."""
         v = ADD_PARTITIONS_VERSION
-        m = request_schema(ApiKey.ADD_PARTITIONS_TO_TXN, v)
-        assert m is not None
-        mod = sys.modules[m.__module__]
+        mod = request_types(ApiKey.ADD_PARTITIONS_TO_TXN, v)
         body = build(
-            m,
+            mod.AddPartitionsToTxnRequest,
             transactions=(
                 build(
                     mod.AddPartitionsToTxnTransaction,
@@ -249,11 +246,9 @@ class WorkerMarkers:
         transaction_version: int,
     ) -> ErrorCode:
         v = WRITE_MARKERS_VERSION
-        m = request_schema(ApiKey.WRITE_TXN_MARKERS, v)
-        assert m is not None
-        mod = sys.modules[m.__module__]
+        mod = request_types(ApiKey.WRITE_TXN_MARKERS, v)
         body = build(
-            m,
+            mod.WriteTxnMarkersRequest,
             markers=(
                 build(
                     mod.WritableTxnMarker,
