@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.jvm.artifacts import POM, JvmArtifactsMissing, classpath
 
 # Spark 4.0 runs on Java 17 and 21.
@@ -157,3 +159,22 @@ def spark_session(work_dir: Path) -> Iterator[Any]:
         yield spark
     finally:
         spark.stop()
+
+
+def require_spark() -> None:
+    """`prerequisites()` for a test fixture, before it starts brokers: what is missing fails
+    the test (never a skip), saying what."""
+    try:
+        prerequisites()
+    except SparkUnavailable as exc:
+        pytest.fail(f"PySpark unavailable: {exc}", pytrace=False)
+
+
+@contextlib.contextmanager
+def spark_session_or_fail(work_dir: Path) -> Iterator[Any]:
+    """`spark_session` for a test fixture: a session that cannot start fails the test."""
+    try:
+        with spark_session(work_dir) as session:
+            yield session
+    except SparkUnavailable as exc:
+        pytest.fail(f"PySpark unavailable: {exc}", pytrace=False)

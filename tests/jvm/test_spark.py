@@ -38,10 +38,9 @@ from groupcoord.protocol.batches import BatchHeader, split_batches
 from tests.jvm.differential import on_both
 from tests.jvm.kafka_broker import KafkaBroker
 from tests.jvm.spark_session import (
-    SparkUnavailable,
     connector_spark_version,
-    prerequisites,
-    spark_session,
+    require_spark,
+    spark_session_or_fail,
 )
 from tests.rawclient import RawClient
 from tests.support import ROOT, client_batch, serving
@@ -67,10 +66,7 @@ COLUMNS = ("partition", "offset", "key", "value", "timestamp", "timestampType", 
 @pytest.fixture(scope="module")
 def spark_ready() -> None:
     """What PySpark needs, checked before any broker starts (fails saying what is missing)."""
-    try:
-        prerequisites()
-    except SparkUnavailable as exc:
-        pytest.fail(f"PySpark unavailable: {exc}", pytrace=False)
+    require_spark()
 
 
 @pytest.fixture(scope="module")
@@ -85,11 +81,8 @@ def brokers(
 @pytest.fixture(scope="module")
 def spark(brokers: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The module's SparkSession (after the brokers, so stopped before them)."""
-    try:
-        with spark_session(tmp_path_factory.mktemp("spark")) as session:
-            yield session
-    except SparkUnavailable as exc:
-        pytest.fail(f"PySpark unavailable: {exc}", pytrace=False)
+    with spark_session_or_fail(tmp_path_factory.mktemp("spark")) as session:
+        yield session
 
 
 def spark_scenario(scenario: Callable[[str, str], None]) -> Callable[[str, str], None]:

@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient
 
 from groupcoord.pipeline import cli
 from tests.integration.test_clients import create_topic
-from tests.jvm.spark_session import SparkUnavailable, prerequisites, spark_session
+from tests.jvm.spark_session import require_spark, spark_session_or_fail
 from tests.support import ServerProcess, serving
 
 pytestmark = [pytest.mark.jvm, pytest.mark.timeout(600)]
@@ -39,10 +39,7 @@ TIMEOUT_S = 60.0
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    try:
-        prerequisites()
-    except SparkUnavailable as exc:
-        pytest.fail(f"PySpark unavailable: {exc}", pytrace=False)
+    require_spark()
     # Three coordinator shards: the job reads every partition of __consumer_offsets (a
     # Spark task each); the groups' histories do not need fifty.
     settings = {
@@ -56,11 +53,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 @pytest.fixture(scope="module")
 def spark(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    try:
-        with spark_session(tmp_path_factory.mktemp("spark")) as session:
-            yield session
-    except SparkUnavailable as exc:
-        pytest.fail(f"PySpark unavailable: {exc}", pytrace=False)
+    with spark_session_or_fail(tmp_path_factory.mktemp("spark")) as session:
+        yield session
 
 
 def wait_for(condition: Any, what: str, timeout_s: float = TIMEOUT_S) -> None:

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from groupcoord.pipeline.offset_committer import KafkaOffsetCommitter, PendingCommit
 from tests.integration.test_clients import create_topic
-from tests.jvm.spark_session import SparkUnavailable, prerequisites, spark_session
+from tests.jvm.spark_session import require_spark, spark_session_or_fail
 from tests.support import ServerProcess, serving
 
 pytestmark = [pytest.mark.jvm, pytest.mark.timeout(600)]
@@ -37,21 +37,15 @@ TIMEOUT_S = 180.0
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    try:
-        prerequisites()
-    except SparkUnavailable as exc:
-        pytest.fail(f"PySpark unavailable: {exc}", pytrace=False)
+    require_spark()
     with serving(tmp_path_factory.mktemp("groupcoord") / "data") as proc:
         yield proc
 
 
 @pytest.fixture(scope="module")
 def spark(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    try:
-        with spark_session(tmp_path_factory.mktemp("spark")) as session:
-            yield session
-    except SparkUnavailable as exc:
-        pytest.fail(f"PySpark unavailable: {exc}", pytrace=False)
+    with spark_session_or_fail(tmp_path_factory.mktemp("spark")) as session:
+        yield session
 
 
 def produce(bootstrap: str, per_partition: int, start: int) -> None:
