@@ -302,25 +302,35 @@ class WorkersProcess(ServerProcess):
             return []
         return [int(p) for p in text.split()]
 
-    def worker_pid(self, index: int) -> int:
-        """Worker `index`'s pid: the child holding the listening socket of port + index."""
-        for pid in self.worker_pids():
-            if _listens(pid, self.port + index):
-                return pid
-        raise RuntimeError(f"no worker listens on {self.port + index}")
+    def worker_pid(self, index: int, timeout_s: float = 30.0) -> int:
+        """Worker `index`'s pid: the child holding the listening socket of port + index.
+        Waits up to `timeout_s` for it (a worker restarted by an earlier test may not
+        have bound its port yet)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for pid in self.worker_pids():
+                if _listens(pid, self.port + index):
+                    return pid
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no worker listens on {self.port + index}")
+            time.sleep(0.2)
 
 
 def _listens(pid: int, port: int) -> bool:
     """Whether process `pid` holds a listening TCP socket on `port` (from /proc)."""
     inodes = set()
     try:
-        for fd in Path(f"/proc/{pid}/fd").iterdir():
-            target = os.readlink(fd)
-            if target.startswith("socket:["):
-                inodes.add(target[8:-1])
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
         lines = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
     except OSError:
         return False
+    for fd in fds:
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed since the listing: a connection, not the listener
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
     for line in lines:
         fields = line.split()
         local, state, inode = fields[1], fields[3], fields[9]
