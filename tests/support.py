@@ -293,14 +293,17 @@ class WorkersProcess(ServerProcess):
         return all(self.worker_healthy(i) for i in range(self.workers))
 
     def worker_pids(self) -> list[int]:
-        """The parent's live child processes (its workers), in start order."""
+        """The parent's live child processes (its workers), by pid."""
         assert self.proc is not None
-        pid = self.proc.pid
-        try:
-            text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-        except OSError:
-            return []
-        return [int(p) for p in text.split()]
+        pids: list[int] = []
+        # Every thread's children: a worker restarted from another thread of the parent is
+        # listed under that thread's task.
+        for task in sorted(Path(f"/proc/{self.proc.pid}/task").glob("*")):
+            try:
+                pids += [int(p) for p in (task / "children").read_text().split()]
+            except OSError:
+                continue
+        return sorted(pids)
 
     def worker_pid(self, index: int, timeout_s: float = 30.0) -> int:
         """Worker `index`'s pid: the child holding the listening socket of port + index.
