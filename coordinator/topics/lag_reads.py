@@ -5,11 +5,18 @@ The timestamp is read from the header of the batch holding that offset (the in-m
 offset index, then one read of at most a few KiB): the batch's append time for a
 LogAppendTime batch, else its first record's timestamp. It is exact when the committed
 offset starts its batch; otherwise it is that batch's first record's, so the lag in time is
-over-stated by at most the time the producer spent filling one batch (linger.ms)."""
+over-stated by at most the time the producer spent filling one batch (linger.ms).
+
+A scrape asks for the offsets of every group on a partition at once (`timestamps_ms`): the
+ones not cached are found in one walk of the partition's headers
+(storage/batch_timestamps.py), not one lookup each."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from groupcoord.storage import PartitionLog, StorageError
+from groupcoord.storage.batch_timestamps import batch_timestamps
 
 from .registry import TopicRegistry
 
@@ -40,22 +47,55 @@ class PartitionEnds:
     def timestamp_ms(self, topic: str, partition: int, offset: int) -> int | None:
         """The timestamp of the record at `offset` as the module docstring says; None when
         it cannot be read (outside the log, a damaged batch, a log closed meanwhile)."""
+        return self.timestamps_ms(topic, partition, (offset,))[0]
+
+    def timestamps_ms(self, topic: str, partition: int, offsets: Sequence[int]) -> list[int | None]:
+        """`timestamp_ms` of each of `offsets` (any order) of one partition; those not
+        cached are read in one walk of its headers."""
         found = self.topics.partition(topic, partition)
         if found is None or found.log is None:
-            return None
+            return [None] * len(offsets)
         log = found.log
         # Records below the log start were deleted unread: the first left is the oldest.
-        offset = max(offset, log.log_start_offset)
-        if offset >= found.high_watermark:
-            return None
-        key = (found.topic.topic_id, partition, offset)
-        if key in self._current:
-            return self._current[key]
-        if key in self._previous:
-            cached = self._current[key] = self._previous[key]
-            return cached
-        self._current[key] = read = self._read(found.log, offset)
-        return read
+        log_start = log.log_start_offset
+        high_watermark = found.high_watermark
+        current, previous = self._current, self._previous
+        topic_id = found.topic.topic_id
+        out: list[int | None] = []
+        missing: dict[int, list[int]] = {}  # offset -> where in `out` it goes
+        for offset in offsets:
+            if offset < log_start:
+                offset = log_start
+            if offset >= high_watermark:
+                out.append(None)
+                continue
+            key = (topic_id, partition, offset)
+            if key in current:
+                out.append(current[key])
+            elif key in previous:
+                out.append(previous[key])
+                current[key] = previous[key]
+            else:
+                missing.setdefault(offset, []).append(len(out))
+                out.append(None)
+        if missing:
+            wanted = sorted(missing)
+            for offset, read in zip(wanted, self._read_all(log, wanted), strict=True):
+                current[topic_id, partition, offset] = read
+                for at in missing[offset]:
+                    out[at] = read
+        return out
+
+    def _read_all(self, log: PartitionLog, offsets: list[int]) -> list[int | None]:
+        """The timestamps of ascending `offsets`: one walk, or one read each where the walk
+        meets damage (a read reports it) or the log is closed or failed meanwhile."""
+        try:
+            walked = batch_timestamps(log, offsets)
+        except (StorageError, OSError):
+            walked = None
+        if walked is not None:
+            return walked
+        return [self._read(log, offset) for offset in offsets]
 
     @staticmethod
     def _read(log: PartitionLog, offset: int) -> int | None:
