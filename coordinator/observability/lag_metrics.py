@@ -15,14 +15,27 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from .lag import LagLevel, LagRow, LagSeries, bounded_series, lag_rows, lag_seconds
+from .lag import (
+    LagLevel,
+    LagRow,
+    LagSeries,
+    add_series,
+    group_topics,
+    lag_rows,
+    lag_seconds,
+    series_level,
+)
 from .lag_status import LagStatuses, PartitionStatus, group_status
 from .logging import get_logger
 
 log = get_logger("groupcoord.lag")
 
-# Rows computed, headers read or series rendered between two checks of the time taken.
-_STEP = 50
+# Rows computed or series rendered between two checks of the time taken (each a few
+# microseconds), and offsets of one partition whose timestamps are asked for at once (a
+# walk of at most an index interval of headers each when not cached).
+_ROWS = 200
+_LINES = 500
+_READS = 100
 # Loop time after which a step yields to the loop.
 _SLICE_S = 0.002
 
@@ -41,7 +54,7 @@ class PartitionEndsView(Protocol):
 
     def high_watermark(self, topic: str, partition: int) -> int | None: ...
 
-    def timestamp_ms(self, topic: str, partition: int, offset: int) -> int | None: ...
+    def timestamps_ms(self, topic: str, partition: int, offsets: list[int]) -> list[int | None]: ...
 
     def begin_scrape(self) -> None: ...
 
@@ -74,6 +87,10 @@ class LagMetrics:
         self.clock_ms = clock_ms
         self.statuses = LagStatuses(status_intervals, status_min_distance_ms)
         self._text = _render_empty()
+        # Label text by (group, topic, partition) of the series last rendered, at
+        # _labels_level.
+        self._labels: dict[tuple[str, str | None, int | None], str] = {}
+        self._labels_level = LagLevel.PARTITION
 
     def text(self) -> bytes:
         """The metrics as the last `refresh` measured them (Prometheus text format)."""
@@ -93,32 +110,157 @@ class LagMetrics:
         slicer = LoopSlicer()
         rows: list[LagRow] = []
         members: dict[str, int] = {}
-        high_watermark = self.ends.high_watermark
         statuses = self.statuses
         now_ms = self.clock_ms()
         self.ends.begin_scrape()
+        high_watermark = _per_scrape(self.ends.high_watermark)
         for committed, counts in self.sources():
             members.update(counts)
-            for start in range(0, len(committed), _STEP):
-                chunk = lag_rows(committed[start : start + _STEP], high_watermark)
+            for start in range(0, len(committed), _ROWS):
+                chunk = lag_rows(committed[start : start + _ROWS], high_watermark)
                 statuses.offer(chunk, now_ms)
                 rows += chunk
                 await slicer.step()
             await slicer.yield_now()  # between shards: the next one is read after its events
         by_status = statuses.finish()
-        level, series = bounded_series(rows, self.series_max, self.name_labels)
-        timestamp_ms = self.ends.timestamp_ms
-        for i, one in enumerate(series):
-            probe = one.probe
-            first_ms = None
-            if probe.records:
-                first_ms = timestamp_ms(probe.topic, probe.partition, probe.committed)
-            one.seconds = lag_seconds(now_ms, probe.records, first_ms)
-            # A header read not cached may take a fraction of a millisecond: check each.
-            if probe.records or i % _STEP == _STEP - 1:
-                await slicer.step()
-        self._text = await _render(level, series, members, len(rows), slicer)
+        level, series = await self._series(rows, slicer)
+        await self._measure_ages(series, now_ms, slicer)
+        self._text = await self._render(level, series, members, len(rows), slicer)
         self._text += _render_statuses(by_status, self.name_labels)
+
+    async def _series(
+        self, rows: list[LagRow], slicer: LoopSlicer
+    ) -> tuple[LagLevel, list[LagSeries]]:
+        """lag.py's bounded_series, a chunk of rows at a time."""
+        pairs: set[tuple[str, str]] = set()
+        if self.name_labels and len(rows) > self.series_max:
+            for start in range(0, len(rows), _ROWS):
+                pairs |= group_topics(rows[start : start + _ROWS])
+                await slicer.step()
+        level = series_level(rows, self.series_max, self.name_labels, pairs)
+        series: list[LagSeries] = []
+        sums: dict[tuple[str, str | None], LagSeries] = {}
+        for start in range(0, len(rows), _ROWS):
+            add_series(rows[start : start + _ROWS], level, series, sums)
+            await slicer.step()
+        return level, series if level is LagLevel.PARTITION else list(sums.values())
+
+    async def _measure_ages(self, series: list[LagSeries], now_ms: int, slicer: LoopSlicer) -> None:
+        """Each series' lag in time, from its probe's first unconsumed record: the probes
+        of one partition read together (one walk of its headers for those not cached)."""
+        behind: dict[tuple[str, int], list[LagSeries]] = {}
+        for start in range(0, len(series), _ROWS):
+            for one in series[start : start + _ROWS]:
+                probe = one.probe
+                if probe.records:
+                    key = (probe.topic, probe.partition)
+                    on_partition = behind.get(key)
+                    if on_partition is None:
+                        behind[key] = [one]
+                    else:
+                        on_partition.append(one)
+                else:
+                    one.seconds = 0.0
+            await slicer.step()
+        timestamps_ms = self.ends.timestamps_ms
+        for (topic, partition), on_partition in behind.items():
+            for start in range(0, len(on_partition), _READS):
+                some = on_partition[start : start + _READS]
+                firsts = timestamps_ms(topic, partition, [one.probe.committed for one in some])
+                for one, first_ms in zip(some, firsts, strict=True):
+                    one.seconds = lag_seconds(now_ms, one.probe.records, first_ms)
+                await slicer.step()
+
+    async def _render(
+        self,
+        level: LagLevel,
+        series: list[LagSeries],
+        members: dict[str, int],
+        partitions: int,
+        slicer: LoopSlicer,
+    ) -> bytes:
+        """The Prometheus text of one measurement: members, then the series of `level`
+        (the committed offsets and high watermarks too at partition level). A series'
+        labels are rendered once and kept while it is exported scrape after scrape."""
+        out = _heads(level, members, partitions)
+        labels: list[str] = []
+        kept = self._labels if level is self._labels_level else {}
+        self._labels, self._labels_level = {}, level
+        now = self._labels
+        for start in range(0, len(series), _LINES):
+            for one in series[start : start + _LINES]:
+                key = (one.group, one.topic, one.partition)
+                text = kept.get(key)
+                if text is None:
+                    text = _label_text(one, level)
+                now[key] = text
+                labels.append(text)
+            await slicer.step()
+        prefix = _PREFIX[level]
+        records_help, seconds_help = _helps(level)
+        name = f"{prefix}_records"
+        out.append(_head(name, records_help))
+        for start in range(0, len(series), _LINES):
+            end = start + _LINES
+            out += [
+                f"{name}{label} {one.records}\n"
+                for label, one in zip(labels[start:end], series[start:end], strict=True)
+            ]
+            await slicer.step()
+        name = f"{prefix}_seconds"
+        out.append(_head(name, seconds_help))
+        for start in range(0, len(series), _LINES):
+            end = start + _LINES
+            out += [
+                f"{name}{label} {one.seconds}\n"
+                for label, one in zip(labels[start:end], series[start:end], strict=True)
+                if one.seconds is not None  # a lag in time that could not be read
+            ]
+            await slicer.step()
+        if level is LagLevel.PARTITION:
+            name = "groupcoord_group_committed_offset"
+            out.append(_head(name, "Committed offset per group-partition"))
+            for start in range(0, len(series), _LINES):
+                end = start + _LINES
+                out += [
+                    f"{name}{label} {one.probe.committed}\n"
+                    for label, one in zip(labels[start:end], series[start:end], strict=True)
+                ]
+                await slicer.step()
+            name = "groupcoord_group_log_end_offset"
+            out.append(
+                _head(
+                    name,
+                    "High watermark of each partition a group committed on, per group-partition",
+                )
+            )
+            for start in range(0, len(series), _LINES):
+                end = start + _LINES
+                out += [
+                    f"{name}{label} {one.probe.end_offset}\n"
+                    for label, one in zip(labels[start:end], series[start:end], strict=True)
+                ]
+                await slicer.step()
+        chunks: list[bytes] = []
+        for start in range(0, len(out), _LINES * 4):
+            chunks.append("".join(out[start : start + _LINES * 4]).encode())
+            await slicer.step()
+        return b"".join(chunks)
+
+
+def _per_scrape(read: Callable[[str, int], int | None]) -> Callable[[str, int], int | None]:
+    """`read`, asked once per partition in a scrape (many groups commit on each)."""
+    seen: dict[tuple[str, int], int | None] = {}
+
+    def cached(topic: str, partition: int) -> int | None:
+        key = (topic, partition)
+        try:
+            return seen[key]
+        except KeyError:
+            value = seen[key] = read(topic, partition)
+            return value
+
+    return cached
 
 
 class LoopSlicer:
@@ -246,51 +388,3 @@ def _render_statuses(by_status: dict[str, dict[PartitionStatus, int]], names: bo
 def _group_label(group: str, names: bool) -> str:
     """{group="..."}, or nothing (names off: the one series of every group)."""
     return f'{{group="{_escape(group)}"}}' if names else ""
-
-
-async def _render(
-    level: LagLevel,
-    series: list[LagSeries],
-    members: dict[str, int],
-    partitions: int,
-    slicer: LoopSlicer,
-) -> bytes:
-    """The Prometheus text of one measurement: members, then the series of `level` (the
-    committed offsets and high watermarks too at partition level)."""
-    out = _heads(level, members, partitions)
-    labels: list[str] = []
-    for start in range(0, len(series), _STEP * 4):
-        labels += [_label_text(one, level) for one in series[start : start + _STEP * 4]]
-        await slicer.step()
-    prefix = _PREFIX[level]
-    records_help, seconds_help = _helps(level)
-    families: list[tuple[str, str, Callable[[LagSeries], object]]] = [
-        (f"{prefix}_records", records_help, lambda one: one.records),
-        (f"{prefix}_seconds", seconds_help, lambda one: one.seconds),
-    ]
-    if level is LagLevel.PARTITION:
-        families += [
-            (
-                "groupcoord_group_committed_offset",
-                "Committed offset per group-partition",
-                lambda one: one.probe.committed,
-            ),
-            (
-                "groupcoord_group_log_end_offset",
-                "High watermark of each partition a group committed on, per group-partition",
-                lambda one: one.probe.end_offset,
-            ),
-        ]
-    for name, help_text, value_of in families:
-        out.append(_head(name, help_text))
-        for start in range(0, len(series), _STEP * 4):
-            for i in range(start, min(start + _STEP * 4, len(series))):
-                value = value_of(series[i])
-                if value is not None:  # a lag in time that could not be read
-                    out.append(f"{name}{labels[i]} {value}\n")
-            await slicer.step()
-    chunks: list[bytes] = []
-    for start in range(0, len(out), _STEP * 40):
-        chunks.append("".join(out[start : start + _STEP * 40]).encode())
-        await slicer.step()
-    return b"".join(chunks)

@@ -24,12 +24,13 @@ from .registry import TopicRegistry
 class PartitionEnds:
     def __init__(self, topics: TopicRegistry) -> None:
         self.topics = topics
-        # Timestamps read in this scrape and the one before, by (topic id, partition,
-        # offset): a group that stopped, or a slow one, is behind at the same offset scrape
-        # after scrape, and the record there does not change (a topic deleted and created
-        # again has a new id). Two rounds bound the cache by two scrapes' reads.
-        self._current: dict[tuple[object, int, int], int | None] = {}
-        self._previous: dict[tuple[object, int, int], int | None] = {}
+        # Timestamps read in this scrape and the one before, by (topic id, partition, log
+        # generation), then offset: a group that stopped, or a slow one, is behind at the
+        # same offset scrape after scrape, and the record there does not change (a topic
+        # deleted and created again has a new id; compaction, a new generation). Two
+        # rounds bound the cache by two scrapes' reads.
+        self._current: dict[tuple[object, int, int], dict[int, int | None]] = {}
+        self._previous: dict[tuple[object, int, int], dict[int, int | None]] = {}
 
     def begin_scrape(self) -> None:
         """A new scrape: timestamps not read again since the one before are forgotten."""
@@ -59,8 +60,12 @@ class PartitionEnds:
         # Records below the log start were deleted unread: the first left is the oldest.
         log_start = log.log_start_offset
         high_watermark = found.high_watermark
-        current, previous = self._current, self._previous
-        topic_id = found.topic.topic_id
+        # Compaction rewrites batches (a new generation): what was read before may differ.
+        partition_key = (found.topic.topic_id, partition, log.generation)
+        current = self._current.get(partition_key)
+        if current is None:
+            current = self._current[partition_key] = {}
+        previous = self._previous.get(partition_key, current)
         out: list[int | None] = []
         missing: dict[int, list[int]] = {}  # offset -> where in `out` it goes
         for offset in offsets:
@@ -68,20 +73,18 @@ class PartitionEnds:
                 offset = log_start
             if offset >= high_watermark:
                 out.append(None)
-                continue
-            key = (topic_id, partition, offset)
-            if key in current:
-                out.append(current[key])
-            elif key in previous:
-                out.append(previous[key])
-                current[key] = previous[key]
+            elif offset in current:
+                out.append(current[offset])
+            elif offset in previous:
+                read = current[offset] = previous[offset]
+                out.append(read)
             else:
                 missing.setdefault(offset, []).append(len(out))
                 out.append(None)
         if missing:
             wanted = sorted(missing)
             for offset, read in zip(wanted, self._read_all(log, wanted), strict=True):
-                current[topic_id, partition, offset] = read
+                current[offset] = read
                 for at in missing[offset]:
                     out[at] = read
         return out

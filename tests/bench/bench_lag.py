@@ -12,12 +12,15 @@ first unconsumed record's batch header is read). Prints, for three scrapes in a 
 first reads every header, the next ones hit the cache of timestamps), the loop time of
 LagMetrics.scrape (measure and render, yielding between steps) and its longest step
 between two yields. Never asserts: figures only (a loaded machine's figures are noisy).
+The cyclic collector is set as the server sets it (server/app.py: thresholds raised, and
+what was built before serving frozen), so its passes cost what they cost in the server.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import random
 import tempfile
 import time
@@ -30,6 +33,9 @@ from groupcoord.coordinator.topics.lag_reads import PartitionEnds
 from groupcoord.coordinator.topics.registry import TopicRegistry
 from groupcoord.protocol.batches import split_batches
 from tests.support import make_batch
+
+# What server/app.py's main sets.
+SERVER_GC_THRESHOLDS = (50_000, 50, 100)
 
 
 def main() -> None:
@@ -66,6 +72,8 @@ def main() -> None:
                 yield committed, {group: 0 for group, _, _, _, _ in committed}
 
         lag = LagMetrics(sources, PartitionEnds(topics), args.series_max)
+        gc.set_threshold(*SERVER_GC_THRESHOLDS)
+        gc.freeze()
         asyncio.run(_measure(lag, args.groups * args.partitions))
         topics.close()
 
