@@ -25,15 +25,9 @@ from groupcoord.protocol.batches import (
 from .log import PartitionLog
 from .segment import Segment
 
-_FIELDS = header_struct(
-    "base_offset",
-    "batch_length",
-    "magic",
-    "attributes",
-    "last_offset_delta",
-    "base_timestamp",
-    "max_timestamp",
-)
+# What the walk reads of each batch it passes, and of each batch holding an offset asked.
+_STEP_FIELDS = header_struct("base_offset", "batch_length", "magic", "last_offset_delta")
+_TIME_FIELDS = header_struct("attributes", "base_timestamp", "max_timestamp")
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _CHUNK_BYTES = 8 * 1024
 
@@ -70,32 +64,40 @@ def _walk(
 ) -> int | None:
     """Answer offsets[i:stop] from `segment`'s batches up to `end`; the index of the first
     offset not answered (past the segment's batches), None on a damaged header."""
-    fields = _FIELDS.unpack_from
-    pos = segment.lookup_position(offsets[i])
+    step_fields = _STEP_FIELDS.unpack_from
+    time_fields = _TIME_FIELDS.unpack_from
+    target = offsets[i]
+    pos = segment.lookup_position(target)
     buf = b""
     buf_start = pos
+    last_full = -1  # the last position in `buf` where a whole header starts
     while pos < end:
         rel = pos - buf_start
-        if rel + HEADER_SIZE > len(buf):
+        if rel > last_full:
             buf = segment.pread(pos, min(_CHUNK_BYTES, end - pos))
             buf_start, rel = pos, 0
-            if len(buf) < HEADER_SIZE:
+            last_full = len(buf) - HEADER_SIZE
+            if last_full < 0:
                 return None
-        base, length, magic, attributes, last_delta, base_ms, max_ms = fields(buf, rel)
-        size = length + LOG_OVERHEAD
-        if magic != MAGIC_V2 or length < _MIN_BATCH_LENGTH or last_delta < 0 or pos + size > end:
+        base, length, magic, last_delta = step_fields(buf, rel)
+        if magic != MAGIC_V2 or length < _MIN_BATCH_LENGTH or last_delta < 0:
+            return None
+        pos += length + LOG_OVERHEAD
+        if pos > end:
             return None
         last = base + last_delta
-        if offsets[i] <= last:
+        if target <= last:
+            attributes, base_ms, max_ms = time_fields(buf, rel)
             timestamp = max_ms if attributes & TIMESTAMP_TYPE_MASK else base_ms
-            while offsets[i] <= last:
+            while target <= last:
                 out[i] = timestamp
                 i += 1
                 if i == stop:
                     return i
+                target = offsets[i]
             # The next offset may be far ahead: start from its index entry if that is
             # past this batch (index entries are batch boundaries).
-            pos = max(pos + size, segment.lookup_position(offsets[i]))
-        else:
-            pos += size
+            jump = segment.lookup_position(target)
+            if jump > pos:
+                pos = jump
     return i

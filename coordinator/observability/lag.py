@@ -19,8 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
-
-from groupcoord.protocol.frozen import fast_new
+from typing import NamedTuple
 
 
 class LagLevel(Enum):
@@ -30,10 +29,9 @@ class LagLevel(Enum):
     ALL = "all"
 
 
-@dataclass(frozen=True, slots=True)
-class LagRow:
+class LagRow(NamedTuple):
     """One group-partition: its committed offset, the high watermark, lag in records, and
-    when the offset was committed."""
+    when the offset was committed. A tuple: a scrape makes one per group-partition."""
 
     group: str
     topic: str
@@ -67,12 +65,12 @@ def lag_rows(
     exists (an offset of a deleted topic has no lag to speak of)."""
     rows = []
     append = rows.append
-    new_row = _new_row
+    new = tuple.__new__
     for group, topic, partition, offset, commit_ms in committed:
         end = high_watermark(topic, partition)
         if end is not None:
             records = end - offset if end > offset else 0
-            append(new_row(group, topic, partition, offset, end, records, commit_ms))
+            append(new(LagRow, (group, topic, partition, offset, end, records, commit_ms)))
     return rows
 
 
@@ -132,9 +130,6 @@ def add_series(
             one.records += row.records
             if row.records > one.probe.records:
                 one.probe = row
-
-
-_new_row = fast_new(LagRow)
 
 
 def lag_seconds(now_ms: int, records: int, first_unconsumed_ms: int | None) -> float | None:
