@@ -1,0 +1,96 @@
+"""What the group event log and the rebalance timeline cost heartbeats and durable commits
+(issue 20's target: no measurable change): bench_groups run on our server with them and
+without them (GROUPCOORD_TEST_NO_GROUP_EVENTS=1, coordinator/groups/events_off.py), one
+after the other, alternating which goes first, for several rounds, in the same run.
+
+    python -m tests.bench.bench_group_events [--rounds 3] [--quick] [-- BENCH_GROUPS_ARGS...]
+
+Each run is bench_groups --servers ours --sections heartbeats,commits --hb-rate 0
+--commit-rate 0 (closed loops: heartbeats/s of Heartbeat v4 and durable OffsetCommit v9
+commits/s) plus any arguments after `--`. Prints each run's figures, the ratio with / without
+per round, and the median ratio. Never asserts: figures only (on a loaded machine, read the
+spread of the ratios before concluding anything).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from groupcoord.coordinator.groups.events_off import NO_GROUP_EVENTS_ENV
+
+BENCH_GROUPS = Path(__file__).resolve().parent / "bench_groups.py"
+FIGURES = {
+    "heartbeats/s": ("heartbeat", "heartbeats_per_s"),
+    "commits/s": ("commits", "commits_per_s"),
+}
+
+
+def run_once(events: bool, extra: list[str]) -> dict[str, float | None]:
+    """One bench_groups run, with or without group events; its figures."""
+    env = dict(os.environ)
+    env.pop(NO_GROUP_EVENTS_ENV, None)
+    if not events:
+        env[NO_GROUP_EVENTS_ENV] = "1"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "figures.json"
+        cmd = [
+            sys.executable,
+            str(BENCH_GROUPS),
+            "--servers",
+            "ours",
+            "--sections",
+            "heartbeats,commits",
+            "--hb-rate",
+            "0",
+            "--commit-rate",
+            "0",
+            "--json",
+            str(out),
+            *extra,
+        ]
+        subprocess.run(cmd, env=env, check=False, stdout=subprocess.DEVNULL)
+        if not out.exists():
+            return dict.fromkeys(FIGURES)
+        ours = json.loads(out.read_text()).get("servers", {}).get("ours", {})
+    figures: dict[str, float | None] = {}
+    for name, (section, key) in FIGURES.items():
+        value = ours.get(section, {}).get(key)
+        figures[name] = float(value) if isinstance(value, int | float) else None
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="bench_groups --quick")
+    parser.add_argument("extra", nargs="*", help="more bench_groups arguments (after --)")
+    args = parser.parse_args()
+    extra = (["--quick"] if args.quick else []) + args.extra
+    ratios: dict[str, list[float]] = {name: [] for name in FIGURES}
+    for round_no in range(args.rounds):
+        order = (True, False) if round_no % 2 == 0 else (False, True)
+        got = {events: run_once(events, extra) for events in order}
+        for name in FIGURES:
+            with_events, without = got[True][name], got[False][name]
+            line = f"round {round_no}: {name} with events {with_events}, without {without}"
+            if with_events and without:
+                ratios[name].append(with_events / without)
+                line += f", ratio {with_events / without:.3f}"
+            print(line, flush=True)
+    for name, values in ratios.items():
+        if values:
+            shown = ", ".join(f"{v:.3f}" for v in values)
+            print(
+                f"{name}: with / without events, median {statistics.median(values):.3f} ({shown})"
+            )
+
+
+if __name__ == "__main__":
+    main()
