@@ -22,6 +22,9 @@ from .partitioning import OFFSETS_TOPIC
 from .runner import NotActive, ShardRunner, ShardState
 from .shard_family import ShardFamily
 
+# Offsets listed for lag between two turns of the loop (~1 us each).
+LAG_ROWS = 1000
+
 
 class CoordinatorService(ShardFamily[ShardRunner]):
     """The group coordinator's shards (`__consumer_offsets-N`)."""
@@ -91,13 +94,17 @@ class CoordinatorService(ShardFamily[ShardRunner]):
         self,
     ) -> Iterator[tuple[list[tuple[str, str, int, int, int]], dict[str, int]]]:
         """Per active shard, read between events when the iterator is advanced: its
-        committed offsets as (group, topic, partition, offset, commit time in ms) and its
-        members per group.
-        A caller may yield to the loop between shards (observability/lag_metrics.py)."""
+        members per group, then its committed offsets as (group, topic, partition, offset,
+        commit time in ms), whole groups of about LAG_ROWS offsets at a time.
+        A caller may yield to the loop between two (observability/lag_metrics.py)."""
         for runner in self.runners:
             if runner.state is ShardState.ACTIVE:
                 shard = runner.shard
-                yield shard.offsets.committed(), shard.member_counts()
+                yield [], shard.member_counts()
+                for chunk in shard.offsets.committed_chunks(LAG_ROWS):
+                    if runner.state is not ShardState.ACTIVE:
+                        break  # unloaded meanwhile: another server's now
+                    yield chunk, {}
 
     def group_summaries(
         self, high_watermark: Callable[[str, int], int | None]
