@@ -8,8 +8,9 @@ after the other, alternating which goes first, for several rounds, in the same r
 Each run is bench_groups --servers ours --sections heartbeats,commits --hb-rate 0
 --commit-rate 0 (closed loops: heartbeats/s of Heartbeat v4 and durable OffsetCommit v9
 commits/s) plus any arguments after `--`. Prints each run's figures, the ratio with / without
-per round, and the median ratio. Never asserts: figures only (on a loaded machine, read the
-spread of the ratios before concluding anything).
+per round, and the median ratio; the server's CPU time per heartbeat and per commit too,
+less sensitive than throughput to other processes on the machine. Never asserts: figures
+only (on a loaded machine, read the spread of the ratios before concluding anything).
 """
 
 from __future__ import annotations
@@ -26,10 +27,7 @@ from pathlib import Path
 from groupcoord.coordinator.groups.events_off import NO_GROUP_EVENTS_ENV
 
 BENCH_GROUPS = Path(__file__).resolve().parent / "bench_groups.py"
-FIGURES = {
-    "heartbeats/s": ("heartbeat", "heartbeats_per_s"),
-    "commits/s": ("commits", "commits_per_s"),
-}
+FIGURES = ("heartbeats/s", "commits/s", "server CPU us/heartbeat", "server CPU us/commit")
 
 
 def run_once(events: bool, extra: list[str]) -> dict[str, float | None]:
@@ -58,11 +56,17 @@ def run_once(events: bool, extra: list[str]) -> dict[str, float | None]:
         subprocess.run(cmd, env=env, check=False, stdout=subprocess.DEVNULL)
         if not out.exists():
             return dict.fromkeys(FIGURES)
-        ours = json.loads(out.read_text()).get("servers", {}).get("ours", {})
-    figures: dict[str, float | None] = {}
-    for name, (section, key) in FIGURES.items():
-        value = ours.get(section, {}).get(key)
-        figures[name] = float(value) if isinstance(value, int | float) else None
+        doc = json.loads(out.read_text())
+    ours = doc.get("servers", {}).get("ours", {})
+    heartbeat, commits = ours.get("heartbeat", {}), ours.get("commits", {})
+    duration_s = float(doc.get("config", {}).get("duration") or 0)
+    figures: dict[str, float | None] = dict.fromkeys(FIGURES)
+    figures["heartbeats/s"] = heartbeat.get("heartbeats_per_s")
+    figures["server CPU us/heartbeat"] = heartbeat.get("server_cpu_us_per_hb")
+    figures["commits/s"] = commits.get("commits_per_s")
+    done = (commits.get("commits_per_s") or 0) * duration_s
+    if done and commits.get("server_cpu_s") is not None:
+        figures["server CPU us/commit"] = commits["server_cpu_s"] / done * 1e6
     return figures
 
 
@@ -79,7 +83,10 @@ def main() -> None:
         got = {events: run_once(events, extra) for events in order}
         for name in FIGURES:
             with_events, without = got[True][name], got[False][name]
-            line = f"round {round_no}: {name} with events {with_events}, without {without}"
+            line = (
+                f"round {round_no}: {name} with events {_shown(with_events)},"
+                f" without {_shown(without)}"
+            )
             if with_events and without:
                 ratios[name].append(with_events / without)
                 line += f", ratio {with_events / without:.3f}"
@@ -90,6 +97,10 @@ def main() -> None:
             print(
                 f"{name}: with / without events, median {statistics.median(values):.3f} ({shown})"
             )
+
+
+def _shown(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
 
 
 if __name__ == "__main__":
