@@ -94,17 +94,21 @@ class CoordinatorService(ShardFamily[ShardRunner]):
         self,
     ) -> Iterator[tuple[list[tuple[str, str, int, int, int]], dict[str, int]]]:
         """Per active shard, read between events when the iterator is advanced: its
-        members per group, then its committed offsets as (group, topic, partition, offset,
-        commit time in ms), whole groups of about LAG_ROWS offsets at a time.
+        committed offsets as (group, topic, partition, offset, commit time in ms), whole
+        groups of about LAG_ROWS offsets at a time, and its members per group (with the
+        first of them).
         A caller may yield to the loop between two (observability/lag_metrics.py)."""
         for runner in self.runners:
             if runner.state is ShardState.ACTIVE:
                 shard = runner.shard
-                yield [], shard.member_counts()
+                counts = shard.member_counts()
                 for chunk in shard.offsets.committed_chunks(LAG_ROWS):
+                    yield chunk, counts
+                    counts = {}
                     if runner.state is not ShardState.ACTIVE:
                         break  # unloaded meanwhile: another server's now
-                    yield chunk, {}
+                if counts:  # groups without offsets
+                    yield [], counts
 
     def group_summaries(
         self, high_watermark: Callable[[str, int], int | None]
