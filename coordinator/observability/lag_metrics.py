@@ -85,8 +85,9 @@ class LagMetrics:
         status_min_distance_ms: int = 1000,
         name_labels: bool = True,
     ) -> None:
-        """`sources()`: per active shard, its committed offsets (group, topic, partition,
-        offset, commit time) and members per group (CoordinatorService.lag_sources);
+        """`sources()`: pieces of committed offsets (group, topic, partition, offset,
+        commit time) with members per group, a shard's in one or more pieces, the loop
+        free between two (CoordinatorService.lag_sources);
         `series_max`: metrics_lag_partition_series_max; `status_*`: the window of
         Burrow's statuses (lag_status.py; metrics_lag_status_*); `name_labels` False
         (metrics_name_labels): no series names a group or topic (members and lag summed
