@@ -71,6 +71,10 @@ class GroupEvents:
     """The events of one shard's groups: the timelines, the live causes pending for the
     next records, and the sink (None while loading: replayed events are not logged)."""
 
+    # The shard derives events from the records it writes and replays (events_off.py's
+    # test-only stand-in says False).
+    derived = True
+
     def __init__(self, timeline_events: int, total_max: int) -> None:
         self.timeline_events = max(timeline_events, 0)
         self.total_max = max(total_max, 0)

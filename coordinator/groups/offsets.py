@@ -255,6 +255,22 @@ class OffsetManager:
         head_of = _OFFSET_AND_COMMIT.unpack_from
         return [(g, t, p, *head_of(e)) for g, t, p, e in self._entries()]
 
+    def committed_chunks(self, rows_max: int) -> Iterator[list[tuple[str, str, int, int, int]]]:
+        """`committed`, in lists of whole groups, a list given as soon as it holds
+        `rows_max` rows: a caller may yield to the loop between two. The groups are listed
+        when the first list is asked for; each group's offsets are read when its list is
+        made (a group deleted meanwhile is still listed in this pass)."""
+        head_of = _OFFSET_AND_COMMIT.unpack_from
+        chunk: list[tuple[str, str, int, int, int]] = []
+        for group_id, topics in list(self._offsets.items()):
+            for topic, parts in topics.items():
+                chunk += [(group_id, topic, p, *head_of(e)) for p, e in parts.items()]
+            if len(chunk) >= rows_max:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
     def lag_by_group(
         self, high_watermark: Callable[[str, int], int | None]
     ) -> dict[str, tuple[int, int]]:

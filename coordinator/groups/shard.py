@@ -50,7 +50,8 @@ from .consumer.change import HeartbeatError
 from .consumer.group import ConsumerGroup
 from .consumer.manager import ConsumerGroupManager
 from .event_records import after_consumer, before_consumer, derive_classic
-from .events import MOVED_LISTED, GroupEvent, GroupEvents
+from .events import MOVED_LISTED, GroupEvent
+from .events_off import new_group_events
 from .offset_messages import (
     OffsetCommitRequest,
     OffsetFetchRequest,
@@ -152,7 +153,7 @@ class GroupShard:
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self._groups_total = groups_total if groups_total is not None else self.group_count
         # Group events (events.py): the runtime sets `events.sink` once the shard is loaded.
-        self.events = GroupEvents(config.timeline_events, config.timeline_events_total)
+        self.events = new_group_events(config.timeline_events, config.timeline_events_total)
         # What events let go of in bulk, freed a slice per event (release.py).
         self.release = SlicedRelease(timer)
         self.events.release = self.release.later
@@ -414,15 +415,16 @@ class GroupShard:
             self.offsets.replay(key, value, now_ms)
         elif type(key) is GroupMetadataKey:
             group_id = key.group
-            derive_classic(
-                self.events,
-                group_id,
-                self.classic.persisted_view(group_id),
-                value,
-                group_id in self.groups,
-                now_ms,
-                self.classic.persisted_ids(group_id),
-            )
+            if self.events.derived:
+                derive_classic(
+                    self.events,
+                    group_id,
+                    self.classic.persisted_view(group_id),
+                    value,
+                    group_id in self.groups,
+                    now_ms,
+                    self.classic.persisted_ids(group_id),
+                )
             self.classic.replay(key, value, now_ms)
         elif type(key) in _CONSUMER_GROUP_KEYS:
             self._replay_consumer(key, value, now_ms)
@@ -449,7 +451,8 @@ class GroupShard:
         a tombstone for a group that is not there is a no-op."""
         group_id = key.group_id
         group = self.consumer_groups.get(group_id)
-        before_consumer(self.events, self.topics, group, key, value, now_ms)
+        if self.events.derived:
+            before_consumer(self.events, self.topics, group, key, value, now_ms)
         if group is None:
             if value is None:
                 return
@@ -467,7 +470,8 @@ class GroupShard:
             del self.consumer_groups[group_id]
         else:
             group.apply(key, value)
-            after_consumer(self.events, group, key, value, now_ms)
+            if self.events.derived:
+                after_consumer(self.events, group, key, value, now_ms)
 
     def on_loaded(self, now_ms: int) -> Result:
         """After loading: re-arm member session timers and the offset-expiration timer; the

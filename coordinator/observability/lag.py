@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 
 class LagLevel(Enum):
@@ -28,10 +29,9 @@ class LagLevel(Enum):
     ALL = "all"
 
 
-@dataclass(frozen=True, slots=True)
-class LagRow:
+class LagRow(NamedTuple):
     """One group-partition: its committed offset, the high watermark, lag in records, and
-    when the offset was committed."""
+    when the offset was committed. A tuple: a scrape makes one per group-partition."""
 
     group: str
     topic: str
@@ -64,11 +64,13 @@ def lag_rows(
     """A row per (group, topic, partition, committed offset, commit time) whose partition
     exists (an offset of a deleted topic has no lag to speak of)."""
     rows = []
+    append = rows.append
+    new = tuple.__new__
     for group, topic, partition, offset, commit_ms in committed:
         end = high_watermark(topic, partition)
         if end is not None:
-            records = max(end - offset, 0)
-            rows.append(LagRow(group, topic, partition, offset, end, records, commit_ms))
+            records = end - offset if end > offset else 0
+            append(new(LagRow, (group, topic, partition, offset, end, records, commit_ms)))
     return rows
 
 
@@ -78,31 +80,56 @@ def bounded_series(
     """The series to export, at the finest level that keeps them within `series_max`
     (group level, bounded by groups_max, whatever their number); without `names`, one
     series of them all (none without rows)."""
+    level = series_level(rows, series_max, names, group_topics(rows))
+    series: list[LagSeries] = []
+    sums: dict[tuple[str, str | None], LagSeries] = {}
+    add_series(rows, level, series, sums)
+    return level, series if level is LagLevel.PARTITION else list(sums.values())
+
+
+def group_topics(rows: Iterable[LagRow]) -> set[tuple[str, str]]:
+    """The (group, topic) pairs of `rows` (what the topic level would export)."""
+    return {(row.group, row.topic) for row in rows}
+
+
+def series_level(
+    rows: list[LagRow], series_max: int, names: bool, group_topics: set[tuple[str, str]]
+) -> LagLevel:
+    """The finest level whose series fit in `series_max` (`group_topics`: of the rows,
+    needed only above the cap)."""
     if not names:
-        return LagLevel.ALL, _aggregate(rows, lambda r: ("", None))
+        return LagLevel.ALL
     if len(rows) <= series_max:
-        series = [LagSeries(r.group, r.topic, r.partition, r.records, r) for r in rows]
-        return LagLevel.PARTITION, series
-    by_topic = _aggregate(rows, lambda r: (r.group, r.topic))
-    if len(by_topic) <= series_max:
-        return LagLevel.TOPIC, by_topic
-    return LagLevel.GROUP, _aggregate(rows, lambda r: (r.group, None))
+        return LagLevel.PARTITION
+    return LagLevel.TOPIC if len(group_topics) <= series_max else LagLevel.GROUP
 
 
-def _aggregate(
-    rows: list[LagRow], key: Callable[[LagRow], tuple[str, str | None]]
-) -> list[LagSeries]:
-    out: dict[tuple[str, str | None], LagSeries] = {}
+def add_series(
+    rows: Iterable[LagRow],
+    level: LagLevel,
+    series: list[LagSeries],
+    sums: dict[tuple[str, str | None], LagSeries],
+) -> None:
+    """The series of `rows` at `level`: appended to `series` at partition level, else
+    summed into `sums` (its values in the order of their first row). Rows may come in
+    chunks, each added to the series so far."""
+    if level is LagLevel.PARTITION:
+        series += [LagSeries(r.group, r.topic, r.partition, r.records, r) for r in rows]
+        return
     for row in rows:
-        k = key(row)
-        series = out.get(k)
-        if series is None:
-            out[k] = LagSeries(k[0], k[1], None, row.records, row)
+        if level is LagLevel.ALL:
+            key: tuple[str, str | None] = ("", None)
+        elif level is LagLevel.TOPIC:
+            key = (row.group, row.topic)
         else:
-            series.records += row.records
-            if row.records > series.probe.records:
-                series.probe = row
-    return list(out.values())
+            key = (row.group, None)
+        one = sums.get(key)
+        if one is None:
+            sums[key] = LagSeries(key[0], key[1], None, row.records, row)
+        else:
+            one.records += row.records
+            if row.records > one.probe.records:
+                one.probe = row
 
 
 def lag_seconds(now_ms: int, records: int, first_unconsumed_ms: int | None) -> float | None:

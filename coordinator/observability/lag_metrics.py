@@ -1,12 +1,23 @@
 """Consumer lag and members per group in `/metrics`: measured and rendered before each
 scrape (`refresh`, awaited by the HTTP endpoint), appended to the registry's text (`text`).
 
-`refresh` reads one shard at a time (its committed offsets and member counts, between
-events) and yields to the loop after each shard and whenever a step of rows, header reads
-or rendered lines has taken ~2 ms, so a scrape of many offsets never holds the loop for
-long. It renders the Prometheus text itself for the same reason: prometheus_client's
-generate_latest renders synchronously, ~20 us a sample, too slow for tens of thousands of
-series in one go. What it computes and how the series stay bounded: lag.py."""
+`refresh` reads one shard at a time (its member counts, then its committed offsets a few
+groups at a time, between events) and yields to the loop after each of those and whenever
+a step of rows, header reads or rendered lines has taken ~2 ms, so a scrape of many offsets
+never holds the loop for long. It renders the Prometheus text itself for the same reason:
+prometheus_client's generate_latest renders synchronously, ~20 us a sample, too slow for
+tens of thousands of series in one go. What it computes and how the series stay bounded:
+lag.py.
+
+Loop time (issue 20's target: 10,000 group-partitions in under 100 ms a scrape, the first
+one included; tests/bench/bench_lag.py). What a scrape repeats is kept from the one before:
+each series' label text, each group-partition's Burrow verdict (lag_status.py: re-evaluated
+when a commit arrives, else only against the time now), the timestamps of first unconsumed
+records (topics/lag_reads.py, by offset). What it reads once per partition rather than per
+group-partition: the high watermark, and the timestamps not cached, found for every group
+behind on the partition in one walk of its headers (storage/batch_timestamps.py). Rows are
+tuples, and the text is rendered a family at a time by comprehension. tests/unit/
+test_lag_output.py holds the text byte for byte as it was before these changes."""
 
 from __future__ import annotations
 
@@ -15,14 +26,27 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from .lag import LagLevel, LagRow, LagSeries, bounded_series, lag_rows, lag_seconds
+from .lag import (
+    LagLevel,
+    LagRow,
+    LagSeries,
+    add_series,
+    group_topics,
+    lag_rows,
+    lag_seconds,
+    series_level,
+)
 from .lag_status import LagStatuses, PartitionStatus, group_status
 from .logging import get_logger
 
 log = get_logger("groupcoord.lag")
 
-# Rows computed, headers read or series rendered between two checks of the time taken.
-_STEP = 50
+# Rows computed or series rendered between two checks of the time taken (each a few
+# microseconds), and offsets of one partition whose timestamps are asked for at once (a
+# walk of at most an index interval of headers each when not cached).
+_ROWS = 100
+_LINES = 500
+_READS = 100
 # Loop time after which a step yields to the loop.
 _SLICE_S = 0.002
 
@@ -41,7 +65,7 @@ class PartitionEndsView(Protocol):
 
     def high_watermark(self, topic: str, partition: int) -> int | None: ...
 
-    def timestamp_ms(self, topic: str, partition: int, offset: int) -> int | None: ...
+    def timestamps_ms(self, topic: str, partition: int, offsets: list[int]) -> list[int | None]: ...
 
     def begin_scrape(self) -> None: ...
 
@@ -61,8 +85,9 @@ class LagMetrics:
         status_min_distance_ms: int = 1000,
         name_labels: bool = True,
     ) -> None:
-        """`sources()`: per active shard, its committed offsets (group, topic, partition,
-        offset, commit time) and members per group (CoordinatorService.lag_sources);
+        """`sources()`: pieces of committed offsets (group, topic, partition, offset,
+        commit time) with members per group, a shard's in one or more pieces, the loop
+        free between two (CoordinatorService.lag_sources);
         `series_max`: metrics_lag_partition_series_max; `status_*`: the window of
         Burrow's statuses (lag_status.py; metrics_lag_status_*); `name_labels` False
         (metrics_name_labels): no series names a group or topic (members and lag summed
@@ -74,6 +99,10 @@ class LagMetrics:
         self.clock_ms = clock_ms
         self.statuses = LagStatuses(status_intervals, status_min_distance_ms)
         self._text = _render_empty()
+        # Label text by (group, topic, partition) of the series last rendered, at
+        # _labels_level.
+        self._labels: dict[tuple[str, str | None, int | None], str] = {}
+        self._labels_level = LagLevel.PARTITION
 
     def text(self) -> bytes:
         """The metrics as the last `refresh` measured them (Prometheus text format)."""
@@ -93,32 +122,162 @@ class LagMetrics:
         slicer = LoopSlicer()
         rows: list[LagRow] = []
         members: dict[str, int] = {}
-        high_watermark = self.ends.high_watermark
         statuses = self.statuses
         now_ms = self.clock_ms()
         self.ends.begin_scrape()
+        high_watermark = _per_scrape(self.ends.high_watermark)
         for committed, counts in self.sources():
             members.update(counts)
-            for start in range(0, len(committed), _STEP):
-                chunk = lag_rows(committed[start : start + _STEP], high_watermark)
+            for start in range(0, len(committed), _ROWS):
+                chunk = lag_rows(committed[start : start + _ROWS], high_watermark)
                 statuses.offer(chunk, now_ms)
                 rows += chunk
                 await slicer.step()
             await slicer.yield_now()  # between shards: the next one is read after its events
         by_status = statuses.finish()
-        level, series = bounded_series(rows, self.series_max, self.name_labels)
-        timestamp_ms = self.ends.timestamp_ms
-        for i, one in enumerate(series):
-            probe = one.probe
-            first_ms = None
-            if probe.records:
-                first_ms = timestamp_ms(probe.topic, probe.partition, probe.committed)
-            one.seconds = lag_seconds(now_ms, probe.records, first_ms)
-            # A header read not cached may take a fraction of a millisecond: check each.
-            if probe.records or i % _STEP == _STEP - 1:
+        level, series = await self._series(rows, slicer)
+        await self._measure_ages(series, now_ms, slicer)
+        text = await self._render(level, series, members, len(rows), slicer)
+        text.append(_render_statuses(by_status, self.name_labels))
+        await slicer.yield_now()  # a step of its own: one copy of megabytes
+        self._text = b"".join(text)
+        # What the scrape built goes a slice at a time: freed at once, on return, the
+        # objects of 10,000 group-partitions took ~10 ms of loop time.
+        for built in (text, series, rows):
+            while built:
+                del built[-_LINES:]
                 await slicer.step()
-        self._text = await _render(level, series, members, len(rows), slicer)
-        self._text += _render_statuses(by_status, self.name_labels)
+
+    async def _series(
+        self, rows: list[LagRow], slicer: LoopSlicer
+    ) -> tuple[LagLevel, list[LagSeries]]:
+        """lag.py's bounded_series, a chunk of rows at a time."""
+        pairs: set[tuple[str, str]] = set()
+        if self.name_labels and len(rows) > self.series_max:
+            for start in range(0, len(rows), _ROWS):
+                pairs |= group_topics(rows[start : start + _ROWS])
+                await slicer.step()
+        level = series_level(rows, self.series_max, self.name_labels, pairs)
+        series: list[LagSeries] = []
+        sums: dict[tuple[str, str | None], LagSeries] = {}
+        for start in range(0, len(rows), _ROWS):
+            add_series(rows[start : start + _ROWS], level, series, sums)
+            await slicer.step()
+        return level, series if level is LagLevel.PARTITION else list(sums.values())
+
+    async def _measure_ages(self, series: list[LagSeries], now_ms: int, slicer: LoopSlicer) -> None:
+        """Each series' lag in time, from its probe's first unconsumed record: the probes
+        of one partition read together (one walk of its headers for those not cached)."""
+        behind: dict[tuple[str, int], list[LagSeries]] = {}
+        for start in range(0, len(series), _ROWS):
+            for one in series[start : start + _ROWS]:
+                probe = one.probe
+                if probe.records:
+                    key = (probe.topic, probe.partition)
+                    on_partition = behind.get(key)
+                    if on_partition is None:
+                        behind[key] = [one]
+                    else:
+                        on_partition.append(one)
+                else:
+                    one.seconds = 0.0
+            await slicer.step()
+        timestamps_ms = self.ends.timestamps_ms
+        for (topic, partition), on_partition in behind.items():
+            for start in range(0, len(on_partition), _READS):
+                some = on_partition[start : start + _READS]
+                firsts = timestamps_ms(topic, partition, [one.probe.committed for one in some])
+                for one, first_ms in zip(some, firsts, strict=True):
+                    one.seconds = lag_seconds(now_ms, one.probe.records, first_ms)
+                await slicer.step()
+
+    async def _render(
+        self,
+        level: LagLevel,
+        series: list[LagSeries],
+        members: dict[str, int],
+        partitions: int,
+        slicer: LoopSlicer,
+    ) -> list[bytes]:
+        """The Prometheus text of one measurement, in pieces: members, then the series of
+        `level` (the committed offsets and high watermarks too at partition level). A
+        series' labels are rendered once and kept while it is exported scrape after
+        scrape."""
+        out = ["".join(_heads(level, members, partitions)).encode()]
+        labels: list[str] = []
+        kept = self._labels if level is self._labels_level else {}
+        self._labels, self._labels_level = {}, level
+        now = self._labels
+        for start in range(0, len(series), _LINES):
+            for one in series[start : start + _LINES]:
+                key = (one.group, one.topic, one.partition)
+                text = kept.get(key)
+                if text is None:
+                    text = _label_text(one, level)
+                now[key] = text
+                labels.append(text)
+            await slicer.step()
+        prefix = _PREFIX[level]
+        records_help, seconds_help = _helps(level)
+        name = f"{prefix}_records"
+        out.append(_head(name, records_help).encode())
+        for start in range(0, len(series), _LINES):
+            end = start + _LINES
+            lines = [
+                f"{name}{label} {one.records}\n"
+                for label, one in zip(labels[start:end], series[start:end], strict=True)
+            ]
+            out.append("".join(lines).encode())
+            await slicer.step()
+        name = f"{prefix}_seconds"
+        out.append(_head(name, seconds_help).encode())
+        for start in range(0, len(series), _LINES):
+            end = start + _LINES
+            lines = [
+                f"{name}{label} {one.seconds}\n"
+                for label, one in zip(labels[start:end], series[start:end], strict=True)
+                if one.seconds is not None  # a lag in time that could not be read
+            ]
+            out.append("".join(lines).encode())
+            await slicer.step()
+        if level is LagLevel.PARTITION:
+            name = "groupcoord_group_committed_offset"
+            out.append(_head(name, "Committed offset per group-partition").encode())
+            for start in range(0, len(series), _LINES):
+                end = start + _LINES
+                lines = [
+                    f"{name}{label} {one.probe.committed}\n"
+                    for label, one in zip(labels[start:end], series[start:end], strict=True)
+                ]
+                out.append("".join(lines).encode())
+                await slicer.step()
+            name = "groupcoord_group_log_end_offset"
+            help_text = "High watermark of each partition a group committed on, per group-partition"
+            out.append(_head(name, help_text).encode())
+            for start in range(0, len(series), _LINES):
+                end = start + _LINES
+                lines = [
+                    f"{name}{label} {one.probe.end_offset}\n"
+                    for label, one in zip(labels[start:end], series[start:end], strict=True)
+                ]
+                out.append("".join(lines).encode())
+                await slicer.step()
+        return out
+
+
+def _per_scrape(read: Callable[[str, int], int | None]) -> Callable[[str, int], int | None]:
+    """`read`, asked once per partition in a scrape (many groups commit on each)."""
+    seen: dict[tuple[str, int], int | None] = {}
+
+    def cached(topic: str, partition: int) -> int | None:
+        key = (topic, partition)
+        try:
+            return seen[key]
+        except KeyError:
+            value = seen[key] = read(topic, partition)
+            return value
+
+    return cached
 
 
 class LoopSlicer:
@@ -246,51 +405,3 @@ def _render_statuses(by_status: dict[str, dict[PartitionStatus, int]], names: bo
 def _group_label(group: str, names: bool) -> str:
     """{group="..."}, or nothing (names off: the one series of every group)."""
     return f'{{group="{_escape(group)}"}}' if names else ""
-
-
-async def _render(
-    level: LagLevel,
-    series: list[LagSeries],
-    members: dict[str, int],
-    partitions: int,
-    slicer: LoopSlicer,
-) -> bytes:
-    """The Prometheus text of one measurement: members, then the series of `level` (the
-    committed offsets and high watermarks too at partition level)."""
-    out = _heads(level, members, partitions)
-    labels: list[str] = []
-    for start in range(0, len(series), _STEP * 4):
-        labels += [_label_text(one, level) for one in series[start : start + _STEP * 4]]
-        await slicer.step()
-    prefix = _PREFIX[level]
-    records_help, seconds_help = _helps(level)
-    families: list[tuple[str, str, Callable[[LagSeries], object]]] = [
-        (f"{prefix}_records", records_help, lambda one: one.records),
-        (f"{prefix}_seconds", seconds_help, lambda one: one.seconds),
-    ]
-    if level is LagLevel.PARTITION:
-        families += [
-            (
-                "groupcoord_group_committed_offset",
-                "Committed offset per group-partition",
-                lambda one: one.probe.committed,
-            ),
-            (
-                "groupcoord_group_log_end_offset",
-                "High watermark of each partition a group committed on, per group-partition",
-                lambda one: one.probe.end_offset,
-            ),
-        ]
-    for name, help_text, value_of in families:
-        out.append(_head(name, help_text))
-        for start in range(0, len(series), _STEP * 4):
-            for i in range(start, min(start + _STEP * 4, len(series))):
-                value = value_of(series[i])
-                if value is not None:  # a lag in time that could not be read
-                    out.append(f"{name}{labels[i]} {value}\n")
-            await slicer.step()
-    chunks: list[bytes] = []
-    for start in range(0, len(out), _STEP * 40):
-        chunks.append("".join(out[start : start + _STEP * 40]).encode())
-        await slicer.step()
-    return b"".join(chunks)

@@ -22,6 +22,9 @@ from .partitioning import OFFSETS_TOPIC
 from .runner import NotActive, ShardRunner, ShardState
 from .shard_family import ShardFamily
 
+# Offsets listed for lag between two turns of the loop (~1 us each).
+LAG_ROWS = 1000
+
 
 class CoordinatorService(ShardFamily[ShardRunner]):
     """The group coordinator's shards (`__consumer_offsets-N`)."""
@@ -91,13 +94,21 @@ class CoordinatorService(ShardFamily[ShardRunner]):
         self,
     ) -> Iterator[tuple[list[tuple[str, str, int, int, int]], dict[str, int]]]:
         """Per active shard, read between events when the iterator is advanced: its
-        committed offsets as (group, topic, partition, offset, commit time in ms) and its
-        members per group.
-        A caller may yield to the loop between shards (observability/lag_metrics.py)."""
+        committed offsets as (group, topic, partition, offset, commit time in ms), whole
+        groups of about LAG_ROWS offsets at a time, and its members per group (with the
+        first of them).
+        A caller may yield to the loop between two (observability/lag_metrics.py)."""
         for runner in self.runners:
             if runner.state is ShardState.ACTIVE:
                 shard = runner.shard
-                yield shard.offsets.committed(), shard.member_counts()
+                counts = shard.member_counts()
+                for chunk in shard.offsets.committed_chunks(LAG_ROWS):
+                    yield chunk, counts
+                    counts = {}
+                    if runner.state is not ShardState.ACTIVE:
+                        break  # unloaded meanwhile: another server's now
+                if counts:  # groups without offsets
+                    yield [], counts
 
     def group_summaries(
         self, high_watermark: Callable[[str, int], int | None]

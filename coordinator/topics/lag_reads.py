@@ -5,11 +5,18 @@ The timestamp is read from the header of the batch holding that offset (the in-m
 offset index, then one read of at most a few KiB): the batch's append time for a
 LogAppendTime batch, else its first record's timestamp. It is exact when the committed
 offset starts its batch; otherwise it is that batch's first record's, so the lag in time is
-over-stated by at most the time the producer spent filling one batch (linger.ms)."""
+over-stated by at most the time the producer spent filling one batch (linger.ms).
+
+A scrape asks for the offsets of every group on a partition at once (`timestamps_ms`): the
+ones not cached are found in one walk of the partition's headers
+(storage/batch_timestamps.py), not one lookup each."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from groupcoord.storage import PartitionLog, StorageError
+from groupcoord.storage.batch_timestamps import batch_timestamps
 
 from .registry import TopicRegistry
 
@@ -17,12 +24,13 @@ from .registry import TopicRegistry
 class PartitionEnds:
     def __init__(self, topics: TopicRegistry) -> None:
         self.topics = topics
-        # Timestamps read in this scrape and the one before, by (topic id, partition,
-        # offset): a group that stopped, or a slow one, is behind at the same offset scrape
-        # after scrape, and the record there does not change (a topic deleted and created
-        # again has a new id). Two rounds bound the cache by two scrapes' reads.
-        self._current: dict[tuple[object, int, int], int | None] = {}
-        self._previous: dict[tuple[object, int, int], int | None] = {}
+        # Timestamps read in this scrape and the one before, by (topic id, partition, log
+        # generation), then offset: a group that stopped, or a slow one, is behind at the
+        # same offset scrape after scrape, and the record there does not change (a topic
+        # deleted and created again has a new id; compaction, a new generation). Two
+        # rounds bound the cache by two scrapes' reads.
+        self._current: dict[tuple[object, int, int], dict[int, int | None]] = {}
+        self._previous: dict[tuple[object, int, int], dict[int, int | None]] = {}
 
     def begin_scrape(self) -> None:
         """A new scrape: timestamps not read again since the one before are forgotten."""
@@ -40,22 +48,57 @@ class PartitionEnds:
     def timestamp_ms(self, topic: str, partition: int, offset: int) -> int | None:
         """The timestamp of the record at `offset` as the module docstring says; None when
         it cannot be read (outside the log, a damaged batch, a log closed meanwhile)."""
+        return self.timestamps_ms(topic, partition, (offset,))[0]
+
+    def timestamps_ms(self, topic: str, partition: int, offsets: Sequence[int]) -> list[int | None]:
+        """`timestamp_ms` of each of `offsets` (any order) of one partition; those not
+        cached are read in one walk of its headers."""
         found = self.topics.partition(topic, partition)
         if found is None or found.log is None:
-            return None
+            return [None] * len(offsets)
         log = found.log
         # Records below the log start were deleted unread: the first left is the oldest.
-        offset = max(offset, log.log_start_offset)
-        if offset >= found.high_watermark:
-            return None
-        key = (found.topic.topic_id, partition, offset)
-        if key in self._current:
-            return self._current[key]
-        if key in self._previous:
-            cached = self._current[key] = self._previous[key]
-            return cached
-        self._current[key] = read = self._read(found.log, offset)
-        return read
+        log_start = log.log_start_offset
+        high_watermark = found.high_watermark
+        # Compaction rewrites batches (a new generation): what was read before may differ.
+        partition_key = (found.topic.topic_id, partition, log.generation)
+        current = self._current.get(partition_key)
+        if current is None:
+            current = self._current[partition_key] = {}
+        previous = self._previous.get(partition_key, current)
+        out: list[int | None] = []
+        missing: dict[int, list[int]] = {}  # offset -> where in `out` it goes
+        for offset in offsets:
+            if offset < log_start:
+                offset = log_start
+            if offset >= high_watermark:
+                out.append(None)
+            elif offset in current:
+                out.append(current[offset])
+            elif offset in previous:
+                read = current[offset] = previous[offset]
+                out.append(read)
+            else:
+                missing.setdefault(offset, []).append(len(out))
+                out.append(None)
+        if missing:
+            wanted = sorted(missing)
+            for offset, read in zip(wanted, self._read_all(log, wanted), strict=True):
+                current[offset] = read
+                for at in missing[offset]:
+                    out[at] = read
+        return out
+
+    def _read_all(self, log: PartitionLog, offsets: list[int]) -> list[int | None]:
+        """The timestamps of ascending `offsets`: one walk, or one read each where the walk
+        meets damage (a read reports it) or the log is closed or failed meanwhile."""
+        try:
+            walked = batch_timestamps(log, offsets)
+        except (StorageError, OSError):
+            walked = None
+        if walked is not None:
+            return walked
+        return [self._read(log, offset) for offset in offsets]
 
     @staticmethod
     def _read(log: PartitionLog, offset: int) -> int | None:

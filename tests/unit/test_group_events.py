@@ -4,7 +4,10 @@ log (what a restart does)."""
 
 from __future__ import annotations
 
+import pytest
+
 from groupcoord.coordinator.groups.events import GroupEvents
+from groupcoord.coordinator.groups.events_off import NO_GROUP_EVENTS_ENV
 from tests.unit.consumer_support import GROUP, Client, Harness, settle
 
 SESSION = 45_000
@@ -131,3 +134,41 @@ def test_a_member_fenced_by_its_epoch_is_an_event() -> None:
         a.epoch + 5,
     )
     assert "greater member epoch" in fenced.cause
+
+
+def test_the_benchmarks_switch_runs_groups_without_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GROUPCOORD_TEST_NO_GROUP_EVENTS=1 (events_off.py, for bench_group_events.py): the
+    same group life, the same assignments, and nothing logged, kept or derived, live or
+    replayed."""
+
+    def life() -> tuple[Harness, list[str], list[tuple[str, int, list[int]]]]:
+        h = Harness({"foo": 4}, consumer_assignment_interval_ms=0)
+        logged: list[str] = []
+        h.shard.events.sink = lambda e: logged.append(e.event)
+        a, b = Client(h, "a"), Client(h, "b")
+        a.join(["foo"])
+        settle(h, a)
+        b.join(["foo"])
+        settle(h, a, b)
+        group = h.shard.consumer_groups[GROUP]
+        members = [
+            (
+                m.member_id,
+                m.member_epoch,
+                sorted(p for ps in m.assigned_partitions.values() for p in ps),
+            )
+            for m in sorted(group.members.values(), key=lambda m: m.member_id)
+        ]
+        b.leave()
+        settle(h, a)
+        return h, logged, members
+
+    with_events, logged, members = life()
+    assert logged and with_events.shard.timeline(GROUP)
+    monkeypatch.setenv(NO_GROUP_EVENTS_ENV, "1")
+    without, logged_without, members_without = life()
+    assert members_without == members
+    assert logged_without == []
+    assert without.shard.timeline(GROUP) is None
+    assert without.replayed().timeline(GROUP) is None
+    assert without.shard.events.held() == 0

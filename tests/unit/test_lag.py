@@ -84,9 +84,9 @@ class _Ends:
     def high_watermark(self, topic: str, partition: int) -> int | None:
         return _hw(topic, partition)
 
-    def timestamp_ms(self, topic: str, partition: int, offset: int) -> int | None:
-        self.reads.append((topic, partition, offset))
-        return 1_000 + offset
+    def timestamps_ms(self, topic: str, partition: int, offsets: list[int]) -> list[int | None]:
+        self.reads += [(topic, partition, offset) for offset in offsets]
+        return [1_000 + offset for offset in offsets]
 
     def begin_scrape(self) -> None:
         pass

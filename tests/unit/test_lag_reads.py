@@ -3,6 +3,7 @@ high watermark, and the timestamp of the batch holding the first unconsumed reco
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import pytest
 from groupcoord.coordinator.config import load_config
 from groupcoord.coordinator.topics.lag_reads import PartitionEnds
 from groupcoord.coordinator.topics.registry import TopicRegistry
-from groupcoord.protocol.batches import split_batches
+from groupcoord.protocol.batches import set_max_timestamp, split_batches
+from groupcoord.storage.segment import Segment
 from tests.support import make_batch
 
 
@@ -54,14 +56,14 @@ def test_timestamps_are_cached_for_two_scrapes(topics: TopicRegistry) -> None:
     ends.begin_scrape()
     assert ends.timestamp_ms("t", 0, 0) == 1_000
     reads = 0
-    real_read = ends._read
+    real_read = ends._read_all
 
-    def counting(log: object, offset: int) -> int | None:
+    def counting(log: object, offsets: list[int]) -> list[int | None]:
         nonlocal reads
-        reads += 1
-        return real_read(log, offset)  # type: ignore[arg-type]
+        reads += len(offsets)
+        return real_read(log, offsets)  # type: ignore[arg-type]
 
-    ends._read = counting  # type: ignore[method-assign]
+    ends._read_all = counting  # type: ignore[method-assign]
     ends.begin_scrape()
     assert ends.timestamp_ms("t", 0, 0) == 1_000  # from the scrape before
     ends.begin_scrape()
@@ -71,3 +73,63 @@ def test_timestamps_are_cached_for_two_scrapes(topics: TopicRegistry) -> None:
     ends.begin_scrape()
     assert ends.timestamp_ms("t", 0, 0) == 1_000  # not read for a scrape: forgotten
     assert reads == 1
+
+
+def _append_many(topics: TopicRegistry, partition: int, count: int, log_append: bool) -> None:
+    """`count` batches of 1-3 records; every third one a LogAppendTime batch if asked."""
+    found = topics.partition("t", partition)
+    assert found is not None
+    for i in range(count):
+        buf = bytearray(make_batch(1 + i % 3, start_ts_ms=10_000 + 10 * i))
+        headers = split_batches(buf)
+        if log_append and i % 3 == 0:
+            headers = [set_max_timestamp(buf, 0, headers[0], True, 50_000 + i)]
+        found.log.append(buf, headers)
+    found.log.flush()
+
+
+def test_one_walk_answers_what_one_read_each_does(topics: TopicRegistry) -> None:
+    """Many segments (small ones), LogAppendTime batches, multi-record batches, records
+    below the log start, offsets in any order and repeated, at and past the end."""
+    topics.create("t", 1, {"segment.bytes": "4096"})
+    _append_many(topics, 0, 400, log_append=True)
+    found = topics.partition("t", 0)
+    assert found is not None and found.log is not None
+    assert found.log.segment_count > 5
+    found.log.advance_log_start_offset(37)
+    end = found.high_watermark
+    offsets = [*range(0, end + 3), 5, 500, 0, end - 1, 123, 123]
+    random.Random(7).shuffle(offsets)
+    one_each = PartitionEnds(topics)
+    expected = []
+    for offset in offsets:
+        one_each.begin_scrape()  # no cache: a read each
+        expected.append(one_each._read(found.log, max(offset, 37)) if offset < end else None)
+    assert PartitionEnds(topics).timestamps_ms("t", 0, offsets) == expected
+    assert sum(t is not None and t >= 50_000 for t in expected) > 50  # LogAppendTime read
+
+
+def test_a_partitions_offsets_cost_one_walk_of_its_headers(topics: TopicRegistry) -> None:
+    """A first scrape of 100 groups on one partition reads its headers once (a few 8 KiB
+    reads), not a lookup and a read per group (issue 20's cold scrape)."""
+    topics.create("t", 1, {})
+    _append_many(topics, 0, 300, log_append=False)
+    found = topics.partition("t", 0)
+    assert found is not None and found.log is not None
+    size_bytes = found.log.size_bytes
+    reads = 0
+    real_pread = Segment.pread
+
+    def counting(segment: Segment, position: int, size: int) -> bytes:
+        nonlocal reads
+        reads += 1
+        return real_pread(segment, position, size)
+
+    Segment.pread = counting  # type: ignore[method-assign]
+    try:
+        offsets = random.Random(3).sample(range(found.high_watermark), 100)
+        read = PartitionEnds(topics).timestamps_ms("t", 0, offsets)
+    finally:
+        Segment.pread = real_pread  # type: ignore[method-assign]
+    assert None not in read
+    assert reads <= size_bytes // (8 * 1024) + 2

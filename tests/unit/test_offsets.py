@@ -961,3 +961,9 @@ def test_committed_offsets_and_member_counts_for_lag() -> None:
         ("qux", "baz", 0, 3, T0 + 5),
     ]
     assert h.shard.member_counts() == {"foo": 0, "qux": 0}
+    # In lists of whole groups, one as soon as it holds the rows asked (the caller yields
+    # to the loop between two): the same rows.
+    chunks = list(h.offsets.committed_chunks(2))
+    assert [len(chunk) for chunk in chunks] == [2, 1]
+    assert sorted(row for chunk in chunks for row in chunk) == sorted(h.offsets.committed())
+    assert [len(chunk) for chunk in h.offsets.committed_chunks(1000)] == [3]
