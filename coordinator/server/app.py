@@ -83,9 +83,10 @@ from .recovery_report import (
     take_clean_shutdown_marker,
     take_same_boot_marker,
 )
+from .topic_repair import TopicChanges, TopicRepair
 from .topic_sync import SYNCED_APIS, TopicSync
 from .txn_markers import TxnMarkerRouter
-from .worker_layout import ownership_of, same_topic_ids
+from .worker_layout import ownership_of, same_topic_ids, worker_dir
 from .worker_txns import WorkerMarkers, WorkerTxnGateway
 
 log = get_logger("groupcoord.server")
@@ -208,7 +209,12 @@ class Server:
         self.outgoing = OutgoingWrites()
         self.handlers, self.supported_versions = build_dispatch()
         # serve --workers: topic changes made here are repeated on the other workers.
-        self.topic_sync = TopicSync(self.ownership) if self.ownership is not None else None
+        self.topic_changes = TopicChanges(config.data_path)
+        self.topic_sync = (
+            TopicSync(self.ownership, self.topic_changes, self._shards_loaded)
+            if self.ownership is not None
+            else None
+        )
         if self.topic_sync is not None:
             for key in SYNCED_APIS:
                 self.handlers[key] = self.topic_sync.wrap(key, self.handlers[key])
@@ -274,6 +280,7 @@ class Server:
         self._retention_task: asyncio.Task[None] | None = None
         self._compaction_task: asyncio.Task[None] | None = None
         self._txn_tasks: list[asyncio.Task[None]] = []
+        self._repair_task: asyncio.Task[None] | None = None
         # The log cleaner of compacted topics (cleanup.policy=compact).
         self.topic_compactor = TopicCompactor(self.topics, config)
         self._topic_compaction_task: asyncio.Task[None] | None = None
@@ -340,8 +347,9 @@ class Server:
         if self.ownership is not None:
             self._list_workers()
         if self.topic_sync is not None:
+            self.topic_changes.load()
             self.topic_sync.start(self.listeners[0].node.brokers)
-            await self.topic_sync.catch_up(self.topics)
+            self._start_topic_repair()
         self.limits.start()
         if self.config.metrics_listen:
             from ..config import split_host_port
@@ -432,6 +440,27 @@ class Server:
                 for j, node_id in enumerate(ownership.node_ids)
             )
 
+    async def _shards_loaded(self) -> None:
+        await asyncio.shield(self._coordinator_load)
+
+    def _start_topic_repair(self) -> None:
+        """serve --workers: converge on the topic changes missed while down (topic_repair.py)."""
+        assert self.ownership is not None
+        top = self.config.data_path.parent
+        repair = TopicRepair(
+            self.topics,
+            self.topic_changes,
+            (
+                worker_dir(top, j)
+                for j in range(len(self.ownership.node_ids))
+                if j != self.ownership.index
+            ),
+            self.gateway.topics_deleted,
+        )
+        self._repair_task = asyncio.ensure_future(
+            repair.run(self.config.worker_topic_repair_interval_ms, self._shards_loaded())
+        )
+
     def _peer(self, node_id: int) -> tuple[int, str, int]:
         """serve --workers: worker `node_id` at its first listener's address."""
         for peer in self.listeners[0].node.brokers:
@@ -516,6 +545,8 @@ class Server:
         await self.marker_router.close()  # a restart resumes the prepared transactions
         if self.topic_sync is not None:
             await self.topic_sync.close()
+        if self._repair_task is not None:
+            self._repair_task.cancel()
         await self.txn_coordinator.close()
         await self.coordinator.close()
         await self.committer.close()

@@ -21,9 +21,11 @@ requests, their validation and their answers exist and are tested; a worker need
 but its peers' addresses; and it is the shape a cluster across machines keeps (issue 22
 item 2 replaces the sending by a metadata table that every node follows, the handlers
 stay). Each peer has one queue, sent in order (a delete never overtakes its create), with
-retries while the peer is down (a worker being restarted). A worker that starts catches
-up from a peer's Metadata: topics it lacks are created, partition counts raised (changes
-missed while both were down, deletions and config changes among them, are not repaired).
+retries while the peer is down (a worker being restarted). What a worker misses all the
+same (the sender died before the peer was back) it repairs from its peers' images
+(topic_repair.py), for which every topic changed here is recorded (TopicChanges) once
+answered. A request from a peer waits for this worker's shards to load, so that a
+deletion removes the topic's offsets from every shard this worker owns.
 """
 
 from __future__ import annotations
@@ -35,12 +37,12 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from groupcoord.protocol.api import ApiKey, Request, build, request_schema, request_types
+from groupcoord.protocol.api import ApiKey, Request, build, request_types
 from groupcoord.protocol.client_codec import decode_response, encode_request
 
 from ..observability.logging import get_logger
 from ..ownership import Ownership
-from ..topics.registry import TopicError, TopicRegistry
+from .topic_repair import TopicChanges, changed_topics
 
 log = get_logger("groupcoord.topic_sync")
 
@@ -59,7 +61,6 @@ SYNCED_APIS = (
 RETRY_MIN_S = 0.2
 RETRY_MAX_S = 5.0
 REQUEST_TIMEOUT_S = 30.0
-METADATA_VERSION = 12
 _SIZE = struct.Struct(">i")
 
 Peer = tuple[int, str, int]  # node id, host, port
@@ -84,8 +85,14 @@ async def peer_request(
 class TopicSync:
     """Sends the topic changes of this worker to its peers (module docstring)."""
 
-    def __init__(self, ownership: Ownership) -> None:
+    def __init__(
+        self, ownership: Ownership, changes: TopicChanges, loaded: Callable[[], Any]
+    ) -> None:
+        """`changes`: where the topics changed here are recorded; `loaded()`: an
+        awaitable done once the group shards are loaded."""
         self.ownership = ownership
+        self.changes = changes
+        self.loaded = loaded
         self.peers: list[Peer] = []
         self._queues: dict[int, asyncio.Queue[tuple[int, int, Any, str]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -108,10 +115,17 @@ class TopicSync:
         peer sent it."""
 
         async def synced(ctx: Any, request: Request) -> Any:
+            from_peer = request.header.client_id == PEER_CLIENT_ID
+            if from_peer:
+                await self.loaded()
             result = handler(ctx, request)
             if inspect.isawaitable(result):
                 result = await result
-            if request.header.client_id != PEER_CLIENT_ID:
+            try:
+                self.changes.record(changed_topics(api_key, request, result))
+            except OSError as e:  # the repair may then miss this change: said, not fatal
+                log.error("topic change not recorded", error=str(e))
+            if not from_peer:
                 for queue in self._queues.values():
                     queue.put_nowait((api_key, request.api_version, request.body, PEER_CLIENT_ID))
             return result
@@ -140,6 +154,10 @@ class TopicSync:
             validate_only=False,
         )
         if self.ownership.index == 0:
+            try:
+                self.changes.record({name: False})
+            except OSError as e:
+                log.error("topic change not recorded", error=str(e))
             for queue in self._queues.values():
                 queue.put_nowait(
                     (ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION, body, PEER_CLIENT_ID)
@@ -171,42 +189,3 @@ class TopicSync:
                     )
                     await asyncio.sleep(delay_s)
                     delay_s = min(delay_s * 2, RETRY_MAX_S)
-
-    async def catch_up(self, registry: TopicRegistry) -> None:
-        """Create the topics a peer has and this worker lacks, and raise partition counts
-        below a peer's (module docstring); the first peer that answers is enough."""
-        for peer in self.peers:
-            m = request_schema(ApiKey.METADATA, METADATA_VERSION)
-            try:
-                metadata = await peer_request(
-                    peer,
-                    ApiKey.METADATA,
-                    METADATA_VERSION,
-                    build(
-                        m,
-                        topics=None,
-                        allow_auto_topic_creation=False,
-                        include_topic_authorized_operations=False,
-                    ),
-                )
-            except (OSError, TimeoutError, asyncio.IncompleteReadError):
-                continue
-            for topic in metadata.topics:
-                if topic.is_internal or topic.error_code:
-                    continue
-                count = len(topic.partitions)
-                await self._catch_up_topic(registry, topic.name, count)
-            return
-
-    @staticmethod
-    async def _catch_up_topic(registry: TopicRegistry, name: str, count: int) -> None:
-        current = registry.get(name)
-        try:
-            if current is None:
-                await registry.create_in_steps(name, count, {})
-                log.info("topic caught up from a peer", topic=name, partitions=count)
-            elif len(current.partitions) < count:
-                await registry.add_partitions_in_steps(current, count)
-                log.info("partitions caught up from a peer", topic=name, partitions=count)
-        except (TopicError, OSError) as e:
-            log.warning("topic catch-up failed", topic=name, error=str(e))
