@@ -86,6 +86,12 @@ from .recovery_report import (
 from .topic_repair import TopicChanges, TopicRepair
 from .topic_sync import SYNCED_APIS, TopicSync
 from .txn_markers import TxnMarkerRouter
+from .worker_channel import (
+    CHANNEL_HOST,
+    WorkerChannelConnection,
+    channel_address,
+    listening_socket,
+)
 from .worker_layout import ownership_of, same_topic_ids, worker_dir
 from .worker_txns import WorkerMarkers, WorkerTxnGateway
 
@@ -281,6 +287,7 @@ class Server:
         self._compaction_task: asyncio.Task[None] | None = None
         self._txn_tasks: list[asyncio.Task[None]] = []
         self._repair_task: asyncio.Task[None] | None = None
+        self._channel: asyncio.Server | None = None  # serve --workers: worker_channel.py
         # The log cleaner of compacted topics (cleanup.policy=compact).
         self.topic_compactor = TopicCompactor(self.topics, config)
         self._topic_compaction_task: asyncio.Task[None] | None = None
@@ -346,9 +353,12 @@ class Server:
             await self._open(served)
         if self.ownership is not None:
             self._list_workers()
-        if self.topic_sync is not None:
+            await self._open_worker_channel()
+        if self.topic_sync is not None and self.ownership is not None:
             self.topic_changes.load()
-            self.topic_sync.start(self.listeners[0].node.brokers)
+            self.topic_sync.start(
+                [self._peer(n) for n in self.ownership.node_ids if n != self.ownership.node_id]
+            )
             self._start_topic_repair()
         self.limits.start()
         if self.config.metrics_listen:
@@ -461,12 +471,31 @@ class Server:
             repair.run(self.config.worker_topic_repair_interval_ms, self._shards_loaded())
         )
 
-    def _peer(self, node_id: int) -> tuple[int, str, int]:
-        """serve --workers: worker `node_id` at its first listener's address."""
-        for peer in self.listeners[0].node.brokers:
-            if peer[0] == node_id:
-                return peer
-        raise OSError(f"worker {node_id} is not listed (not started yet)")
+    def _peer(self, node_id: int) -> tuple[int, str]:
+        """serve --workers: worker `node_id` at its channel's address (worker_channel.py)."""
+        assert self.ownership is not None
+        return node_id, channel_address(self._cluster_id, self.ownership.node_ids.index(node_id))
+
+    async def _open_worker_channel(self) -> None:
+        """serve --workers: listen on this worker's channel (worker_channel.py), its
+        connections seen as the first listener's."""
+        assert self.ownership is not None
+        first = self.listeners[0]
+        # The first listener's view, without its TLS or SASL: the socket authenticates.
+        served = ServedListener(
+            dataclasses.replace(first.spec, protocol="PLAINTEXT"), first.node, first.context
+        )
+
+        def connection() -> Connection | None:
+            if self.stopping or self.limits.admit(CHANNEL_HOST) is not None:
+                return None
+            return WorkerChannelConnection(self, admitted_host=CHANNEL_HOST, listener=served)
+
+        address = channel_address(self._cluster_id, self.ownership.index)
+        self._channel = await asyncio.get_running_loop().create_unix_server(
+            connection,  # type: ignore[arg-type]
+            sock=listening_socket(address, LISTEN_BACKLOG),
+        )
 
     def reload(self) -> None:
         """SIGHUP: re-read the TLS certificate and key and the PLAIN users; open
@@ -522,6 +551,8 @@ class Server:
         log.info("stopping", connections=len(self.connections))
         for listener in self._sockets:
             listener.close()
+        if self._channel is not None:
+            self._channel.close()
         # Long polls return early once `stopping` is set; wake them.
         for topic in self.topics.topics():
             for partition in topic.partitions:

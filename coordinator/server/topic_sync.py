@@ -5,11 +5,13 @@ counts, configs, dynamic broker configs) in its own data directory, and opens ev
 partition (those it does not lead stay empty: ownership.py), so that Metadata, the group
 coordinator's assignors and offset commits see the same topics on every node. A change a
 client makes on one worker (CreateTopics, DeleteTopics, CreatePartitions,
-IncrementalAlterConfigs) is answered by that worker, then sent as the same Kafka request
-(same version, same body) to every other worker, marked by its client id (PEER_CLIENT_ID)
-so that it goes no further. Topic ids are the same everywhere because every worker derives
-them from the cluster id and the name (worker_layout.same_topic_ids). DeleteTopics on each
-worker removes the topic's offsets from the shards that worker owns: together, every shard.
+IncrementalAlterConfigs; and ACLs and SCRAM credentials, which every worker checks alike)
+is answered by that worker, then sent as the same Kafka request (same version, same body)
+to every other worker on the workers' channel (worker_channel.py), whose principal marks
+it as a peer's so that it goes no further. Topic ids are the same everywhere because every
+worker derives them from the cluster id and the name (worker_layout.same_topic_ids).
+DeleteTopics on each worker removes the topic's offsets from the shards that worker owns:
+together, every shard.
 
 A topic that Metadata auto-creates is created by the first worker alone (another worker
 asks it with a CreateTopics that it repeats to all, and answers LEADER_NOT_AVAILABLE
@@ -43,6 +45,8 @@ from groupcoord.protocol.client_codec import decode_response, encode_request
 from ..observability.logging import get_logger
 from ..ownership import Ownership
 from .topic_repair import TopicChanges, changed_topics
+from .worker_channel import open_channel
+from .worker_layout import WORKER_PRINCIPAL
 
 log = get_logger("groupcoord.topic_sync")
 
@@ -57,13 +61,16 @@ SYNCED_APIS = (
     ApiKey.DELETE_TOPICS,
     ApiKey.CREATE_PARTITIONS,
     ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    ApiKey.CREATE_ACLS,
+    ApiKey.DELETE_ACLS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
 )
 RETRY_MIN_S = 0.2
 RETRY_MAX_S = 5.0
 REQUEST_TIMEOUT_S = 30.0
 _SIZE = struct.Struct(">i")
 
-Peer = tuple[int, str, int]  # node id, host, port
+Peer = tuple[int, str]  # node id, its channel's address (worker_channel.channel_address)
 
 
 async def peer_request(
@@ -71,8 +78,7 @@ async def peer_request(
 ) -> Any:
     """One request to a peer worker on a connection of its own; its response body.
     OSError / TimeoutError / asyncio.IncompleteReadError when it cannot be had."""
-    _, host, port = peer
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
+    reader, writer = await open_channel(peer[1], 5)
     try:
         writer.write(encode_request(api_key, version, 1, body, client_id))
         size = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), REQUEST_TIMEOUT_S))[0]
@@ -97,9 +103,9 @@ class TopicSync:
         self._queues: dict[int, asyncio.Queue[tuple[int, int, Any, str]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
-    def start(self, brokers: tuple[Peer, ...]) -> None:
-        """Start sending to every broker but this one (the first listener's addresses)."""
-        self.peers = [b for b in brokers if b[0] != self.ownership.node_id]
+    def start(self, peers: list[Peer]) -> None:
+        """Start sending to every peer (every worker but this one)."""
+        self.peers = peers
         for peer in self.peers:
             queue: asyncio.Queue[tuple[int, int, Any, str]] = asyncio.Queue()
             self._queues[peer[0]] = queue
@@ -115,7 +121,10 @@ class TopicSync:
         peer sent it."""
 
         async def synced(ctx: Any, request: Request) -> Any:
-            from_peer = request.header.client_id == PEER_CLIENT_ID
+            from_peer = (
+                ctx.principal == WORKER_PRINCIPAL
+                and request.header.client_id != AUTO_CREATE_CLIENT_ID
+            )
             if from_peer:
                 await self.loaded()
             result = handler(ctx, request)
