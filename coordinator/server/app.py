@@ -76,6 +76,7 @@ from .endpoints import ServedListener, served_listeners
 from .fd_limits import RESERVED_FDS, apply_fd_limits
 from .frame_budget import FrameBudget
 from .listener import Listener
+from .peer_ends import LeaderEnds, WorkerPartitionEnds
 from .recovery_report import (
     clean_shutdown_marked,
     mark_clean_shutdown,
@@ -197,6 +198,11 @@ class Server:
             self.txn_coordinator.disown(self.ownership.owns_shard)
             self.topics.ownership = self.ownership
             self.topics.new_topic_id = same_topic_ids(self._cluster_id)
+            # Lag of partitions another worker leads: from their leaders (peer_ends.py).
+            self.leader_ends: LeaderEnds | None = LeaderEnds(self.ownership, self._peer)
+            self.lag.ends = self._partition_ends()
+        else:
+            self.leader_ends = None
         # The shard logs as Kafka's internal topics, read-only (topics/internal_topics.py);
         # added at start, once the cluster id (part of their topic ids) is known.
         self.internal_topics = InternalTopics()
@@ -287,6 +293,7 @@ class Server:
         self._compaction_task: asyncio.Task[None] | None = None
         self._txn_tasks: list[asyncio.Task[None]] = []
         self._repair_task: asyncio.Task[None] | None = None
+        self._leader_ends_task: asyncio.Task[None] | None = None
         self._channel: asyncio.Server | None = None  # serve --workers: worker_channel.py
         # The log cleaner of compacted topics (cleanup.policy=compact).
         self.topic_compactor = TopicCompactor(self.topics, config)
@@ -360,6 +367,8 @@ class Server:
                 [self._peer(n) for n in self.ownership.node_ids if n != self.ownership.node_id]
             )
             self._start_topic_repair()
+            assert self.leader_ends is not None
+            self._leader_ends_task = asyncio.ensure_future(self.leader_ends.run())
         self.limits.start()
         if self.config.metrics_listen:
             from ..config import split_host_port
@@ -374,7 +383,7 @@ class Server:
                 groups=GroupApi(
                     self.coordinator.group_summaries,
                     self.coordinator.group_page,
-                    PartitionEnds(self.topics),
+                    self._partition_ends(),
                 ),
                 access=access,
             )
@@ -449,6 +458,11 @@ class Server:
                 (node_id, node.host, node.port + j - ownership.index)
                 for j, node_id in enumerate(ownership.node_ids)
             )
+
+    def _partition_ends(self) -> PartitionEnds | WorkerPartitionEnds:
+        """What lag is measured from: this node's logs, and with workers the leaders'."""
+        local = PartitionEnds(self.topics)
+        return local if self.leader_ends is None else WorkerPartitionEnds(local, self.leader_ends)
 
     async def _shards_loaded(self) -> None:
         await asyncio.shield(self._coordinator_load)
@@ -578,6 +592,8 @@ class Server:
             await self.topic_sync.close()
         if self._repair_task is not None:
             self._repair_task.cancel()
+        if self._leader_ends_task is not None:
+            self._leader_ends_task.cancel()
         await self.txn_coordinator.close()
         await self.coordinator.close()
         await self.committer.close()

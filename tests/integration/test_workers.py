@@ -14,11 +14,13 @@ coordinator shards and of the partitions, under one parent that restarts a dead 
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import signal
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -491,6 +493,68 @@ def test_worker_sigkilled_under_load_is_restarted_and_loses_nothing_acknowledged
     now = committed(cluster.bootstrap_of(0), topic, group)
     for partition, offset in load.commits.items():
         assert now[partition] >= offset, (partition, now[partition], offset)
+
+
+# -- lag of partitions led by another worker ------------------------------------------------
+
+
+def lag_series(cluster: WorkersProcess, worker: int, group: str, name: str) -> dict[int, float]:
+    """groupcoord_group_lag_<name> per partition of `group` at worker `worker`'s /metrics."""
+    url = f"http://127.0.0.1:{cluster.metrics_port + worker}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    found: dict[int, float] = {}
+    for line in text.splitlines():
+        if line.startswith(f"groupcoord_group_lag_{name}{{") and f'group="{group}"' in line:
+            labels, value = line.rsplit(" ", 1)
+            found[int(labels.split('partition="')[1].split('"')[0])] = float(value)
+    return found
+
+
+def group_page(cluster: WorkersProcess, worker: int, group: str) -> dict[int, dict[str, Any]]:
+    url = f"http://127.0.0.1:{cluster.metrics_port + worker}/api/groups/{group}"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        page = json.loads(r.read())
+    return {o["partition"]: o for o in page["offsets"]}
+
+
+def test_lag_of_partitions_led_by_another_worker(cluster: WorkersProcess) -> None:
+    """Worker 1 coordinates the group; half the topic's partitions are led by worker 0.
+    Its lag metrics and web page show every partition's lag from the leader's log end
+    offset, with the time lag from the first record not consumed."""
+    topic = f"lagged-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap_of(0), topic)
+    produce(cluster.bootstrap_of(0), topic, 40, "lag")  # 10 records a partition
+    group = group_on(1, "lag")
+    leaders = {p: partition_owner_index(WORKERS, topic, p) for p in range(PARTITIONS)}
+    assert set(leaders.values()) == {0, 1}
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_of(1), "group.id": group, **QUIET})
+    consumer.commit(
+        offsets=[TopicPartition(topic, p, 3) for p in range(PARTITIONS)], asynchronous=False
+    )
+    consumer.close()
+    wanted = dict.fromkeys(range(PARTITIONS), 7.0)
+    wait_for(
+        lambda: lag_series(cluster, 1, group, "records") == wanted,
+        60,
+        "the lag in records of every partition",
+    )
+    wait_for(
+        lambda: (
+            set(lag_series(cluster, 1, group, "seconds")) == set(range(PARTITIONS))
+            and all(v > 0 for v in lag_series(cluster, 1, group, "seconds").values())
+        ),
+        60,
+        "the lag in seconds of every partition",
+    )
+    wait_for(
+        lambda: all(
+            o["end"] == 10 and o["lag"] == 7 and o["lag_seconds"] is not None
+            for o in group_page(cluster, 1, group).values()
+        ),
+        60,
+        "the web page's lag of every partition",
+    )
 
 
 # -- a worker that was down converges on what it missed --------------------------------------
