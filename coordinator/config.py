@@ -80,6 +80,14 @@ class Config:
         default=-1,
         metadata={"help": "set by `serve --workers N` for each worker it starts; never by hand"},
     )
+    worker_topic_repair_interval_ms: int = field(
+        default=5_000,
+        metadata={
+            "help": "serve --workers: how often each worker compares its topics with its "
+            "peers' and takes the changes it missed while down (deletions with their "
+            "offsets, partitions, configs)"
+        },
+    )
     log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
     log_repeat_window_ms: int = field(
         default=10_000,
@@ -786,6 +794,7 @@ def validate(config: Config) -> None:
         "group_member_metadata_bytes_max",
         "group_member_assignment_bytes_max",
         "groups_max",
+        "worker_topic_repair_interval_ms",
     )
     for name in positive:
         if getattr(config, name) <= 0:

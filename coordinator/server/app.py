@@ -76,6 +76,7 @@ from .endpoints import ServedListener, served_listeners
 from .fd_limits import RESERVED_FDS, apply_fd_limits
 from .frame_budget import FrameBudget
 from .listener import Listener
+from .peer_ends import LeaderEnds, WorkerPartitionEnds
 from .recovery_report import (
     clean_shutdown_marked,
     mark_clean_shutdown,
@@ -83,9 +84,16 @@ from .recovery_report import (
     take_clean_shutdown_marker,
     take_same_boot_marker,
 )
+from .topic_repair import TopicChanges, TopicRepair
 from .topic_sync import SYNCED_APIS, TopicSync
 from .txn_markers import TxnMarkerRouter
-from .worker_layout import ownership_of, same_topic_ids
+from .worker_channel import (
+    CHANNEL_HOST,
+    WorkerChannelConnection,
+    channel_address,
+    listening_socket,
+)
+from .worker_layout import ownership_of, same_topic_ids, worker_dir
 from .worker_txns import WorkerMarkers, WorkerTxnGateway
 
 log = get_logger("groupcoord.server")
@@ -190,6 +198,11 @@ class Server:
             self.txn_coordinator.disown(self.ownership.owns_shard)
             self.topics.ownership = self.ownership
             self.topics.new_topic_id = same_topic_ids(self._cluster_id)
+            # Lag of partitions another worker leads: from their leaders (peer_ends.py).
+            self.leader_ends: LeaderEnds | None = LeaderEnds(self.ownership, self._peer)
+            self.lag.ends = self._partition_ends()
+        else:
+            self.leader_ends = None
         # The shard logs as Kafka's internal topics, read-only (topics/internal_topics.py);
         # added at start, once the cluster id (part of their topic ids) is known.
         self.internal_topics = InternalTopics()
@@ -208,7 +221,12 @@ class Server:
         self.outgoing = OutgoingWrites()
         self.handlers, self.supported_versions = build_dispatch()
         # serve --workers: topic changes made here are repeated on the other workers.
-        self.topic_sync = TopicSync(self.ownership) if self.ownership is not None else None
+        self.topic_changes = TopicChanges(config.data_path)
+        self.topic_sync = (
+            TopicSync(self.ownership, self.topic_changes, self._shards_loaded)
+            if self.ownership is not None
+            else None
+        )
         if self.topic_sync is not None:
             for key in SYNCED_APIS:
                 self.handlers[key] = self.topic_sync.wrap(key, self.handlers[key])
@@ -274,6 +292,9 @@ class Server:
         self._retention_task: asyncio.Task[None] | None = None
         self._compaction_task: asyncio.Task[None] | None = None
         self._txn_tasks: list[asyncio.Task[None]] = []
+        self._repair_task: asyncio.Task[None] | None = None
+        self._leader_ends_task: asyncio.Task[None] | None = None
+        self._channel: asyncio.Server | None = None  # serve --workers: worker_channel.py
         # The log cleaner of compacted topics (cleanup.policy=compact).
         self.topic_compactor = TopicCompactor(self.topics, config)
         self._topic_compaction_task: asyncio.Task[None] | None = None
@@ -339,9 +360,15 @@ class Server:
             await self._open(served)
         if self.ownership is not None:
             self._list_workers()
-        if self.topic_sync is not None:
-            self.topic_sync.start(self.listeners[0].node.brokers)
-            await self.topic_sync.catch_up(self.topics)
+            await self._open_worker_channel()
+        if self.topic_sync is not None and self.ownership is not None:
+            self.topic_changes.load()
+            self.topic_sync.start(
+                [self._peer(n) for n in self.ownership.node_ids if n != self.ownership.node_id]
+            )
+            self._start_topic_repair()
+            assert self.leader_ends is not None
+            self._leader_ends_task = asyncio.ensure_future(self.leader_ends.run())
         self.limits.start()
         if self.config.metrics_listen:
             from ..config import split_host_port
@@ -356,7 +383,7 @@ class Server:
                 groups=GroupApi(
                     self.coordinator.group_summaries,
                     self.coordinator.group_page,
-                    PartitionEnds(self.topics),
+                    self._partition_ends(),
                 ),
                 access=access,
             )
@@ -432,12 +459,57 @@ class Server:
                 for j, node_id in enumerate(ownership.node_ids)
             )
 
-    def _peer(self, node_id: int) -> tuple[int, str, int]:
-        """serve --workers: worker `node_id` at its first listener's address."""
-        for peer in self.listeners[0].node.brokers:
-            if peer[0] == node_id:
-                return peer
-        raise OSError(f"worker {node_id} is not listed (not started yet)")
+    def _partition_ends(self) -> PartitionEnds | WorkerPartitionEnds:
+        """What lag is measured from: this node's logs, and with workers the leaders'."""
+        local = PartitionEnds(self.topics)
+        return local if self.leader_ends is None else WorkerPartitionEnds(local, self.leader_ends)
+
+    async def _shards_loaded(self) -> None:
+        await asyncio.shield(self._coordinator_load)
+
+    def _start_topic_repair(self) -> None:
+        """serve --workers: converge on the topic changes missed while down (topic_repair.py)."""
+        assert self.ownership is not None
+        top = self.config.data_path.parent
+        repair = TopicRepair(
+            self.topics,
+            self.topic_changes,
+            (
+                worker_dir(top, j)
+                for j in range(len(self.ownership.node_ids))
+                if j != self.ownership.index
+            ),
+            self.gateway.topics_deleted,
+        )
+        self._repair_task = asyncio.ensure_future(
+            repair.run(self.config.worker_topic_repair_interval_ms, self._shards_loaded())
+        )
+
+    def _peer(self, node_id: int) -> tuple[int, str]:
+        """serve --workers: worker `node_id` at its channel's address (worker_channel.py)."""
+        assert self.ownership is not None
+        return node_id, channel_address(self._cluster_id, self.ownership.node_ids.index(node_id))
+
+    async def _open_worker_channel(self) -> None:
+        """serve --workers: listen on this worker's channel (worker_channel.py), its
+        connections seen as the first listener's."""
+        assert self.ownership is not None
+        first = self.listeners[0]
+        # The first listener's view, without its TLS or SASL: the socket authenticates.
+        served = ServedListener(
+            dataclasses.replace(first.spec, protocol="PLAINTEXT"), first.node, first.context
+        )
+
+        def connection() -> Connection | None:
+            if self.stopping or self.limits.admit(CHANNEL_HOST) is not None:
+                return None
+            return WorkerChannelConnection(self, admitted_host=CHANNEL_HOST, listener=served)
+
+        address = channel_address(self._cluster_id, self.ownership.index)
+        self._channel = await asyncio.get_running_loop().create_unix_server(
+            connection,  # type: ignore[arg-type]
+            sock=listening_socket(address, LISTEN_BACKLOG),
+        )
 
     def reload(self) -> None:
         """SIGHUP: re-read the TLS certificate and key and the PLAIN users; open
@@ -493,6 +565,8 @@ class Server:
         log.info("stopping", connections=len(self.connections))
         for listener in self._sockets:
             listener.close()
+        if self._channel is not None:
+            self._channel.close()
         # Long polls return early once `stopping` is set; wake them.
         for topic in self.topics.topics():
             for partition in topic.partitions:
@@ -516,6 +590,10 @@ class Server:
         await self.marker_router.close()  # a restart resumes the prepared transactions
         if self.topic_sync is not None:
             await self.topic_sync.close()
+        if self._repair_task is not None:
+            self._repair_task.cancel()
+        if self._leader_ends_task is not None:
+            self._leader_ends_task.cancel()
         await self.txn_coordinator.close()
         await self.coordinator.close()
         await self.committer.close()

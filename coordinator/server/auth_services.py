@@ -20,6 +20,7 @@ from ..security.setting_checks import SASL_MECHANISMS
 from ..security.standard_authorizer import StandardAuthorizer
 from ..security.tls import TlsConfigError, TlsSettings, server_context
 from .data_dir import ACLS_DIR, SCRAM_CREDENTIALS_FILE
+from .worker_layout import WORKER_PRINCIPAL
 
 log = get_logger("groupcoord.security")
 
@@ -40,8 +41,11 @@ class AuthServices:
         # else None: the ACL APIs answer SECURITY_DISABLED (server/acl_api.py).
         self.acls: AclStore | None = None
         if config.authorizer_enabled:
+            # serve --workers: the workers' own principal is a super user, as Kafka's
+            # brokers' usually is (worker_channel.py).
+            workers = f";{WORKER_PRINCIPAL}" if config.worker_index >= 0 else ""
             authorizer = StandardAuthorizer.from_settings(
-                config.super_users,
+                config.super_users + workers,
                 config.allow_everyone_if_no_acl_found,
                 config.acl_decision_cache_entries,
             )

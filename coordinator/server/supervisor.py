@@ -43,6 +43,9 @@ QUICK_FAILURES_MAX = 6
 EXIT_CONFIG_ERROR = 2  # the worker refused its settings: restarting cannot help
 STOP_TIMEOUT_S = 60.0
 _PR_SET_PDEATHSIG = 1
+# Tests only: while the file this names plus ".<index>" exists, worker <index> is not
+# restarted once dead (a test changes topics through the other workers meanwhile).
+HOLD_RESTART_ENV = f"{ENV_PREFIX}TEST_HOLD_RESTART_FILE"
 
 
 def _die_with_parent() -> None:  # in the child, before exec
@@ -130,6 +133,9 @@ class Supervisor:
                 restart_in_s=delay_s,
             )
             await asyncio.sleep(delay_s)
+            hold = os.environ.get(HOLD_RESTART_ENV)
+            while hold and os.path.exists(f"{hold}.{index}") and not self.stopping:
+                await asyncio.sleep(0.1)
 
     def stop(self) -> None:
         """SIGTERM/SIGINT (or a worker that keeps failing): stop every worker."""

@@ -5,11 +5,13 @@ counts, configs, dynamic broker configs) in its own data directory, and opens ev
 partition (those it does not lead stay empty: ownership.py), so that Metadata, the group
 coordinator's assignors and offset commits see the same topics on every node. A change a
 client makes on one worker (CreateTopics, DeleteTopics, CreatePartitions,
-IncrementalAlterConfigs) is answered by that worker, then sent as the same Kafka request
-(same version, same body) to every other worker, marked by its client id (PEER_CLIENT_ID)
-so that it goes no further. Topic ids are the same everywhere because every worker derives
-them from the cluster id and the name (worker_layout.same_topic_ids). DeleteTopics on each
-worker removes the topic's offsets from the shards that worker owns: together, every shard.
+IncrementalAlterConfigs; and ACLs and SCRAM credentials, which every worker checks alike)
+is answered by that worker, then sent as the same Kafka request (same version, same body)
+to every other worker on the workers' channel (worker_channel.py), whose principal marks
+it as a peer's so that it goes no further. Topic ids are the same everywhere because every
+worker derives them from the cluster id and the name (worker_layout.same_topic_ids).
+DeleteTopics on each worker removes the topic's offsets from the shards that worker owns:
+together, every shard.
 
 A topic that Metadata auto-creates is created by the first worker alone (another worker
 asks it with a CreateTopics that it repeats to all, and answers LEADER_NOT_AVAILABLE
@@ -21,9 +23,11 @@ requests, their validation and their answers exist and are tested; a worker need
 but its peers' addresses; and it is the shape a cluster across machines keeps (issue 22
 item 2 replaces the sending by a metadata table that every node follows, the handlers
 stay). Each peer has one queue, sent in order (a delete never overtakes its create), with
-retries while the peer is down (a worker being restarted). A worker that starts catches
-up from a peer's Metadata: topics it lacks are created, partition counts raised (changes
-missed while both were down, deletions and config changes among them, are not repaired).
+retries while the peer is down (a worker being restarted). What a worker misses all the
+same (the sender died before the peer was back) it repairs from its peers' images
+(topic_repair.py), for which every topic changed here is recorded (TopicChanges) once
+answered. A request from a peer waits for this worker's shards to load, so that a
+deletion removes the topic's offsets from every shard this worker owns.
 """
 
 from __future__ import annotations
@@ -35,12 +39,14 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from groupcoord.protocol.api import ApiKey, Request, build, request_schema, request_types
+from groupcoord.protocol.api import ApiKey, Request, build, request_types
 from groupcoord.protocol.client_codec import decode_response, encode_request
 
 from ..observability.logging import get_logger
 from ..ownership import Ownership
-from ..topics.registry import TopicError, TopicRegistry
+from .topic_repair import TopicChanges, changed_topics
+from .worker_channel import open_channel
+from .worker_layout import WORKER_PRINCIPAL
 
 log = get_logger("groupcoord.topic_sync")
 
@@ -55,14 +61,16 @@ SYNCED_APIS = (
     ApiKey.DELETE_TOPICS,
     ApiKey.CREATE_PARTITIONS,
     ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    ApiKey.CREATE_ACLS,
+    ApiKey.DELETE_ACLS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
 )
 RETRY_MIN_S = 0.2
 RETRY_MAX_S = 5.0
 REQUEST_TIMEOUT_S = 30.0
-METADATA_VERSION = 12
 _SIZE = struct.Struct(">i")
 
-Peer = tuple[int, str, int]  # node id, host, port
+Peer = tuple[int, str]  # node id, its channel's address (worker_channel.channel_address)
 
 
 async def peer_request(
@@ -70,8 +78,7 @@ async def peer_request(
 ) -> Any:
     """One request to a peer worker on a connection of its own; its response body.
     OSError / TimeoutError / asyncio.IncompleteReadError when it cannot be had."""
-    _, host, port = peer
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
+    reader, writer = await open_channel(peer[1], 5)
     try:
         writer.write(encode_request(api_key, version, 1, body, client_id))
         size = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), REQUEST_TIMEOUT_S))[0]
@@ -84,15 +91,21 @@ async def peer_request(
 class TopicSync:
     """Sends the topic changes of this worker to its peers (module docstring)."""
 
-    def __init__(self, ownership: Ownership) -> None:
+    def __init__(
+        self, ownership: Ownership, changes: TopicChanges, loaded: Callable[[], Any]
+    ) -> None:
+        """`changes`: where the topics changed here are recorded; `loaded()`: an
+        awaitable done once the group shards are loaded."""
         self.ownership = ownership
+        self.changes = changes
+        self.loaded = loaded
         self.peers: list[Peer] = []
         self._queues: dict[int, asyncio.Queue[tuple[int, int, Any, str]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
-    def start(self, brokers: tuple[Peer, ...]) -> None:
-        """Start sending to every broker but this one (the first listener's addresses)."""
-        self.peers = [b for b in brokers if b[0] != self.ownership.node_id]
+    def start(self, peers: list[Peer]) -> None:
+        """Start sending to every peer (every worker but this one)."""
+        self.peers = peers
         for peer in self.peers:
             queue: asyncio.Queue[tuple[int, int, Any, str]] = asyncio.Queue()
             self._queues[peer[0]] = queue
@@ -108,10 +121,20 @@ class TopicSync:
         peer sent it."""
 
         async def synced(ctx: Any, request: Request) -> Any:
+            from_peer = (
+                ctx.principal == WORKER_PRINCIPAL
+                and request.header.client_id != AUTO_CREATE_CLIENT_ID
+            )
+            if from_peer:
+                await self.loaded()
             result = handler(ctx, request)
             if inspect.isawaitable(result):
                 result = await result
-            if request.header.client_id != PEER_CLIENT_ID:
+            try:
+                self.changes.record(changed_topics(api_key, request, result))
+            except OSError as e:  # the repair may then miss this change: said, not fatal
+                log.error("topic change not recorded", error=str(e))
+            if not from_peer:
                 for queue in self._queues.values():
                     queue.put_nowait((api_key, request.api_version, request.body, PEER_CLIENT_ID))
             return result
@@ -140,6 +163,10 @@ class TopicSync:
             validate_only=False,
         )
         if self.ownership.index == 0:
+            try:
+                self.changes.record({name: False})
+            except OSError as e:
+                log.error("topic change not recorded", error=str(e))
             for queue in self._queues.values():
                 queue.put_nowait(
                     (ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION, body, PEER_CLIENT_ID)
@@ -171,42 +198,3 @@ class TopicSync:
                     )
                     await asyncio.sleep(delay_s)
                     delay_s = min(delay_s * 2, RETRY_MAX_S)
-
-    async def catch_up(self, registry: TopicRegistry) -> None:
-        """Create the topics a peer has and this worker lacks, and raise partition counts
-        below a peer's (module docstring); the first peer that answers is enough."""
-        for peer in self.peers:
-            m = request_schema(ApiKey.METADATA, METADATA_VERSION)
-            try:
-                metadata = await peer_request(
-                    peer,
-                    ApiKey.METADATA,
-                    METADATA_VERSION,
-                    build(
-                        m,
-                        topics=None,
-                        allow_auto_topic_creation=False,
-                        include_topic_authorized_operations=False,
-                    ),
-                )
-            except (OSError, TimeoutError, asyncio.IncompleteReadError):
-                continue
-            for topic in metadata.topics:
-                if topic.is_internal or topic.error_code:
-                    continue
-                count = len(topic.partitions)
-                await self._catch_up_topic(registry, topic.name, count)
-            return
-
-    @staticmethod
-    async def _catch_up_topic(registry: TopicRegistry, name: str, count: int) -> None:
-        current = registry.get(name)
-        try:
-            if current is None:
-                await registry.create_in_steps(name, count, {})
-                log.info("topic caught up from a peer", topic=name, partitions=count)
-            elif len(current.partitions) < count:
-                await registry.add_partitions_in_steps(current, count)
-                log.info("partitions caught up from a peer", topic=name, partitions=count)
-        except (TopicError, OSError) as e:
-            log.warning("topic catch-up failed", topic=name, error=str(e))

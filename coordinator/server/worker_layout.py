@@ -28,6 +28,8 @@ from ..config import Config, ConfigError
 from ..ownership import Ownership
 from .data_dir import CLUSTER_FILE, WORKERS_FILE, load_cluster_id
 
+# What the workers' requests to each other carry (worker_channel.py says why this type).
+WORKER_PRINCIPAL = "Worker:groupcoord"
 _WORKER_DIR = re.compile(r"worker-\d+")
 _TOP_NAMES = frozenset({CLUSTER_FILE, WORKERS_FILE, LOCK_FILE, "lost+found"})
 # An endpoint's port: the digits after the last ':' of HOST:PORT (or NAME://HOST:PORT),

@@ -10,7 +10,13 @@ client's FindCoordinator would say). The load generator runs in this process, on
 machine: on 2 cores it takes a core of its own, so the rate with two workers is bounded by
 what is left; the figure that does not depend on it is the server's CPU seconds per
 commit (utime + stime of the server's process group: the parent and its workers), and the
-rate per core of server CPU it projects. The runs alternate (one, two, one, two, ...) so
+rate per core of server CPU it projects. `preempted_per_1k_commits` counts the times the
+kernel took a core from a server process (involuntary context switches, per 1000
+commits): with two workers and the load generator on 2 cores it rises, and with it the
+CPU per commit (cold caches after each switch), while the Python work per commit stays
+the same (a cProfile of each worker over the same window, normalised per OffsetCommit
+request: the same calls per request, rounds of group commit 0.015 per request instead of
+0.009). The runs alternate (one, two, one, two, ...) so
 that the machine's other load falls on both alike; the table shows each run and the ratio
 of the medians. Afterwards every key's committed offset is fetched back and must equal the
 last acknowledged one.
@@ -30,13 +36,32 @@ from pathlib import Path
 from groupcoord.coordinator.ownership import shard_owner_index
 from groupcoord.coordinator.runtime.partitioning import shard_for
 from tests.bench import groupload as gl
-from tests.bench.bench_data_plane import client_cpu_seconds, create_topics, group_cpu_seconds
+from tests.bench.bench_data_plane import (
+    _group_pids,
+    client_cpu_seconds,
+    create_topics,
+    group_cpu_seconds,
+)
 from tests.bench.peers import run_groupcoord
 from tests.support import free_ports
 
 TOPIC = "bench-workers-commit"
 MARKER = 0x0123456789ABCDEF
 SHARDS = 50
+
+
+def group_preemptions(pgid: int) -> int:
+    """Involuntary context switches of every process in the group so far."""
+    total = 0
+    for pid in _group_pids(pgid):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("nonvoluntary_ctxt_switches:"):
+                        total += int(line.split()[1])
+        except OSError:
+            continue
+    return total
 
 
 def wait_listening(port: int, timeout_s: float = 120) -> None:
@@ -69,8 +94,10 @@ async def closed_loop(ports: list[int], pid: int, args: argparse.Namespace) -> d
             d.start()
         await asyncio.sleep(args.warmup)
         server0, client0 = group_cpu_seconds(pid), client_cpu_seconds()
+        switches0 = group_preemptions(pid)
         await asyncio.sleep(args.duration)
         server1, client1 = group_cpu_seconds(pid), client_cpu_seconds()
+        switches1 = group_preemptions(pid)
         stats.running = False
         drain = time.perf_counter()
         while any(d.outstanding for d in drivers) and time.perf_counter() - drain < 30:
@@ -101,6 +128,7 @@ async def closed_loop(ports: list[int], pid: int, args: argparse.Namespace) -> d
             "server_cpu_us_per_commit": server_cpu / max(commits, 1) * 1e6,
             "client_cpu_s": client1 - client0,
             "commits_per_server_cpu_s": commits / server_cpu if server_cpu else 0.0,
+            "preempted_per_1k_commits": (switches1 - switches0) / max(commits, 1) * 1000,
             "errors": float(sum(stats.errors.values())),
             "mismatches": float(mismatches),
         }

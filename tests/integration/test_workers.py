@@ -14,11 +14,13 @@ coordinator shards and of the partitions, under one parent that restarts a dead 
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import signal
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,10 +28,18 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
 
 from groupcoord.coordinator.ownership import partition_owner_index, shard_owner_index
 from groupcoord.coordinator.runtime.partitioning import shard_for
+from groupcoord.coordinator.server.supervisor import HOLD_RESTART_ENV
 from tests import wire_requests
 from tests.rawclient import RawClient, request_class
 from tests.support import WorkersProcess, make_batch, serving_workers
@@ -46,8 +56,17 @@ RESTART_WAIT_S = 60.0
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkersProcess]:
     data = tmp_path_factory.mktemp("workers") / "data"
-    with serving_workers(data, WORKERS, group_initial_rebalance_delay_ms=0) as proc:
-        yield proc
+    # The parent holds back worker i's restart while hold_path.i exists (supervisor.py).
+    hold = data.parent / "hold-restart"
+    os.environ[HOLD_RESTART_ENV] = str(hold)
+    try:
+        with serving_workers(
+            data, WORKERS, group_initial_rebalance_delay_ms=0, worker_topic_repair_interval_ms=500
+        ) as proc:
+            proc.hold_path = hold  # type: ignore[attr-defined]
+            yield proc
+    finally:
+        del os.environ[HOLD_RESTART_ENV]
 
 
 def group_on(worker: int, prefix: str) -> str:
@@ -474,6 +493,176 @@ def test_worker_sigkilled_under_load_is_restarted_and_loses_nothing_acknowledged
     now = committed(cluster.bootstrap_of(0), topic, group)
     for partition, offset in load.commits.items():
         assert now[partition] >= offset, (partition, now[partition], offset)
+
+
+# -- lag of partitions led by another worker ------------------------------------------------
+
+
+def lag_series(cluster: WorkersProcess, worker: int, group: str, name: str) -> dict[int, float]:
+    """groupcoord_group_lag_<name> per partition of `group` at worker `worker`'s /metrics."""
+    url = f"http://127.0.0.1:{cluster.metrics_port + worker}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    found: dict[int, float] = {}
+    for line in text.splitlines():
+        if line.startswith(f"groupcoord_group_lag_{name}{{") and f'group="{group}"' in line:
+            labels, value = line.rsplit(" ", 1)
+            found[int(labels.split('partition="')[1].split('"')[0])] = float(value)
+    return found
+
+
+def group_page(cluster: WorkersProcess, worker: int, group: str) -> dict[int, dict[str, Any]]:
+    url = f"http://127.0.0.1:{cluster.metrics_port + worker}/api/groups/{group}"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        page = json.loads(r.read())
+    return {o["partition"]: o for o in page["offsets"]}
+
+
+def test_lag_of_partitions_led_by_another_worker(cluster: WorkersProcess) -> None:
+    """Worker 1 coordinates the group; half the topic's partitions are led by worker 0.
+    Its lag metrics and web page show every partition's lag from the leader's log end
+    offset, with the time lag from the first record not consumed."""
+    topic = f"lagged-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap_of(0), topic)
+    produce(cluster.bootstrap_of(0), topic, 40, "lag")  # 10 records a partition
+    group = group_on(1, "lag")
+    leaders = {p: partition_owner_index(WORKERS, topic, p) for p in range(PARTITIONS)}
+    assert set(leaders.values()) == {0, 1}
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_of(1), "group.id": group, **QUIET})
+    consumer.commit(
+        offsets=[TopicPartition(topic, p, 3) for p in range(PARTITIONS)], asynchronous=False
+    )
+    consumer.close()
+    wanted = dict.fromkeys(range(PARTITIONS), 7.0)
+    wait_for(
+        lambda: lag_series(cluster, 1, group, "records") == wanted,
+        60,
+        "the lag in records of every partition",
+    )
+    wait_for(
+        lambda: (
+            set(lag_series(cluster, 1, group, "seconds")) == set(range(PARTITIONS))
+            and all(v > 0 for v in lag_series(cluster, 1, group, "seconds").values())
+        ),
+        60,
+        "the lag in seconds of every partition",
+    )
+    wait_for(
+        lambda: all(
+            o["end"] == 10 and o["lag"] == 7 and o["lag_seconds"] is not None
+            for o in group_page(cluster, 1, group).values()
+        ),
+        60,
+        "the web page's lag of every partition",
+    )
+
+
+# -- a worker that was down converges on what it missed --------------------------------------
+
+
+def group_topics(bootstrap: str, group: str) -> set[str]:
+    """The topics of every offset `group` has stored (OffsetFetch of all topics)."""
+    with RawClient(bootstrap) as client:
+        response = client.request(9, 8, wire_requests.fetch(8, [(group, None)]))
+    (answer,) = response.groups
+    assert answer.error_code == 0, answer.error_code
+    return {t.name for t in answer.topics}
+
+
+def topic_config(bootstrap: str, topic: str, name: str) -> str | None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entries = admin.describe_configs([resource])[resource].result(10)
+    return entries[name].value
+
+
+def worker_image(bootstrap: str, topics: list[str]) -> dict[str, int | None]:
+    """Each topic's partition count at one worker (None: it does not have the topic)."""
+    m = _m(3, 12)
+    with RawClient(bootstrap) as client:
+        answer = client.request(
+            3,
+            12,
+            m.MetadataRequest(
+                topics=tuple(m.MetadataRequestTopic(name=t, topic_id=None) for t in topics),
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            ),
+        )
+    return {t.name: None if t.error_code else len(t.partitions) for t in answer.topics}
+
+
+def test_worker_down_during_topic_changes_converges_when_back(cluster: WorkersProcess) -> None:
+    """Worker 1 is killed and held down while a topic is deleted, another extended and a
+    third reconfigured through worker 0; worker 0 is then killed too (its queue of changes
+    for worker 1 is lost) and restarted. Worker 1, let back, serves the same topics as
+    worker 0 (the deleted one gone, the partitions added, the config changed) and the
+    deleted topic's offsets are gone from its group shards."""
+    suffix = uuid.uuid4().hex[:6]
+    gone, grown, tuned = f"gone-{suffix}", f"grown-{suffix}", f"tuned-{suffix}"
+    names = [gone, grown, tuned]
+    for name in names:
+        create_topic(cluster.bootstrap_of(0), name)
+    wait_for(
+        lambda: worker_image(cluster.bootstrap_of(1), names) == dict.fromkeys(names, PARTITIONS),
+        30,
+        "the topics on worker 1",
+    )
+    group = group_on(1, "repaired")
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_of(1), "group.id": group, **QUIET})
+    consumer.commit(
+        offsets=[TopicPartition(t, p, 3) for t in (gone, grown) for p in range(PARTITIONS)],
+        asynchronous=False,
+    )
+    consumer.close()
+    assert group_topics(cluster.bootstrap_of(1), group) == {gone, grown}
+
+    hold = Path(f"{cluster.hold_path}.1")  # type: ignore[attr-defined]
+    hold.touch()
+    try:
+        victim = cluster.worker_pid(1)
+        os.kill(victim, signal.SIGKILL)
+        wait_for(lambda: victim not in cluster.worker_pids(), 30, "worker 1 gone")
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_of(0), **QUIET})
+        admin.delete_topics([gone])[gone].result(10)
+        admin.create_partitions([NewPartitions(grown, PARTITIONS + 2)])[grown].result(10)
+        resource = ConfigResource(
+            ConfigResource.Type.TOPIC,
+            tuned,
+            incremental_configs=[
+                ConfigEntry("retention.ms", "4321000", incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        admin.incremental_alter_configs([resource])[resource].result(10)
+        first = cluster.worker_pid(0)
+        os.kill(first, signal.SIGKILL)  # what it still had to tell worker 1 is lost
+        wait_for(
+            lambda: first not in cluster.worker_pids() and cluster.worker_healthy(0),
+            RESTART_WAIT_S,
+            "worker 0 restarted",
+        )
+    finally:
+        hold.unlink()
+    wait_for(lambda: cluster.worker_healthy(1), RESTART_WAIT_S, "worker 1 restarted")
+    expected = {gone: None, grown: PARTITIONS + 2, tuned: PARTITIONS}
+    assert worker_image(cluster.bootstrap_of(0), names) == expected
+    wait_for(
+        lambda: worker_image(cluster.bootstrap_of(1), names) == expected,
+        60,
+        f"worker 1 to converge (it has {worker_image(cluster.bootstrap_of(1), names)})",
+    )
+    wait_for(
+        lambda: topic_config(cluster.bootstrap_of(1), tuned, "retention.ms") == "4321000",
+        60,
+        "worker 1 to take the config",
+    )
+    wait_for(
+        lambda: group_topics(cluster.bootstrap_of(1), group) == {grown},
+        60,
+        "the deleted topic's offsets gone from worker 1's shard",
+    )
+    # Both stay so: worker 0's own repair does not bring back what worker 1 had.
+    assert worker_image(cluster.bootstrap_of(0), names) == expected
 
 
 def test_sigterm_stops_every_worker_cleanly(cluster: WorkersProcess) -> None:
