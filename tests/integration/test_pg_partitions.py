@@ -15,8 +15,8 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
