@@ -18,17 +18,19 @@ row is left.
 Group commit. `append` (PgPartitionLog) assigns offsets in memory; a waiter
 (`wait_durable`) starts a round if none runs. A round is ONE database transaction for
 every partition that has batches not yet committed: for each, FENCED_WRITE_GUARD with its
-resource `partition:<topic>:<p>` and the epoch the log was loaded at; the batches of the
-partitions whose guard returned a row are inserted with one INSERT ... unnest(...). A
-partition whose guard returned none is fenced (its appends fail with PartitionFenced and
-none of its rows is written); the others commit. Appends made while a round runs go in
-the next one.
+resource `partition:<topic>:<p>` and the epoch the log was loaded at (a round of several
+partitions runs the guard for all of them in one statement: the same condition and lock,
+one round trip instead of one per partition); the batches of the partitions whose guard
+returned a row are written together by binary COPY. A partition whose guard returned none
+is fenced (its appends fail with PartitionFenced and none of its rows is written); the
+others commit. Appends made while a round runs go in the next one.
 
 Database unavailable (restart, failover, network). A round that fails for any reason but
 a refused guard is retried with backoff, the waiters kept waiting: appends wait, then
-resume. The retry writes the same rows again with ON CONFLICT DO NOTHING: a commit whose
-acknowledgement was lost is not written twice, and another writer can never have written
-those offsets at our epoch (a lease that moved makes the guard refuse).
+resume. The retry writes the same rows again by INSERT ... ON CONFLICT DO NOTHING (COPY
+has no such clause): a commit whose acknowledgement was lost is not written twice, and
+another writer can never have written those offsets at our epoch (a lease that moved
+makes the guard refuse).
 
 Takeover. Ownership moves by updating the lease row, which waits for the old owner's
 in-flight round (its guard holds the row FOR SHARE): once the new owner holds the lease,
@@ -42,7 +44,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import asyncpg
@@ -96,6 +97,16 @@ INSERT INTO partition_batches
 SELECT * FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::bigint[], $5::bigint[],
                      $6::bigint[], $7::bytea[])
 ON CONFLICT DO NOTHING
+"""
+
+# FENCED_WRITE_GUARD (schema.py) for every partition of a round in one statement: the
+# same condition per resource and the same FOR SHARE lock on each lease row, one round trip
+# instead of one per partition (a round trip costs ms on a loaded machine).
+_FENCED_WRITE_GUARD_MANY = """
+SELECT l.resource FROM leases l
+  JOIN unnest($1::text[], $2::integer[], $3::bigint[]) AS w (resource, owner_node, epoch)
+    ON l.resource = w.resource AND l.owner_node = w.owner_node AND l.epoch = w.epoch
+   FOR SHARE OF l
 """
 
 _LOAD_START = "SELECT log_start_offset FROM partition_starts WHERE topic = $1 AND partition = $2"
@@ -199,13 +210,15 @@ class PgPartitionStore:
         *,
         tail_cache_bytes: int = TAIL_CACHE_BYTES_DEFAULT,
         health: StorageHealth | None = None,
-        clock_ms: Callable[[], int] | None = None,
+        round_timeout_s: float = 30.0,
     ) -> None:
+        """`round_timeout_s`: a round not committed by then (a connection cut off without
+        a reset) is abandoned on its connection and retried on another."""
         self._pool = pool
+        self._round_timeout_s = round_timeout_s
         self.node_id = node_id
         self._tail_cache_bytes = tail_cache_bytes
         self.health = health if health is not None else StorageHealth()
-        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
         self._dirty: dict[PgPartitionLog, _Dirty] = {}
         self._round: asyncio.Task[None] | None = None
         self._closed = False
@@ -293,64 +306,106 @@ class PgPartitionStore:
     async def _run_rounds(self) -> None:
         try:
             delay_s = _RETRY_FIRST_S
+            after_failure = False
             while self._dirty and not self._closed:
                 logs = list(self._dirty)
                 try:
-                    refused = await self._write_round(logs)
-                except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
-                    # Not a fencing answer: the database is away or failed the round. Keep
-                    # the waiters and write the same rows again (ON CONFLICT DO NOTHING).
+                    refused = await self._write_round(logs, after_failure)
+                except Exception as exc:
+                    # Not a fencing answer: the database is away, slow past the round
+                    # timeout or failed the round (asyncpg raises several kinds when a
+                    # connection dies mid-COPY). Keep the waiters and write the same rows
+                    # again (ON CONFLICT DO NOTHING).
                     self.retries += 1
                     log.warning("partition round failed, retrying", error=repr(exc))
                     await asyncio.sleep(delay_s)
                     delay_s = min(delay_s * 2, _RETRY_MAX_S)
+                    after_failure = True
                     continue
                 delay_s = _RETRY_FIRST_S
+                after_failure = False
                 self.rounds += 1
                 for partition_log in logs:
                     self._settle(partition_log, partition_log in refused)
         finally:
             self._round = None
 
-    async def _write_round(self, logs: list[PgPartitionLog]) -> set[PgPartitionLog]:
-        """One transaction: guard every partition, insert the rows of those still ours.
-        Returns the refused (fenced) ones. Marks the rows committed only after COMMIT."""
-        snapshot = [(pl, len(pl.unflushed), pl.next_offset) for pl in logs if not pl.fenced]
+    async def _write_round(
+        self, logs: list[PgPartitionLog], after_failure: bool
+    ) -> set[PgPartitionLog]:
+        """One transaction: guard every partition, insert the rows of those still ours
+        (binary COPY; after a failed attempt INSERT ... ON CONFLICT DO NOTHING, since that
+        attempt may have committed). Returns the refused (fenced) ones. Marks the rows
+        committed only after COMMIT."""
+        snapshot = [
+            (pl, len(pl.unflushed), pl.next_offset) for pl in logs if not pl.fenced and pl.unflushed
+        ]
         refused: set[PgPartitionLog] = {pl for pl in logs if pl.fenced}
-        topics: list[str] = []
-        partitions: list[int] = []
-        bases: list[int] = []
-        lasts: list[int] = []
-        timestamps: list[int] = []
-        producers: list[int] = []
-        data: list[bytes] = []
-        async with self._pool.acquire() as connection, connection.transaction():
-            for pl, count, _ in snapshot:
-                if not count:
-                    continue
-                allowed = await connection.fetchval(
-                    FENCED_WRITE_GUARD, pl.resource, pl.node_id, pl.epoch
-                )
-                if allowed is None:
-                    refused.add(pl)
-                    continue
-                for row in pl.unflushed[:count]:
-                    topics.append(pl.topic)
-                    partitions.append(pl.partition)
-                    bases.append(row.base_offset)
-                    lasts.append(row.last_offset)
-                    timestamps.append(row.max_timestamp)
-                    producers.append(row.producer_id)
-                    data.append(row.data)
-            if data:
-                await connection.execute(
-                    _INSERT_ROWS, topics, partitions, bases, lasts, timestamps, producers, data
-                )
-        self.rows_written += len(data)
+        rows: list[tuple[str, int, int, int, int, int, bytes]] = []
+        connection = await self._pool.acquire()
+        try:
+            async with asyncio.timeout(self._round_timeout_s):
+                await self._write_rows(connection, snapshot, refused, rows, after_failure)
+        except BaseException:
+            # The connection may be mid-COPY or cut off: never reuse it.
+            connection.terminate()
+            raise
+        finally:
+            await self._pool.release(connection)
+        self.rows_written += len(rows)
         for pl, count, target in snapshot:
             if pl not in refused and not pl.fenced:  # fenced meanwhile: nothing is ours
                 pl.committed(count, target)
         return refused
+
+    async def _write_rows(
+        self,
+        connection: asyncpg.Connection,
+        snapshot: list[tuple[PgPartitionLog, int, int]],
+        refused: set[PgPartitionLog],
+        rows: list[tuple[str, int, int, int, int, int, bytes]],
+        after_failure: bool,
+    ) -> None:
+        async with connection.transaction():
+            if len(snapshot) == 1:
+                pl = snapshot[0][0]
+                guard = await connection.fetchval(
+                    FENCED_WRITE_GUARD, pl.resource, pl.node_id, pl.epoch
+                )
+                allowed = {pl.resource} if guard is not None else set()
+            elif snapshot:
+                found = await connection.fetch(
+                    _FENCED_WRITE_GUARD_MANY,
+                    [pl.resource for pl, _, _ in snapshot],
+                    [pl.node_id for pl, _, _ in snapshot],
+                    [pl.epoch for pl, _, _ in snapshot],
+                )
+                allowed = {r[0] for r in found}
+            else:
+                allowed = set()
+            for pl, count, _ in snapshot:
+                if pl.resource not in allowed:
+                    refused.add(pl)
+                    continue
+                topic, partition = pl.topic, pl.partition
+                rows.extend(
+                    (
+                        topic,
+                        partition,
+                        b.base_offset,
+                        b.last_offset,
+                        b.max_timestamp,
+                        b.producer_id,
+                        b.data,
+                    )
+                    for b in pl.unflushed[:count]
+                )
+            if rows and after_failure:
+                await connection.execute(
+                    _INSERT_ROWS, *(list(column) for column in zip(*rows, strict=True))
+                )
+            elif rows:
+                await connection.copy_records_to_table("partition_batches", records=rows)
 
     def _settle(self, partition_log: PgPartitionLog, refused: bool) -> None:
         dirty = self._dirty.get(partition_log)
