@@ -81,7 +81,9 @@ async def drive(
     return done * len(payload) / elapsed / 1e6, done, time.process_time() - cpu
 
 
-async def local_run(directory: Path, args: argparse.Namespace, payload: bytes) -> tuple[float, int, float, int]:
+async def local_run(
+    directory: Path, args: argparse.Namespace, payload: bytes
+) -> tuple[float, int, float, int]:
     committer = GroupCommitter()
     logs = [
         PartitionLog.open(directory / f"t-{p}", LogConfig(segment_bytes_max=256 * 1024 * 1024))
@@ -112,7 +114,9 @@ async def grant(pool: asyncpg.Pool, topic: str, partitions: int) -> None:
     )
 
 
-async def pg_run(pool: asyncpg.Pool, args: argparse.Namespace, payload: bytes) -> tuple[float, int, float, int]:
+async def pg_run(
+    pool: asyncpg.Pool, args: argparse.Namespace, payload: bytes
+) -> tuple[float, int, float, int]:
     await grant(pool, "bench", args.partitions)
     store = PgPartitionStore(pool, NODE)
     logs = [(await store.load("bench", p, EPOCH)).log for p in range(args.partitions)]
@@ -122,7 +126,9 @@ async def pg_run(pool: asyncpg.Pool, args: argparse.Namespace, payload: bytes) -
         base = logs[p].append(buffer, [header])
         await store.wait_durable(logs[p], base + header.last_offset_delta)
 
-    mbs, done, cpu = await drive(args.seconds, args.producers, args.partitions, payload, append_and_wait)
+    mbs, done, cpu = await drive(
+        args.seconds, args.producers, args.partitions, payload, append_and_wait
+    )
     await store.close()
     return mbs, done, cpu, store.rounds
 
