@@ -29,9 +29,11 @@ from groupcoord.coordinator.cluster.partition_store import (
 from groupcoord.coordinator.cluster.schema import partition_resource
 from groupcoord.coordinator.topics.producers import ProducerStates
 from groupcoord.protocol.batches import parse_header, split_batches
+from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import LogConfig, OffsetOutOfRange
 from tests.postgres_server import PostgresServer, postgres_server
 from tests.support import make_batch
+from tests.unit.server_support import produce, started_server
 
 pytestmark = pytest.mark.integration
 
@@ -160,6 +162,32 @@ async def test_a_stale_epoch_is_refused_and_nothing_it_sent_is_stored(pool: asyn
     # The new owner continues at the committed end.
     other = (await PgPartitionStore(pool, 2).load("fence", 0, 2)).log
     assert other.next_offset == 5
+
+
+async def test_produce_to_a_partition_whose_lease_moved_answers_not_leader(
+    pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    """The data plane's answer for a fenced partition: NOT_LEADER_OR_FOLLOWER (the client
+    refreshes its metadata and goes to the new leader), not KAFKA_STORAGE_ERROR."""
+    store = PgPartitionStore(pool, NODE)
+    await grant(pool, "plane", 0, NODE, 1)
+    stored = (await store.load("plane", 0, 1)).log
+    await grant(pool, "plane", 0, 2, 2)
+    _, last = append(stored, batch(2))
+    with pytest.raises(PartitionFenced):
+        await store.wait_durable(stored, last)
+    async for server in started_server(tmp_path / "data"):
+        server.topics.create("plane", 1, {})
+        topic = server.topics.get("plane")
+        assert topic is not None
+        partition = topic.partitions[0]
+        local, partition.log = partition.log, stored  # type: ignore[assignment]
+        try:
+            answer = await produce(server, "plane", make_batch(3))
+        finally:
+            partition.log = local
+        assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert await rows(pool, "plane") == 0
 
 
 async def test_delete_records_and_retention_delete_rows(pool: asyncpg.Pool) -> None:
