@@ -7,7 +7,10 @@ assigns base offsets at once, as the local log does, and stamps them into the ba
 carried the batches commits; `read` serves batches held in memory. Batches not yet
 committed and the most recent committed ones (up to `tail_cache_bytes`) are held in
 memory, so a consumer at the tail is served without a database round trip; an older
-offset raises NotInMemory and the caller awaits `PgPartitionStore.read` instead.
+offset raises NotInMemory and the caller awaits `PgPartitionStore.read` instead (which
+serves memory first). ListOffsets by timestamp, retention and delete records are the
+store's too (`offset_for_timestamp`, `max_timestamp`, `apply_retention`,
+`delete_records`): they read or change rows.
 
 Fencing. The log is bound to the lease epoch it was loaded at. When a round finds the
 lease moved (FENCED_WRITE_GUARD refused), the store calls `fence`: the batches not yet

@@ -55,6 +55,7 @@ from groupcoord.protocol.batches import (
     HEADER_SIZE,
     BatchHeader,
     parse_header,
+    record_timestamps,
 )
 from groupcoord.storage import CommitterClosed, LogConfig, OffsetOutOfRange
 from groupcoord.storage.health import StorageHealth
@@ -134,6 +135,19 @@ SELECT batch FROM partition_batches
                                  ORDER BY base_offset DESC LIMIT 1), $3)
  ORDER BY base_offset
  LIMIT $5
+"""
+# ListOffsets: the first batch (offset order) holding a timestamp >= $5, and the batch with
+# the largest max timestamp (the earliest of equals).
+_FIRST_AT_OR_AFTER = """
+SELECT batch FROM partition_batches
+ WHERE topic = $1 AND partition = $2 AND last_offset >= $3 AND base_offset < $4
+   AND max_timestamp >= $5
+ ORDER BY base_offset LIMIT 1
+"""
+_LARGEST_TIMESTAMP = """
+SELECT batch FROM partition_batches
+ WHERE topic = $1 AND partition = $2 AND last_offset >= $3 AND base_offset < $4
+ ORDER BY max_timestamp DESC, base_offset LIMIT 1
 """
 _UPSERT_START = """
 INSERT INTO partition_starts VALUES ($1, $2, $3)
@@ -461,6 +475,48 @@ class PgPartitionStore:
             if remaining <= 0:
                 break
         return b"".join(chunks)
+
+    async def offset_for_timestamp(
+        self, partition_log: PgPartitionLog, timestamp_ms: int
+    ) -> tuple[int, int] | None:
+        """As PartitionLog.offset_for_timestamp, over the committed batches: (offset,
+        timestamp) of the first record in offset order whose timestamp >= `timestamp_ms`."""
+        batch = await self._fetch_batch(_FIRST_AT_OR_AFTER, partition_log, timestamp_ms)
+        if batch is None:
+            return None
+        start = partition_log.log_start_offset
+        for offset, timestamp in record_timestamps(batch):
+            if timestamp >= timestamp_ms and offset >= start:
+                return offset, timestamp
+        return None
+
+    async def max_timestamp(self, partition_log: PgPartitionLog) -> tuple[int, int] | None:
+        """As PartitionLog.max_timestamp, over the committed batches (ListOffsets -3)."""
+        batch = await self._fetch_batch(_LARGEST_TIMESTAMP, partition_log)
+        if batch is None:
+            return None
+        best = parse_header(batch).max_timestamp
+        fallback: tuple[int, int] | None = None
+        for offset, timestamp in record_timestamps(batch):
+            if timestamp == best:
+                return offset, timestamp
+            if fallback is None or timestamp > fallback[1]:
+                fallback = (offset, timestamp)
+        return fallback  # a producer's batch whose header max matched no record
+
+    async def _fetch_batch(
+        self, query: str, partition_log: PgPartitionLog, *extra: object
+    ) -> bytes | None:
+        async with self._pool.acquire() as connection:
+            batch = await connection.fetchval(
+                query,
+                partition_log.topic,
+                partition_log.partition,
+                partition_log.log_start_offset,
+                partition_log.durable_offset,
+                *extra,
+            )
+        return None if batch is None else bytes(batch)
 
     # -- delete records and retention -------------------------------------------------
 

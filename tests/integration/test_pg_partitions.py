@@ -127,6 +127,12 @@ async def test_appends_round_trip_byte_for_byte_in_one_round(pool: asyncpg.Pool)
             sent[p][1:3]
         )
     assert await rows(pool, "rt") == 12
+    # ListOffsets by timestamp over the rows: batch i holds 3 + i records stamped
+    # 10_000 + i + k (k: the record's index), so 10_004 is first reached by batch 1's
+    # record 3 (offset 3 + 3) and the largest, 10_008, by batch 3's last record.
+    assert await store.offset_for_timestamp(reloaded, 10_004) == (6, 10_004)
+    assert await store.offset_for_timestamp(reloaded, 10_009) is None
+    assert await store.max_timestamp(reloaded) == (17, 10_008)
 
 
 async def test_a_stale_epoch_is_refused_and_nothing_it_sent_is_stored(pool: asyncpg.Pool) -> None:
