@@ -53,6 +53,7 @@ from groupcoord.protocol.batches import (
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import StorageError
 
+from ..cluster.partition_log import PartitionFenced
 from ..observability.logging import get_logger
 from .access import TOPIC, TRANSACTIONAL_ID, WRITE, allowed
 from .cleanup_policy import refuse_keyless
@@ -420,6 +421,11 @@ def _append(
                 result.log_append_time = now_ms
             try:
                 base = log_.append(buffer, [header])
+            except PartitionFenced:
+                # Cluster mode: this node's lease on the partition moved (Kafka: a replica
+                # that is no longer the leader); the client goes to the new leader.
+                result.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                return
             except (OSError, StorageError) as e:
                 # StorageError: a log failed by an earlier write or fsync (LogFailed) or
                 # closed refuses appends. Answered per partition: raised, it would cost the
@@ -457,7 +463,10 @@ async def _await_durable(ctx: TopicsContext, appended: list[_PartitionResult]) -
         except Exception as e:
             outcomes.append(e)
     for result, outcome in zip(appended, outcomes, strict=True):
-        if isinstance(outcome, BaseException):
+        if isinstance(outcome, PartitionFenced):
+            # Cluster mode: the lease moved before the round committed; nothing was stored.
+            result.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        elif isinstance(outcome, BaseException):
             log.error(
                 "flush failed",
                 topic=result.partition.topic.name,  # type: ignore[union-attr]

@@ -119,8 +119,14 @@ class ProducerStates:
     def rebuild(cls, log: PartitionLog) -> ProducerStates:
         """The state `record*` leave after the log's batches, read from their headers (and
         the markers' records)."""
+        return cls.from_headers(headers_and_controls(log))
+
+    @classmethod
+    def from_headers(cls, batches: Iterable[tuple[BatchHeader, bytes | None]]) -> ProducerStates:
+        """The state `record*` leave after `batches`: (header, the whole batch if it is a
+        control batch, else None) in offset order, e.g. a cluster partition's rows."""
         states = cls()
-        for header, control in headers_and_controls(log):
+        for header, control in batches:
             if header.is_control:
                 marker = _marker(control)
                 if marker is not None and header.producer_id != NO_PRODUCER_ID:

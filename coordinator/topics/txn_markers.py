@@ -21,6 +21,7 @@ from groupcoord.protocol.control_batches import marker_batch
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import StorageError
 
+from ..cluster.partition_log import PartitionFenced
 from ..observability.logging import get_logger
 from .context import TopicsContext
 from .producers import SequenceError
@@ -78,6 +79,8 @@ def append_txn_marker(
     log_ = target.log
     try:
         offset = log_.append(buffer, [header])
+    except PartitionFenced:  # cluster mode: the partition's lease moved
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
     except (OSError, StorageError) as e:
         log.error("marker append failed", topic=topic, partition=partition, error=str(e))
         ctx.committer.health.write_failed("append", log_.directory, e)
@@ -88,10 +91,13 @@ def append_txn_marker(
 
 async def await_marker(ctx: TopicsContext, appended: MarkerAppended) -> ErrorCode:
     """Wait until the marker is durable, then wake the partition's long-poll fetchers.
-    Errors: KAFKA_STORAGE_ERROR (the fsync failed)."""
+    Errors: KAFKA_STORAGE_ERROR (the fsync failed), NOT_LEADER_OR_FOLLOWER (cluster mode:
+    the partition's lease moved before the marker was committed)."""
     partition = appended.partition
     try:
         await ctx.committer.wait_durable(partition.log, appended.offset)
+    except PartitionFenced:  # cluster mode: the lease moved before the marker committed
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
     except Exception as e:
         log.error(
             "marker flush failed",
