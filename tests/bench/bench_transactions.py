@@ -17,6 +17,10 @@ mostly the server's answers; a Java program would add a JVM per run and its own 
 and in (b) 100 JVM producers would outweigh either server on a 2-core machine.
 
     python -m tests.bench.bench_transactions [--quick] [--peers ours,kafka]
+    python -m tests.bench.bench_transactions --peers ours,ours-fsync-free,kafka
+
+(`ours-fsync-free`: our server with its fsyncs made no-ops, tests/bench/fsync_free/: what
+the disk costs, and the rate this client reaches with durability free.)
 
 (as a module from the checkout's root, so this checkout's server is what runs). Prints
 figures and ratios (ours / Kafka), asserts nothing but the exactly-once count of (b).
@@ -250,11 +254,15 @@ def runners(args: argparse.Namespace) -> dict[str, Callable[..., Any]]:
     for name in args.peers.split(","):
         if name == "ours":
             found[name] = lambda port, data: run_groupcoord(port, data, OURS_ARGS)
+        elif name == "ours-fsync-free":  # the ceiling without the disk (see peers.py)
+            found[name] = lambda port, data: run_groupcoord(port, data, OURS_ARGS, True)
         elif name in KAFKA_PEERS:
             overrides = KAFKA_PEERS[name]
             found[name] = lambda port, data, o=overrides, n=name: run_kafka(port, data, o, name=n)
         else:
-            raise SystemExit(f"unknown peer {name!r} (ours, {', '.join(KAFKA_PEERS)})")
+            raise SystemExit(
+                f"unknown peer {name!r} (ours, ours-fsync-free, {', '.join(KAFKA_PEERS)})"
+            )
     return found
 
 
@@ -270,18 +278,18 @@ def report(results: dict[str, dict], args: argparse.Namespace) -> None:
         (f"(b) {args.producers} producers: transactions/s", ("many", "txn_per_s"), "higher"),
     ]
     print()
-    header = f"{'metric':<40}" + "".join(f"{n:>14}" for n in names)
+    header = f"{'metric':<40}" + "".join(f"{n:>16}" for n in names)
     if "ours" in results and len(names) > 1:
-        header += "".join(f"{'ours/' + n:>14}" for n in names if n != "ours")
+        header += "".join(f"{'ours/' + n:>21}" for n in names if n != "ours")
     print(header)
     for label, (part, key), better in rows:
-        line = f"{label:<40}" + "".join(f"{results[n][part][key]:>14.2f}" for n in names)
+        line = f"{label:<40}" + "".join(f"{results[n][part][key]:>16.2f}" for n in names)
         if "ours" in results:
             ours = results["ours"][part][key]
             for n in names:
                 if n != "ours":
                     other = results[n][part][key]
-                    line += f"{(ours / other if other else float('nan')):>13.2f}x"
+                    line += f"{(ours / other if other else float('nan')):>20.2f}x"
         print(f"{line}   ({better} is better)")
     print()
     for n in names:
@@ -312,7 +320,12 @@ def report(results: dict[str, dict], args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--peers", default="ours,kafka", help="ours and/or kafka, kafka-fsync")
+    parser.add_argument(
+        "--peers",
+        default="ours,kafka",
+        help="ours, ours-fsync-free (fsyncs made no-ops: the ceiling without the disk), "
+        "kafka, kafka-fsync",
+    )
     parser.add_argument("--seconds", type=float, default=10.0, help="(a)'s measuring time")
     parser.add_argument("--producers", type=int, default=100)
     parser.add_argument("--txns-per-producer", type=int, default=20)
