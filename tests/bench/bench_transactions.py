@@ -130,6 +130,26 @@ def one_producer(bootstrap: str, seconds: float) -> dict[str, float]:
     }
 
 
+def one_producer_java(bootstrap: str, seconds: float, logs: Path) -> dict[str, float]:
+    """(a) with the Java client (kafka-clients 4.x, tests/jvm/java/TxnRate.java): transactions
+    V2 where the server offers it, so no AddPartitionsToTxn or AddOffsetsToTxn and no 1 ms
+    timer before the first Produce; the same transactions, timed the same way."""
+    from tests.jvm.java_programs import compiled, run_program
+
+    run = run_program(
+        compiled(),
+        "TxnRate",
+        [bootstrap, "bench-java-out", "bench-java-in", "bench-java-group", "bench-java"]
+        + [str(seconds)],
+        logs,
+        "txn-rate",
+        timeout_s=seconds + 180,
+    )
+    run.assert_completed()
+    rate = run.one("rate")
+    return {key: float(value) for key, value in rate.items() if key not in ("e", "t")}
+
+
 def many_producers(bootstrap: str, producers: int, txns_each: int) -> dict[str, Any]:
     """(b): `producers` threads, each its own transactional producer; then a read_committed
     count of every value."""
@@ -208,6 +228,10 @@ def measure(name: str, runner: Callable[..., Any], work: Path, args: argparse.Na
     with runner(free_port(), data) as peer:
         print(f"[{name}] (a) one producer, {args.seconds} s ...", flush=True)
         single = one_producer(peer, args.seconds)
+        if args.java:
+            print(f"[{name}] (a) one producer, Java client, {args.seconds} s ...", flush=True)
+            java = one_producer_java(peer, args.seconds, data.with_name(f"{name}-java"))
+            single.update({f"java_{key}": value for key, value in java.items()})
         print(f"[{name}] (b) {args.producers} producers x {args.txns_per_producer} ...", flush=True)
         many = many_producers(peer, args.producers, args.txns_per_producer)
         refused, server_ms = server_figures(peer)
@@ -277,6 +301,15 @@ def report(results: dict[str, dict], args: argparse.Namespace) -> None:
         ("(a) ms/txn in commit", ("single", "commit_ms_per_txn"), "lower"),
         (f"(b) {args.producers} producers: transactions/s", ("many", "txn_per_s"), "higher"),
     ]
+    if args.java:
+        rows[-1:-1] = [
+            ("(a) Java client: transactions/s", ("single", "java_txn_per_s"), "higher"),
+            ("(a) Java client: EndTxn p50 ms", ("single", "java_commit_p50_ms"), "lower"),
+            ("(a) Java client: EndTxn p99 ms", ("single", "java_commit_p99_ms"), "lower"),
+            ("(a) Java: ms/txn in produce + flush", ("single", "java_produce_ms_per_txn"), "lower"),
+            ("(a) Java: ms/txn in send_offsets", ("single", "java_offsets_ms_per_txn"), "lower"),
+            ("(a) Java: ms/txn in commit", ("single", "java_commit_ms_per_txn"), "lower"),
+        ]
     print()
     header = f"{'metric':<40}" + "".join(f"{n:>16}" for n in names)
     if "ours" in results and len(names) > 1:
@@ -327,6 +360,11 @@ def main(argv: list[str] | None = None) -> int:
         "kafka, kafka-fsync",
     )
     parser.add_argument("--seconds", type=float, default=10.0, help="(a)'s measuring time")
+    parser.add_argument(
+        "--java",
+        action="store_true",
+        help="(a) with the Java client too (kafka-clients 4.x, transactions V2; a JVM per peer)",
+    )
     parser.add_argument("--producers", type=int, default=100)
     parser.add_argument("--txns-per-producer", type=int, default=20)
     parser.add_argument(
