@@ -10,6 +10,7 @@ failed or closed, or when a write the answer waited for failed.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -35,10 +36,13 @@ from .txn_service import TxnCoordinatorService
 class TxnCoordinatorGateway:
     """The typed door into the transaction coordinator."""
 
-    __slots__ = ("_service",)
+    __slots__ = ("_concurrent_wait_s", "_service")
 
-    def __init__(self, service: TxnCoordinatorService) -> None:
+    def __init__(self, service: TxnCoordinatorService, concurrent_wait_ms: int = 0) -> None:
+        """`concurrent_wait_ms`: how long add_partitions waits for the id's previous
+        transaction to complete before answering CONCURRENT_TRANSACTIONS (0: at once)."""
         self._service = service
+        self._concurrent_wait_s = concurrent_wait_ms / 1000
 
     @property
     def shard_count(self) -> int:
@@ -67,7 +71,14 @@ class TxnCoordinatorGateway:
         read_at: float,
         client_transaction_version: int = 0,
     ) -> ErrorCode:
-        """TxnShard.add_partitions (AddPartitionsToTxn, AddOffsetsToTxn)."""
+        """TxnShard.add_partitions (AddPartitionsToTxn, AddOffsetsToTxn, the implicit add
+        of transactions V2). CONCURRENT_TRANSACTIONS (the id's previous transaction is
+        still writing its markers) is not answered at once: the call waits, up to
+        `concurrent_wait_ms`, for that transaction to complete and asks again. A client
+        told CONCURRENT_TRANSACTIONS backs off 20 ms (librdkafka and the Java client
+        alike) where the markers take about one fsync round, and a producer that begins
+        its next transaction right after EndTxn's answer would otherwise pay that backoff
+        on most transactions; the answer it gets is the one its retry would get."""
         request = (
             transactional_id,
             producer_id,
@@ -75,9 +86,36 @@ class TxnCoordinatorGateway:
             tuple(partitions),
             client_transaction_version,
         )
-        return await _answer(  # type: ignore[no-any-return]
+        error: ErrorCode = await _answer(
             self._on_shard(transactional_id, _add_partitions, request, read_at, _same)
         )
+        if error is ErrorCode.CONCURRENT_TRANSACTIONS and self._concurrent_wait_s > 0:
+            return await self._add_once_completed(transactional_id, request, read_at)
+        return error
+
+    async def _add_once_completed(
+        self, transactional_id: str, request: Any, read_at: float
+    ) -> ErrorCode:
+        """add_partitions' wait: the waiter is registered before the shard is asked again,
+        so a completion between the two answers is never missed."""
+        service = self._service
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._concurrent_wait_s
+        while True:
+            waiter = service.completion_waiter(transactional_id)
+            try:
+                error: ErrorCode = await _answer(
+                    self._on_shard(transactional_id, _add_partitions, request, read_at, _same)
+                )
+                remaining_s = deadline - loop.time()
+                if error is not ErrorCode.CONCURRENT_TRANSACTIONS or remaining_s <= 0:
+                    return error
+                try:
+                    await asyncio.wait_for(waiter, remaining_s)
+                except TimeoutError:
+                    pass  # asked once more, then answered as it stands
+            finally:
+                service.drop_completion_waiter(transactional_id, waiter)
 
     async def verify_partitions(
         self,
@@ -132,7 +170,10 @@ class TxnCoordinatorGateway:
             )
         except NotActive as e:
             return not_active_error(e)
-        return await _answer(call.value if call.done else call)  # type: ignore[no-any-return]
+        error: ErrorCode = await _answer(call.value if call.done else call)
+        if error is ErrorCode.NONE:
+            self._service.transaction_completed(job.transactional_id)
+        return error
 
     async def describe_transactions(
         self, transactional_ids: list[str], read_at: float

@@ -43,6 +43,9 @@ class TxnCoordinatorService(ShardFamily[TxnShardRunner]):
     ) -> None:
         self._sink: Callable[[MarkerJob], None] | None = None
         self.held_jobs: list[MarkerJob] = []
+        # Requests waiting for a transactional id's transaction to complete (its markers
+        # written): see TxnCoordinatorGateway.add_partitions.
+        self._completion_waiters: dict[str, list[asyncio.Future[None]]] = {}
         self.counters = TxnCounters()  # every shard's outcomes (the metrics read them)
         super().__init__(
             [
@@ -72,6 +75,27 @@ class TxnCoordinatorService(ShardFamily[TxnShardRunner]):
             self.held_jobs.append(job)
         else:
             self._sink(job)
+
+    def completion_waiter(self, transactional_id: str) -> asyncio.Future[None]:
+        """A future set once the id's transaction in PrepareCommit/PrepareAbort completes
+        (`transaction_completed`); the caller removes it with `drop_completion_waiter` if
+        it stops waiting first."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._completion_waiters.setdefault(transactional_id, []).append(waiter)
+        return waiter
+
+    def drop_completion_waiter(self, transactional_id: str, waiter: asyncio.Future[None]) -> None:
+        waiters = self._completion_waiters.get(transactional_id)
+        if waiters is not None and waiter in waiters:
+            waiters.remove(waiter)
+            if not waiters:
+                del self._completion_waiters[transactional_id]
+
+    def transaction_completed(self, transactional_id: str) -> None:
+        """The id's CompleteCommit/CompleteAbort is replayed: wake its waiters."""
+        for waiter in self._completion_waiters.pop(transactional_id, ()):
+            if not waiter.done():
+                waiter.set_result(None)
 
     def loaded_counts(self) -> dict[str, int]:
         return {"transactions": sum(r.shard.transaction_count() for r in self.runners)}

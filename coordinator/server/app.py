@@ -189,7 +189,9 @@ class Server:
             self.allocate_producer_id,
             config.transaction_max_timeout_ms,
         )
-        self.txn_gateway = TxnCoordinatorGateway(self.txn_coordinator)
+        self.txn_gateway = TxnCoordinatorGateway(
+            self.txn_coordinator, config.transaction_concurrent_wait_ms
+        )
         # serve --workers: this worker owns a share of the shards and partitions, the rest
         # answer NOT_COORDINATOR / NOT_LEADER_OR_FOLLOWER (ownership.py, worker_layout.py).
         self.ownership = ownership_of(config)

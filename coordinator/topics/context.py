@@ -78,7 +78,9 @@ class HandlerContext(Generic[GroupsT]):
     authorizer reads; `sasl`, the connection's SASL authenticator (server/sasl_auth.py) on
     SASL listeners, for re-authentication (KIP-368), else None. `authorizer`: the server's
     ACL authorizer (security/acl_model.py; ALLOW_ALL when none is configured), asked
-    through `authorized`."""
+    through `authorized`. `produce_tail`: the connection's last Produce still waiting for
+    the transaction coordinator (an asyncio future set once it appended), or None: the
+    next Produce appends after it (produce.py)."""
 
     groups: GroupsT
     topics: TopicRegistry
@@ -98,6 +100,7 @@ class HandlerContext(Generic[GroupsT]):
     principal: str = "User:ANONYMOUS"
     sasl: Any = None
     authorizer: Authorizer = ALLOW_ALL
+    produce_tail: Any = None
 
     def authorized(
         self, operation: AclOperation, resource_type: ResourceType, resource_name: str
@@ -117,6 +120,7 @@ class HandlerContext(Generic[GroupsT]):
             closed=False,
             principal="User:ANONYMOUS",
             sasl=None,
+            produce_tail=None,
         )
 
 

@@ -34,6 +34,7 @@ while the previous transaction completes).
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import time
 from typing import Any
@@ -100,14 +101,66 @@ class _PartitionResult:
 
 
 def handle_produce(ctx: TopicsContext, request: Request) -> Any:
+    """A connection's Produce requests append in the order they came, as Kafka's (which
+    reads a connection's next request only once the previous one is answered): while an
+    earlier one waits for the transaction coordinator (`ctx.produce_tail`, the future of
+    its append), a later one waits for that append before its own. A producer pipelines
+    its batches (max.in.flight.requests.per.connection), so the batch after one that
+    opens a transaction on a partition would otherwise be appended first and refused
+    OUT_OF_ORDER_SEQUENCE_NUMBER."""
+    tail = ctx.produce_tail
+    if tail is not None:
+        if not tail.done():
+            appended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            ctx.produce_tail = appended
+            answer = _produce_after(ctx, request, tail, appended)
+            if request.body.acks == 0:
+                ctx.spawn(answer)
+                return NO_RESPONSE
+            return answer
+        ctx.produce_tail = None
+    return _handle_produce(ctx, request, None)
+
+
+async def _produce_after(
+    ctx: TopicsContext,
+    request: Request,
+    tail: asyncio.Future[None],
+    appended: asyncio.Future[None],
+) -> Any:
+    """`request` once the connection's previous Produce has appended (`tail`); `appended`
+    is set once this one has (or failed)."""
+    try:
+        await tail
+        answer = _handle_produce(ctx, request, appended)
+    finally:
+        _set_appended(appended)
+    if hasattr(answer, "__await__"):
+        return await answer
+    return answer
+
+
+def _set_appended(appended: asyncio.Future[None] | None) -> None:
+    if appended is not None and not appended.done():
+        appended.set_result(None)
+
+
+def _handle_produce(
+    ctx: TopicsContext, request: Request, appended: asyncio.Future[None] | None
+) -> Any:
+    """The request, appended now or, when the transaction coordinator is asked first,
+    once it answers; `appended` (made here in that case if None, and left as the
+    connection's `produce_tail`) is set once the append is done."""
     body = request.body
     refused = _refuse_transactional(body)
     if ctx.authorizer.enabled:
-        return _authorized_produce(ctx, request, refused)
+        return _authorized_produce(ctx, request, refused, appended)
     if refused is None and body.transactional_id is not None and ctx.txns is not None:
         asking = _to_verify(ctx, request)
         if asking is not None:
-            verified = _produce_verified(ctx, request, *asking)
+            if appended is None:
+                appended = ctx.produce_tail = asyncio.get_running_loop().create_future()
+            verified = _produce_verified(ctx, request, *asking, None, appended)
             if body.acks == 0:
                 ctx.spawn(verified)  # no response: appended once the coordinator answers
                 return NO_RESPONSE
@@ -116,7 +169,10 @@ def handle_produce(ctx: TopicsContext, request: Request) -> Any:
 
 
 def _authorized_produce(
-    ctx: TopicsContext, request: Request, refused: tuple[ErrorCode, str] | None
+    ctx: TopicsContext,
+    request: Request,
+    refused: tuple[ErrorCode, str] | None,
+    appended: asyncio.Future[None] | None,
 ) -> Any:
     """Produce with Kafka's checks: a transactional producer needs WRITE on its
     transactional id (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each
@@ -135,7 +191,9 @@ def _authorized_produce(
     if refused is None and txn_id is not None and ctx.txns is not None:
         asking = _to_verify(ctx, request, denied)
         if asking is not None:
-            verified = _produce_verified(ctx, request, *asking, denied)
+            if appended is None:
+                appended = ctx.produce_tail = asyncio.get_running_loop().create_future()
+            verified = _produce_verified(ctx, request, *asking, denied, appended)
             if body.acks == 0:
                 ctx.spawn(verified)
                 return NO_RESPONSE
@@ -238,32 +296,36 @@ async def _produce_verified(
     producer_epoch: int,
     partitions: list[tuple[str, int]],
     denied: set[str] | None = None,
+    appended: asyncio.Future[None] | None = None,
 ) -> Any:
     """Ask the transaction coordinator (guards taken first), then append and answer
-    (`denied`: topics refused by the authorizer)."""
-    tv2 = request.api_version >= _TV2_PRODUCE
-    guards = {}
-    for name, index in partitions:
-        producers = ctx.topics.partition(name, index).producers  # type: ignore[union-attr]
-        guards[(name, index)] = producers.start_verification(producer_id, producer_epoch)
-    answers = await ask_coordinator(
-        ctx.txns,
-        request.body.transactional_id,
-        producer_id,
-        producer_epoch,
-        partitions,
-        tv2,
-        ctx.read_at,
-    )
-    verified = {}
-    for (name, index), guard in guards.items():
-        error = producer_error(answers[(name, index)], tv2, request.api_version >= 11)
-        if error is not ErrorCode.NONE:
-            partition = ctx.topics.partition(name, index)
-            if partition is not None:
-                partition.producers.end_verification(producer_id, guard)
-        verified[(name, index)] = (error, guard)
-    answer = _produce(ctx, request, None, verified, denied)
+    (`denied`: topics refused by the authorizer; `appended`: set once appended)."""
+    try:
+        tv2 = request.api_version >= _TV2_PRODUCE
+        guards = {}
+        for name, index in partitions:
+            producers = ctx.topics.partition(name, index).producers  # type: ignore[union-attr]
+            guards[(name, index)] = producers.start_verification(producer_id, producer_epoch)
+        answers = await ask_coordinator(
+            ctx.txns,
+            request.body.transactional_id,
+            producer_id,
+            producer_epoch,
+            partitions,
+            tv2,
+            ctx.read_at,
+        )
+        verified = {}
+        for (name, index), guard in guards.items():
+            error = producer_error(answers[(name, index)], tv2, request.api_version >= 11)
+            if error is not ErrorCode.NONE:
+                partition = ctx.topics.partition(name, index)
+                if partition is not None:
+                    partition.producers.end_verification(producer_id, guard)
+            verified[(name, index)] = (error, guard)
+        answer = _produce(ctx, request, None, verified, denied)
+    finally:
+        _set_appended(appended)
     if hasattr(answer, "__await__"):
         return await answer
     return answer

@@ -17,6 +17,10 @@ mostly the server's answers; a Java program would add a JVM per run and its own 
 and in (b) 100 JVM producers would outweigh either server on a 2-core machine.
 
     python -m tests.bench.bench_transactions [--quick] [--peers ours,kafka]
+    python -m tests.bench.bench_transactions --peers ours,ours-fsync-free,kafka
+
+(`ours-fsync-free`: our server with its fsyncs made no-ops, tests/bench/fsync_free/: what
+the disk costs, and the rate this client reaches with durability free.)
 
 (as a module from the checkout's root, so this checkout's server is what runs). Prints
 figures and ratios (ours / Kafka), asserts nothing but the exactly-once count of (b).
@@ -126,6 +130,26 @@ def one_producer(bootstrap: str, seconds: float) -> dict[str, float]:
     }
 
 
+def one_producer_java(bootstrap: str, seconds: float, logs: Path) -> dict[str, float]:
+    """(a) with the Java client (kafka-clients 4.x, tests/jvm/java/TxnRate.java): transactions
+    V2 where the server offers it, so no AddPartitionsToTxn or AddOffsetsToTxn and no 1 ms
+    timer before the first Produce; the same transactions, timed the same way."""
+    from tests.jvm.java_programs import compiled, run_program
+
+    run = run_program(
+        compiled(),
+        "TxnRate",
+        [bootstrap, "bench-java-out", "bench-java-in", "bench-java-group", "bench-java"]
+        + [str(seconds)],
+        logs,
+        "txn-rate",
+        timeout_s=seconds + 180,
+    )
+    run.assert_completed()
+    rate = run.one("rate")
+    return {key: float(value) for key, value in rate.items() if key not in ("e", "t")}
+
+
 def many_producers(bootstrap: str, producers: int, txns_each: int) -> dict[str, Any]:
     """(b): `producers` threads, each its own transactional producer; then a read_committed
     count of every value."""
@@ -204,6 +228,10 @@ def measure(name: str, runner: Callable[..., Any], work: Path, args: argparse.Na
     with runner(free_port(), data) as peer:
         print(f"[{name}] (a) one producer, {args.seconds} s ...", flush=True)
         single = one_producer(peer, args.seconds)
+        if args.java:
+            print(f"[{name}] (a) one producer, Java client, {args.seconds} s ...", flush=True)
+            java = one_producer_java(peer, args.seconds, data.with_name(f"{name}-java"))
+            single.update({f"java_{key}": value for key, value in java.items()})
         print(f"[{name}] (b) {args.producers} producers x {args.txns_per_producer} ...", flush=True)
         many = many_producers(peer, args.producers, args.txns_per_producer)
         refused, server_ms = server_figures(peer)
@@ -250,11 +278,15 @@ def runners(args: argparse.Namespace) -> dict[str, Callable[..., Any]]:
     for name in args.peers.split(","):
         if name == "ours":
             found[name] = lambda port, data: run_groupcoord(port, data, OURS_ARGS)
+        elif name == "ours-fsync-free":  # the ceiling without the disk (see peers.py)
+            found[name] = lambda port, data: run_groupcoord(port, data, OURS_ARGS, True)
         elif name in KAFKA_PEERS:
             overrides = KAFKA_PEERS[name]
             found[name] = lambda port, data, o=overrides, n=name: run_kafka(port, data, o, name=n)
         else:
-            raise SystemExit(f"unknown peer {name!r} (ours, {', '.join(KAFKA_PEERS)})")
+            raise SystemExit(
+                f"unknown peer {name!r} (ours, ours-fsync-free, {', '.join(KAFKA_PEERS)})"
+            )
     return found
 
 
@@ -269,19 +301,28 @@ def report(results: dict[str, dict], args: argparse.Namespace) -> None:
         ("(a) ms/txn in commit", ("single", "commit_ms_per_txn"), "lower"),
         (f"(b) {args.producers} producers: transactions/s", ("many", "txn_per_s"), "higher"),
     ]
+    if args.java:
+        rows[-1:-1] = [
+            ("(a) Java client: transactions/s", ("single", "java_txn_per_s"), "higher"),
+            ("(a) Java client: EndTxn p50 ms", ("single", "java_commit_p50_ms"), "lower"),
+            ("(a) Java client: EndTxn p99 ms", ("single", "java_commit_p99_ms"), "lower"),
+            ("(a) Java: ms/txn in produce + flush", ("single", "java_produce_ms_per_txn"), "lower"),
+            ("(a) Java: ms/txn in send_offsets", ("single", "java_offsets_ms_per_txn"), "lower"),
+            ("(a) Java: ms/txn in commit", ("single", "java_commit_ms_per_txn"), "lower"),
+        ]
     print()
-    header = f"{'metric':<40}" + "".join(f"{n:>14}" for n in names)
+    header = f"{'metric':<40}" + "".join(f"{n:>16}" for n in names)
     if "ours" in results and len(names) > 1:
-        header += "".join(f"{'ours/' + n:>14}" for n in names if n != "ours")
+        header += "".join(f"{'ours/' + n:>21}" for n in names if n != "ours")
     print(header)
     for label, (part, key), better in rows:
-        line = f"{label:<40}" + "".join(f"{results[n][part][key]:>14.2f}" for n in names)
+        line = f"{label:<40}" + "".join(f"{results[n][part][key]:>16.2f}" for n in names)
         if "ours" in results:
             ours = results["ours"][part][key]
             for n in names:
                 if n != "ours":
                     other = results[n][part][key]
-                    line += f"{(ours / other if other else float('nan')):>13.2f}x"
+                    line += f"{(ours / other if other else float('nan')):>20.2f}x"
         print(f"{line}   ({better} is better)")
     print()
     for n in names:
@@ -312,8 +353,18 @@ def report(results: dict[str, dict], args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--peers", default="ours,kafka", help="ours and/or kafka, kafka-fsync")
+    parser.add_argument(
+        "--peers",
+        default="ours,kafka",
+        help="ours, ours-fsync-free (fsyncs made no-ops: the ceiling without the disk), "
+        "kafka, kafka-fsync",
+    )
     parser.add_argument("--seconds", type=float, default=10.0, help="(a)'s measuring time")
+    parser.add_argument(
+        "--java",
+        action="store_true",
+        help="(a) with the Java client too (kafka-clients 4.x, transactions V2; a JVM per peer)",
+    )
     parser.add_argument("--producers", type=int, default=100)
     parser.add_argument("--txns-per-producer", type=int, default=20)
     parser.add_argument(

@@ -349,19 +349,26 @@ def groupcoord_command(
 
 
 @contextlib.contextmanager
-def run_groupcoord(port: int, data_dir: Path, extra_args: Sequence[str] = ()) -> Iterator[str]:
+def run_groupcoord(
+    port: int, data_dir: Path, extra_args: Sequence[str] = (), fsync_free: bool = False
+) -> Iterator[str]:
     """Start our server on 127.0.0.1:``port``; yield its bootstrap string (a :class:`Peer`).
 
     Runs ``python -m groupcoord.coordinator serve`` from the repository root with
     ``data_dir`` as its data directory and metrics on another free port
     (``peer.metrics_url``); output goes to ``<data_dir>.log``. On exit it gets
-    SIGTERM, then SIGKILL after 10 s.
+    SIGTERM, then SIGKILL after 10 s. ``fsync_free``: fsyncs made no-ops in the server
+    (fsync_free/sitecustomize.py, syncfs off), to measure what the disk costs.
     """
     metrics_port = free_port()
     while metrics_port == port:
         metrics_port = free_port()
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    paths = [str(REPO_ROOT), env.get("PYTHONPATH", "")]
+    if fsync_free:
+        paths.insert(0, str(Path(__file__).resolve().parent / "fsync_free"))
+        extra_args = [*extra_args, "--set", "syncfs_min_logs=0"]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     cmd = groupcoord_command(port, data_dir, metrics_port, extra_args)
     with _run(
         "groupcoord",

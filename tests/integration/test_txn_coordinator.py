@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from groupcoord.coordinator.server.txn_markers import TEST_MARKER_PAUSE_ENV
 from groupcoord.protocol.errors import ErrorCode
 from tests.rawclient import RawClient, request_class
 from tests.support import ServerProcess, serving
@@ -335,3 +336,30 @@ def _offsets_partition(group: str) -> int:
         h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
     signed = h - (1 << 32) if h >= 1 << 31 else h
     return abs(signed) % 50
+
+
+def test_add_during_the_markers_is_answered_once_they_are_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next transaction's AddPartitionsToTxn / AddOffsetsToTxn sent right after EndTxn,
+    while the markers are still being written (held 300 ms by the router's test hook): the
+    server waits for the transaction to complete (transaction_concurrent_wait_ms) and
+    answers NONE, not CONCURRENT_TRANSACTIONS (which clients retry only after 20 ms)."""
+    monkeypatch.setenv(TEST_MARKER_PAUSE_ENV, "300,0")
+    with serving(tmp_path / "data", transaction_concurrent_wait_ms=60_000) as server:
+        with RawClient(server.bootstrap) as c:
+            create_topic(c, "t")
+            create_topic(c, "u")
+            r = init_pid(c, "tx")
+            pid, epoch = r.producer_id, r.producer_epoch
+            assert add_partitions(c, "tx", pid, epoch, {"t": [0]}) == {("t", 0): E.NONE}
+            assert end_txn(c, "tx", pid, epoch, True) == E.NONE
+            assert describe(c, "tx")[0].transaction_state == "PrepareCommit"
+            assert add_partitions(c, "tx", pid, epoch, {"u": [0]}) == {("u", 0): E.NONE}
+            described = describe(c, "tx")[0]
+            assert described.transaction_state == "Ongoing"
+            assert [(t.topic, list(t.partitions)) for t in described.topics] == [("u", [0])]
+            assert end_txn(c, "tx", pid, epoch, False) == E.NONE
+            assert describe(c, "tx")[0].transaction_state == "PrepareAbort"
+            assert add_offsets(c, "tx", pid, epoch, "g") == E.NONE
+            assert describe(c, "tx")[0].transaction_state == "Ongoing"

@@ -26,16 +26,19 @@ OFFSETS = "__consumer_offsets"
 class FakeSides:
     """write_txn_marker and complete_transaction: each call recorded; `answers` (per
     partition, a list of errors, the last one repeated) say what they answer; a partition
-    in `blocked` never answers."""
+    in `blocked` never answers; one in `gates` answers once its event is set."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, int, int, int, bool]] = []
         self.answers: dict[tuple[str, int], list[ErrorCode]] = {}
         self.blocked: set[tuple[str, int]] = set()
+        self.gates: dict[tuple[str, int], asyncio.Event] = {}
 
     async def _answer(self, topic: str, partition: int) -> ErrorCode:
         if (topic, partition) in self.blocked:
             await asyncio.Event().wait()
+        if (gate := self.gates.get((topic, partition))) is not None:
+            await gate.wait()
         answers = self.answers.get((topic, partition), [E.NONE])
         return answers.pop(0) if len(answers) > 1 else answers[0]
 
@@ -75,7 +78,14 @@ class Topics:
 
 
 class Coordinator:
-    def __init__(self, data: Path, committer: GroupCommitter, sides: FakeSides, topics: Topics):
+    def __init__(
+        self,
+        data: Path,
+        committer: GroupCommitter,
+        sides: FakeSides,
+        topics: Topics,
+        concurrent_wait_ms: int = 0,
+    ):
         self.service = TxnCoordinatorService(
             data,
             2,
@@ -84,7 +94,7 @@ class Coordinator:
             itertools.count(1000).__next__,
             900_000,
         )
-        self.gateway = TxnCoordinatorGateway(self.service)
+        self.gateway = TxnCoordinatorGateway(self.service, concurrent_wait_ms)
         ctx = SimpleNamespace(txns=self.gateway, topics=topics, groups=None)
         self.router = TxnMarkerRouter(ctx, sides.write_marker, sides.complete_offsets)  # type: ignore[arg-type]
         self.service.set_marker_sink(self.router.submit)
@@ -240,4 +250,51 @@ async def test_complete_record_rides_on_the_next_round(tmp_path: Path) -> None:
     await restarted.service.load()
     assert (await restarted.state()).state == "CompleteAbort"
     await restarted.service.close()
+    await committer.close()
+
+
+async def test_add_during_markers_waits_for_the_completion(tmp_path: Path) -> None:
+    """The next transaction's AddPartitionsToTxn while the previous one's markers are being
+    written: with concurrent_wait_ms it is answered NONE once the transaction completes
+    (not CONCURRENT_TRANSACTIONS, which the client would retry only 20 ms later); past the
+    wait, or with 0 (Kafka's), CONCURRENT_TRANSACTIONS."""
+    committer = GroupCommitter()
+    sides = FakeSides()
+    gate = sides.gates[("t", 1)] = asyncio.Event()
+    coordinator = Coordinator(tmp_path, committer, sides, Topics("t"), concurrent_wait_ms=60_000)
+    await coordinator.service.load()
+    gateway = coordinator.gateway
+    pid, epoch = await coordinator.open_transaction(("t", 0), ("t", 1))
+    assert await gateway.end_transaction("tx", pid, epoch, True, 0.0) is E.NONE
+    adding = asyncio.ensure_future(gateway.add_partitions("tx", pid, epoch, [("t", 2)], 0.0))
+    await asyncio.sleep(0.05)
+    assert not adding.done()  # parked while ("t", 1)'s marker is not written
+    assert (await coordinator.state()).state == "PrepareCommit"
+    gate.set()
+    assert await asyncio.wait_for(adding, 30) is E.NONE
+    described = await coordinator.state()
+    assert (described.state, described.partitions) == ("Ongoing", (("t", 2),))
+    assert coordinator.router.completed == 1
+    assert coordinator.service._completion_waiters == {}
+    # Past the wait: answered as it stands. Kafka's behaviour (0): at once.
+    gate.clear()
+    assert await gateway.end_transaction("tx", pid, epoch, True, 0.0) is E.NONE
+    # ("t", 2) has no gate: that one completes; ("t", 0) is held for the rest.
+    await coordinator.wait_state("CompleteCommit")
+    sides.gates[("t", 0)] = gate
+    assert await gateway.add_partitions("tx", pid, epoch, [("t", 0)], 0.0) is E.NONE
+    assert await gateway.end_transaction("tx", pid, epoch, False, 0.0) is E.NONE
+    impatient = TxnCoordinatorGateway(coordinator.service, 50)
+    assert await impatient.add_partitions("tx", pid, epoch, [("t", 1)], 0.0) is (
+        E.CONCURRENT_TRANSACTIONS
+    )
+    kafkas = TxnCoordinatorGateway(coordinator.service)
+    assert await kafkas.add_partitions("tx", pid, epoch, [("t", 1)], 0.0) is (
+        E.CONCURRENT_TRANSACTIONS
+    )
+    assert coordinator.service._completion_waiters == {}
+    gate.set()
+    await coordinator.wait_state("CompleteAbort")
+    await coordinator.router.wait_idle()
+    await coordinator.service.close()
     await committer.close()
