@@ -79,6 +79,9 @@ public final class TxnLoop {
                     producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
                     if (!abortedOnce) {
                         abortedOnce = true;
+                        // Send the batches first: abortTransaction() drops what the Sender has
+                        // not sent yet, and the scenario needs aborted records in the log.
+                        producer.flush();
                         producer.abortTransaction();
                         ended++;
                         Out.emit("aborted", "count", records.count());
