@@ -80,6 +80,28 @@ class Config:
         default=-1,
         metadata={"help": "set by `serve --workers N` for each worker it starts; never by hand"},
     )
+    cluster: str = field(
+        default="",
+        metadata={
+            "help": "PostgreSQL DSN (postgresql://...) of a cluster of nodes sharing one "
+            "database: coordinator shards are leased by live nodes and their records kept in "
+            "the database; each node needs its own node_id (empty: a single node)"
+        },
+    )
+    cluster_lease_duration_ms: int = field(
+        default=9_000,
+        metadata={
+            "help": "how long a node's leases (and its membership) last without renewal: a "
+            "node silent this long loses its shards to live nodes (broker.session.timeout.ms)"
+        },
+    )
+    cluster_lease_renew_interval_ms: int = field(
+        default=2_000,
+        metadata={
+            "help": "how often a node renews its membership and leases and rebalances them; "
+            "at most half the lease duration (broker.heartbeat.interval.ms)"
+        },
+    )
     log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
     log_repeat_window_ms: int = field(
         default=10_000,
@@ -793,6 +815,16 @@ def validate(config: Config) -> None:
     per_ip_overrides(config.connections_max_per_ip_overrides)  # raises ConfigError
     if config.workers < 1 or not -1 <= config.worker_index < config.workers:
         raise ConfigError("workers must be positive, worker_index -1 or below workers")
+    if config.cluster:
+        if not config.cluster.startswith(("postgresql://", "postgres://")):
+            raise ConfigError("cluster must be a PostgreSQL DSN (postgresql://...)")
+        if config.workers != 1:
+            raise ConfigError("cluster and workers > 1 cannot be combined")
+        if not 0 < config.cluster_lease_renew_interval_ms * 2 <= config.cluster_lease_duration_ms:
+            raise ConfigError(
+                "cluster_lease_renew_interval_ms must be positive and at most half of "
+                "cluster_lease_duration_ms"
+            )
     if config.accept_queues > 64:  # accept_queues.ACCEPT_QUEUES_MAX: the hash has 8 bits
         raise ConfigError("accept_queues must be at most 64")
     if config.log_repeat_window_ms < 0:
