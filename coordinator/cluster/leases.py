@@ -144,7 +144,9 @@ class LeaseManager:
         renew_interval_ms: int,
         on_acquired: OnAcquired = _nothing_acquired,
         on_lost: OnLost = _nothing_lost,
+        on_tick: Callable[[], None] | None = None,
     ) -> None:
+        """`on_tick`: told after every tick (the live nodes may have changed)."""
         if renew_interval_ms * 2 > lease_duration_ms:
             raise ValueError("the renew interval must be at most half the lease duration")
         self.pool = pool
@@ -154,13 +156,13 @@ class LeaseManager:
         self.renew_interval_ms = renew_interval_ms
         self.on_acquired = on_acquired
         self.on_lost = on_lost
+        self.on_tick = on_tick
         self.held: dict[str, int] = {}  # resource -> epoch, loaded and served here
         self.owners: dict[str, int] = {}  # resource -> owner node of a valid lease (last tick)
         self.live: tuple[NodeInfo, ...] = ()
         self.local_deadline = 0.0  # time.monotonic(): trust held leases until then
         self.ticks = 0
         self.failed_ticks = 0
-        self.changed = asyncio.Event()  # set after every tick that changed held/owners/live
         self._task: asyncio.Task[None] | None = None
         self._watchdog: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -214,7 +216,6 @@ class LeaseManager:
             self.held.clear()
             for resource in lost:
                 await self.on_lost(resource)
-            self.changed.set()
 
     async def tick(self) -> None:
         """One round of the protocol (module docstring)."""
@@ -256,8 +257,9 @@ class LeaseManager:
             await self._balance(conn, valid, live_ids)
             self.owners = valid
         self.ticks += 1
-        self.changed.set()
         self._watch_deadline()
+        if self.on_tick is not None:
+            self.on_tick()
 
     def _watch_deadline(self) -> None:
         """Stop serving held leases at the local deadline even if no tick comes (the

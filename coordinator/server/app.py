@@ -18,7 +18,7 @@ from collections.abc import Coroutine
 from functools import partial
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from groupcoord.storage import DataDirError, GroupCommitter, LogConfig, StorageError
 from groupcoord.storage.checkpoint import atomic_write, read_json_file, state_file_fields
@@ -88,6 +88,9 @@ from .txn_markers import TxnMarkerRouter
 from .worker_layout import ownership_of, same_topic_ids
 from .worker_txns import WorkerMarkers, WorkerTxnGateway
 
+if TYPE_CHECKING:
+    from ..cluster.node import ClusterNode
+
 log = get_logger("groupcoord.server")
 
 # Connections the kernel holds completed but not yet accepted. A full queue drops new SYNs,
@@ -97,6 +100,8 @@ log = get_logger("groupcoord.server")
 # from other addresses waited 1 s); 4096, Linux's default somaxconn (which caps it), was
 # not reached. Kafka's socket.listen.backlog.size is 50.
 LISTEN_BACKLOG = 4096
+# serve --cluster: producer ids are strided by node id, which must be below this.
+CLUSTER_NODE_IDS_MAX = 1024
 # Failing logs listed by /health (all are counted).
 HEALTH_FAILURES_LISTED = 10
 
@@ -134,11 +139,23 @@ class Server:
         self.metrics = ServerMetrics(name_labels=config.metrics_name_labels)
         self.topics = TopicRegistry(config)
         self.group_configs = GroupConfigStore(data / GROUP_CONFIGS_FILE)
-        self.committer = GroupCommitter(
+        committer_settings: dict[str, Any] = dict(
             waiters_max=config.durable_waiters_max,
             syncfs_min_logs=config.syncfs_min_logs,
             on_round_synced=self._round_synced,
             health=StorageHealth(),
+        )
+        # serve --cluster: shards leased from PostgreSQL, their rounds written there
+        # (cluster/node.py). Connects now: a database it cannot reach fails the start.
+        self.cluster: ClusterNode | None = None
+        if config.cluster:
+            from ..cluster.node import ClusterNode  # asyncpg: the `cluster` extra
+
+            self.cluster = ClusterNode(config)
+        self.committer = (
+            GroupCommitter(**committer_settings)
+            if self.cluster is None
+            else self.cluster.make_committer(**committer_settings)
         )
         self.metrics.registry.register(StorageCollector(self.committer.health, OPEN_FILES))
         self.coordinator = CoordinatorService(
@@ -182,6 +199,8 @@ class Server:
             config.transaction_max_timeout_ms,
         )
         self.txn_gateway = TxnCoordinatorGateway(self.txn_coordinator)
+        if self.cluster is not None:
+            self.cluster.attach(self.coordinator, self.txn_coordinator)
         # serve --workers: this worker owns a share of the shards and partitions, the rest
         # answer NOT_COORDINATOR / NOT_LEADER_OR_FOLLOWER (ownership.py, worker_layout.py).
         self.ownership = ownership_of(config)
@@ -290,7 +309,14 @@ class Server:
         self._add_internal_topics()
         self._producer_ids = ProducerIdAllocator(
             data / PRODUCER_IDS_FILE,
-            *((len(self.ownership.node_ids), self.ownership.index) if self.ownership else ()),
+            *(
+                (len(self.ownership.node_ids), self.ownership.index)
+                if self.ownership
+                # serve --cluster: node ids below CLUSTER_NODE_IDS_MAX stride the ids.
+                else (CLUSTER_NODE_IDS_MAX, self.config.node_id)
+                if self.cluster is not None
+                else ()
+            ),
         )
         self.security.load()
         if self.security.acls is not None:  # replayed before any request is served
@@ -339,6 +365,8 @@ class Server:
             await self._open(served)
         if self.ownership is not None:
             self._list_workers()
+        if self.cluster is not None:
+            await self.cluster.start([served.node for served in self.listeners])
         if self.topic_sync is not None:
             self.topic_sync.start(self.listeners[0].node.brokers)
             await self.topic_sync.catch_up(self.topics)
@@ -516,9 +544,13 @@ class Server:
         await self.marker_router.close()  # a restart resumes the prepared transactions
         if self.topic_sync is not None:
             await self.topic_sync.close()
+        if self.cluster is not None:  # hand the leases back: the others take over at once
+            await self.cluster.stop()
         await self.txn_coordinator.close()
         await self.coordinator.close()
         await self.committer.close()
+        if self.cluster is not None:
+            self.cluster.close()
         for connection in list(self.connections):
             connection.close()
         self.limits.stop()
