@@ -5,7 +5,8 @@ Theory of operation. A shard's log is the sequence of record batches its runner 
 each group-commit round of a shard is ONE database transaction (`append`) that first runs
 the fencing guard (schema.FENCED_WRITE_GUARD: the lease row still names this node at the
 epoch it loaded the shard at) and then inserts the batches the round covers, numbered by a
-per-shard sequence (`seq`, dense, growing). A guard that returns nothing raises Fenced and
+per-shard sequence (`seq`, dense, growing) and tagged with the writer's lease epoch (so
+that "one writer at a time" can be checked: epochs never decrease along seq). A guard that returns nothing raises Fenced and
 nothing is written: a node whose lease moved can never write the shard again.
 
 A *snapshot* of a shard is a run of batches whose replay gives the shard's state as of
@@ -26,6 +27,7 @@ SHARD_STORE_DDL = """
 CREATE TABLE IF NOT EXISTS shard_batches (
     resource  text NOT NULL,
     seq       bigint NOT NULL,
+    epoch     bigint NOT NULL,
     data      bytea NOT NULL,
     PRIMARY KEY (resource, seq)
 );
@@ -37,8 +39,8 @@ CREATE TABLE IF NOT EXISTS shard_snapshots (
 """
 
 _INSERT = """
-INSERT INTO shard_batches (resource, seq, data)
-SELECT $1, s, d FROM unnest($2::bigint[], $3::bytea[]) AS t(s, d)
+INSERT INTO shard_batches (resource, seq, epoch, data)
+SELECT $1, s, $4, d FROM unnest($2::bigint[], $3::bytea[]) AS t(s, d)
 """
 _SNAPSHOT = """
 INSERT INTO shard_snapshots (resource, seq, data) VALUES ($1, $2, $3)
@@ -90,7 +92,7 @@ async def append(
     async with conn.transaction():
         await _guard(conn, lease, node_id, epoch)
         await conn.execute(
-            _INSERT, resource, list(range(first_seq, first_seq + len(batches))), batches
+            _INSERT, resource, list(range(first_seq, first_seq + len(batches))), batches, epoch
         )
 
 

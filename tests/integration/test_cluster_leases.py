@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import asyncpg
 import pytest
@@ -19,7 +18,7 @@ from groupcoord.coordinator.cluster.schema import (
     group_shard_resource,
     txn_shard_resource,
 )
-from tests.postgres_server import PostgresServer, postgres_server
+from tests.postgres_server import PostgresServer, postgres_server_outside_basetemp
 
 pytestmark = pytest.mark.integration
 
@@ -30,8 +29,8 @@ WAIT_S = 60  # generous: the machine is loaded
 
 
 @pytest.fixture(scope="module")
-def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
-    with postgres_server(Path(tmp_path_factory.mktemp("pg"))) as server:
+def pg() -> Iterator[PostgresServer]:
+    with postgres_server_outside_basetemp() as server:
         yield server
 
 
@@ -98,7 +97,11 @@ async def test_two_nodes_split_the_shards_and_a_silent_one_loses_them(dsn: str) 
         # a gives back what is beyond its share once it sees b; b takes it.
         await until(lambda: kinds(a.held) == (3, 2) and kinds(b.held) == (3, 2), "a 3+2 split")
         assert not set(a.held) & set(b.held)
-        assert sorted(a.owner_of(r) for r in RESOURCES) == [1] * 5 + [2] * 5
+        # a learns b's leases at its next tick.
+        await until(
+            lambda: sorted(a.owner_of(r) or 0 for r in RESOURCES) == [1] * 5 + [2] * 5,
+            "a seeing b's leases",
+        )
         assert b.owner_of(next(iter(a.held))) == 1
         assert {n.node_id for n in b.live} == {1, 2}
 
