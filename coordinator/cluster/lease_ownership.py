@@ -21,27 +21,30 @@ from .schema import group_shard_resource
 
 
 class LeaseOwnership:
-    """Who owns which shard, as this node's lease manager last saw it."""
+    """Who owns which shard, as this node's lease manager last saw it (`leases`, set once
+    the node starts leasing; before, it owns nothing and knows no owner)."""
 
-    def __init__(self, leases: LeaseManager) -> None:
-        self.leases = leases
+    def __init__(self, node_id: int) -> None:
+        self._node_id = node_id
+        self.leases: LeaseManager | None = None
 
     @property
     def node_id(self) -> int:
-        return self.leases.me.node_id
+        return self._node_id
 
     def shard_owner(self, shard: int) -> int:
         """The node owning coordinator shard `shard` (of either family); -1 while nobody
         does (a takeover under way)."""
-        owner = self.leases.owner_of(group_shard_resource(shard))
+        owner = None if self.leases is None else self.leases.owner_of(group_shard_resource(shard))
         return -1 if owner is None else owner
 
     def owns_shard(self, shard: int) -> bool:
-        return self.leases.epoch_of(group_shard_resource(shard)) is not None
+        leases = self.leases
+        return leases is not None and leases.epoch_of(group_shard_resource(shard)) is not None
 
     def partition_leader(self, topic: str, partition: int) -> int:
         """This node: topic partitions are in its local store (module docstring)."""
-        return self.leases.me.node_id
+        return self._node_id
 
     def owns_partition(self, topic: str, partition: int) -> bool:
         return True

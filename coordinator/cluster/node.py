@@ -60,7 +60,7 @@ class ClusterNode:
         self.families: tuple[ShardFamily[Any], ...] = ()
         self.shard_count = 0
         self.leases: LeaseManager | None = None
-        self.ownership: LeaseOwnership | None = None
+        self.ownership = LeaseOwnership(config.node_id)
         self.nodes: list[Node] = []
         self._loads: dict[int, asyncio.Task[None]] = {}
         self._snapshots: asyncio.Task[None] | None = None
@@ -96,9 +96,7 @@ class ClusterNode:
             on_lost=self._lost,
             on_tick=self._list_nodes,
         )
-        self.ownership = LeaseOwnership(self.leases)
-        for node in nodes:
-            node.ownership = self.ownership
+        self.ownership.leases = self.leases
         await self.leases.start()
         self._snapshots = asyncio.ensure_future(self._snapshot_loop())
 

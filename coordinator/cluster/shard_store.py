@@ -6,8 +6,9 @@ each group-commit round of a shard is ONE database transaction (`append`) that f
 the fencing guard (schema.FENCED_WRITE_GUARD: the lease row still names this node at the
 epoch it loaded the shard at) and then inserts the batches the round covers, numbered by a
 per-shard sequence (`seq`, dense, growing) and tagged with the writer's lease epoch (so
-that "one writer at a time" can be checked: epochs never decrease along seq). A guard that returns nothing raises Fenced and
-nothing is written: a node whose lease moved can never write the shard again.
+that "one writer at a time" can be checked: epochs never decrease along seq). A guard
+that returns nothing raises Fenced and nothing is written: a node whose lease moved can
+never write the shard again.
 
 A *snapshot* of a shard is a run of batches whose replay gives the shard's state as of
 batch `seq` (the local log, compacted, read from its start); writing one (also fenced)

@@ -39,6 +39,7 @@ from ..observability.runtime_metrics import RuntimeCollector
 from ..observability.storage_damage import report_damage_removed
 from ..observability.storage_metrics import StorageCollector
 from ..observability.txn_metrics import TxnMetrics
+from ..ownership import OwnershipView
 from ..runtime.gateway import GroupCoordinatorGateway
 from ..runtime.group_config_store import GroupConfigStore
 from ..runtime.service import OFFSETS_TOPIC, CoordinatorService, group_config
@@ -208,6 +209,11 @@ class Server:
             self.coordinator.disown(self.ownership.owns_shard)
             self.txn_coordinator.disown(self.ownership.owns_shard)
             self.topics.ownership = self.ownership
+        # Who owns what, as the request routing asks it: the workers' fixed shares, or
+        # serve --cluster's leases (cluster/lease_ownership.py); None for one node.
+        routing: OwnershipView | None = self.ownership
+        if self.cluster is not None:
+            routing = self.cluster.ownership
             self.topics.new_topic_id = same_topic_ids(self._cluster_id)
         # The shard logs as Kafka's internal topics, read-only (topics/internal_topics.py);
         # added at start, once the cluster id (part of their topic ids) is known.
@@ -233,7 +239,7 @@ class Server:
                 self.handlers[key] = self.topic_sync.wrap(key, self.handlers[key])
             self.topics.auto_create_hook = self.topic_sync.auto_create
         host, port = config.advertised_address
-        self.node = Node(config.node_id, host, port, ownership=self.ownership)
+        self.node = Node(config.node_id, host, port, ownership=routing)
         # Listeners, TLS contexts, SASL mechanisms and SCRAM credentials (raises ConfigError
         # for the listeners, TlsConfigError/PlainUsersError for files it cannot use).
         specs = config.listener_specs
@@ -254,10 +260,10 @@ class Server:
             self.supported_versions,
             # serve --workers: KIP-890 questions go to the transactional id's owner.
             self.txn_gateway
-            if self.ownership is None
+            if routing is None
             else WorkerTxnGateway(
                 self.txn_gateway,
-                self.ownership,
+                routing,
                 config.transaction_state_partitions,
                 self._peer,
             ),
@@ -273,10 +279,10 @@ class Server:
             self.txn_coordinator.counters,
             self.txn_coordinator.open_transactions,
         )
-        if self.ownership is None:
+        if routing is None:
             self.marker_router = TxnMarkerRouter(self.context, metrics=self.txn_metrics)
-        else:  # serve --workers: markers of what other workers own go to them
-            markers = WorkerMarkers(self.context, self.ownership, self._peer)
+        else:  # serve --workers / --cluster: markers of what other nodes own go to them
+            markers = WorkerMarkers(self.context, routing, self._peer)
             self.marker_router = TxnMarkerRouter(
                 self.context,
                 write_marker=markers.write_marker,
