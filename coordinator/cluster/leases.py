@@ -340,6 +340,30 @@ class LeaseManager:
             log.warning("could not give the leases back", error=repr(e))
 
 
-async def open_pool(dsn: str, max_size: int = 10) -> Any:
+# How long a session may hold a lock: in a transaction doing nothing, or waiting for a lock.
+LOCK_HOLD_MS_DEFAULT = 3_000
+
+
+def session_settings(lock_hold_ms: int) -> dict[str, str]:
+    """PostgreSQL settings of every cluster connection. A node paused (SIGSTOP) or cut off
+    in the middle of a transaction keeps its row locks (the lease row a guarded write holds
+    FOR SHARE) while its connection lives: the server ends such a transaction after
+    `lock_hold_ms` idle, so a live node's acquire is not blocked behind it for longer, and
+    a statement waiting that long for a lock fails (a tick or a round tried again)
+    instead of hanging."""
+    return {
+        "idle_in_transaction_session_timeout": str(lock_hold_ms),
+        "lock_timeout": str(lock_hold_ms),
+    }
+
+
+def lock_hold_ms(lease_duration_ms: int) -> int:
+    """A third of the lease: locks of a paused node are gone well before its leases run out."""
+    return max(lease_duration_ms // 3, 200)
+
+
+async def open_pool(dsn: str, max_size: int = 10, lock_hold_ms: int = LOCK_HOLD_MS_DEFAULT) -> Any:
     """An asyncpg pool on the cluster database (`serve --cluster DSN`)."""
-    return await asyncpg.create_pool(dsn, min_size=1, max_size=max_size)
+    return await asyncpg.create_pool(
+        dsn, min_size=1, max_size=max_size, server_settings=session_settings(lock_hold_ms)
+    )

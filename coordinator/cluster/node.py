@@ -27,6 +27,8 @@ topics must be created on every node; `PARTITION_LEASES` is where partition leas
 from __future__ import annotations
 
 import asyncio
+import base64
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,7 +39,7 @@ from ..runtime.shard_family import ShardFamily
 from ..topics.context import Node
 from . import shard_store
 from .lease_ownership import LeaseOwnership
-from .leases import LeaseManager, NodeInfo, open_pool
+from .leases import LeaseManager, NodeInfo, lock_hold_ms, open_pool
 from .replicated_commit import PgThread, ReplicatedCommitter
 from .schema import group_shard_resource, txn_shard_resource
 
@@ -55,7 +57,10 @@ class ClusterNode:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.pg = PgThread(config.cluster)  # connects now: a database away fails the start
+        self.lock_hold_ms = lock_hold_ms(config.cluster_lease_duration_ms)
+        # Connects now: a database it cannot reach fails the start.
+        self.pg = PgThread(config.cluster, lock_hold_ms=self.lock_hold_ms)
+        self.cluster_id = self.pg.run(self._database_cluster_id(), 60)
         self.committer: ReplicatedCommitter | None = None
         self.families: tuple[ShardFamily[Any], ...] = ()
         self.shard_count = 0
@@ -64,6 +69,20 @@ class ClusterNode:
         self.nodes: list[Node] = []
         self._loads: dict[int, asyncio.Task[None]] = {}
         self._snapshots: asyncio.Task[None] | None = None
+
+    async def _database_cluster_id(self) -> str:
+        """The cluster id every node of the database derives alike, from the database's
+        identity (its system identifier and name), in Kafka's form (22 base64 chars). Topic
+        ids come from it too (worker_layout.same_topic_ids), so a topic created on every
+        node has one id: KIP-848 assignments, by topic id, survive a takeover. (The
+        metadata store in PostgreSQL, item 2b's other half, stores both instead.)"""
+        async with self.pg.pool.acquire() as conn:
+            identity = await conn.fetchval(
+                "SELECT system_identifier::text || ':' || current_database()"
+                " FROM pg_control_system()"
+            )
+        name = uuid.uuid5(uuid.NAMESPACE_URL, f"groupcoord-cluster:{identity}")
+        return base64.urlsafe_b64encode(name.bytes).decode().rstrip("=")
 
     def make_committer(self, **kwargs: Any) -> ReplicatedCommitter:
         self.committer = ReplicatedCommitter(self.pg, self.config.node_id, **kwargs)
@@ -83,7 +102,7 @@ class ClusterNode:
         """Register at the first listener's address and start leasing (after listening)."""
         self.nodes = nodes
         me = nodes[0]
-        pool = await open_pool(self.config.cluster)
+        pool = await open_pool(self.config.cluster, lock_hold_ms=self.lock_hold_ms)
         async with pool.acquire() as conn:
             await shard_store.create_tables(conn)
         self.leases = LeaseManager(

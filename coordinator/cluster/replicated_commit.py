@@ -35,6 +35,7 @@ from groupcoord.protocol.batches import parse_header
 from groupcoord.storage import GroupCommitter, LogConfig, PartitionLog
 
 from . import shard_store
+from .leases import LOCK_HOLD_MS_DEFAULT, session_settings
 from .shard_store import ShardImage
 
 _T = TypeVar("_T")
@@ -45,12 +46,14 @@ READ_CHUNK_BYTES = 8 << 20
 class PgThread:
     """A thread running an event loop of its own and an asyncpg pool on it."""
 
-    def __init__(self, dsn: str, pool_size: int = 8) -> None:
+    def __init__(
+        self, dsn: str, pool_size: int = 8, lock_hold_ms: int = LOCK_HOLD_MS_DEFAULT
+    ) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="cluster-pg", daemon=True)
         self.thread.start()
         self.dsn = dsn
-        self.pool: Any = self.run(_create_pool(dsn, pool_size))
+        self.pool: Any = self.run(_create_pool(dsn, pool_size, lock_hold_ms))
 
     def run(self, work: Coroutine[Any, Any, _T], timeout_s: float | None = None) -> _T:
         """Run `work` on the thread's loop and wait for it (from any other thread)."""
@@ -69,8 +72,10 @@ class PgThread:
         self.thread.join(10)
 
 
-async def _create_pool(dsn: str, size: int) -> Any:
-    return await asyncpg.create_pool(dsn, min_size=1, max_size=size)
+async def _create_pool(dsn: str, size: int, lock_hold_ms: int) -> Any:
+    return await asyncpg.create_pool(
+        dsn, min_size=1, max_size=size, server_settings=session_settings(lock_hold_ms)
+    )
 
 
 @dataclass(slots=True)

@@ -153,6 +153,7 @@ class Server:
             from ..cluster.node import ClusterNode  # asyncpg: the `cluster` extra
 
             self.cluster = ClusterNode(config)
+            self._cluster_id = self.cluster.cluster_id
         self.committer = (
             GroupCommitter(**committer_settings)
             if self.cluster is None
@@ -214,6 +215,7 @@ class Server:
         routing: OwnershipView | None = self.ownership
         if self.cluster is not None:
             routing = self.cluster.ownership
+            self.topics.new_topic_id = same_topic_ids(self._cluster_id)
             self.topics.new_topic_id = same_topic_ids(self._cluster_id)
         # The shard logs as Kafka's internal topics, read-only (topics/internal_topics.py);
         # added at start, once the cluster id (part of their topic ids) is known.
