@@ -89,14 +89,15 @@ class Config:
         },
     )
     cluster_lease_duration_ms: int = field(
-        default=9_000,
+        default=6_000,
         metadata={
             "help": "how long a node's leases (and its membership) last without renewal: a "
-            "node silent this long loses its shards to live nodes (broker.session.timeout.ms)"
+            "node silent this long loses its shards to live nodes, which take them within "
+            "this plus one renew interval (broker.session.timeout.ms, 9000 in Kafka)"
         },
     )
     cluster_lease_renew_interval_ms: int = field(
-        default=2_000,
+        default=1_500,
         metadata={
             "help": "how often a node renews its membership and leases and rebalances them; "
             "at most half the lease duration (broker.heartbeat.interval.ms)"

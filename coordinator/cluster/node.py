@@ -184,9 +184,12 @@ class ClusterNode:
         committer = self.committer
         assert committer is not None
         for runner, _ in self._runners(shard):
+            # Closed first, so what it gathered is still shipped (a clean hand-back loses
+            # nothing; past the lease the guard refuses it and it is answered as failed),
+            # then never shipped again.
+            await runner.disown()
             committer.forget(runner.directory)
             runner.restore = None
-            await runner.disown()
 
     async def _snapshot_loop(self) -> None:
         interval_s = self.config.cluster_lease_renew_interval_ms / 1000
