@@ -2,13 +2,13 @@
 
 Theory of operation. A shard's log is the sequence of record batches its runner appends
 (runtime/log_runner.py), byte for byte as the local shard log holds them. In cluster mode
-each group-commit round of a shard is ONE database transaction (`append`) that first runs
-the fencing guard (schema.FENCED_WRITE_GUARD: the lease row still names this node at the
-epoch it loaded the shard at) and then inserts the batches the round covers, numbered by a
-per-shard sequence (`seq`, dense, growing) and tagged with the writer's lease epoch (so
-that "one writer at a time" can be checked: epochs never decrease along seq). A guard
-that returns nothing raises Fenced and nothing is written: a node whose lease moved can
-never write the shard again.
+each group-commit round of a shard is ONE database transaction, one statement (`append`:
+one round trip) that first runs the fencing guard (schema.FENCED_WRITE_GUARD: the lease
+row still names this node at the epoch it loaded the shard at) and then inserts the
+batches the round covers, numbered by a per-shard sequence (`seq`, dense, growing) and
+tagged with the writer's lease epoch (so that "one writer at a time" can be checked:
+epochs never decrease along seq). A guard that returns nothing raises Fenced and nothing
+is written: a node whose lease moved can never write the shard again.
 
 A *snapshot* of a shard is a run of batches whose replay gives the shard's state as of
 batch `seq` (the local log, compacted, read from its start); writing one (also fenced)
@@ -39,10 +39,17 @@ CREATE TABLE IF NOT EXISTS shard_snapshots (
 );
 """
 
-_INSERT = """
+# One statement, one round trip: the fencing guard (schema.py's, verbatim: $1 lease, $2
+# node, $3 epoch) as a CTE the insert joins, so the rows go in only when the guard returns
+# its row, which stays locked until the statement's transaction commits.
+_GUARDED_INSERT = (
+    "WITH guard AS ("
+    + FENCED_WRITE_GUARD
+    + """)
 INSERT INTO shard_batches (resource, seq, epoch, data)
-SELECT $1, s, $4, d FROM unnest($2::bigint[], $3::bytea[]) AS t(s, d)
+SELECT $4, s, $3, d FROM unnest($5::bigint[], $6::bytea[]) AS t(s, d), guard
 """
+)
 _SNAPSHOT = """
 INSERT INTO shard_snapshots (resource, seq, data) VALUES ($1, $2, $3)
 ON CONFLICT (resource) DO UPDATE SET seq = EXCLUDED.seq, data = EXCLUDED.data
@@ -87,14 +94,20 @@ async def append(
     first_seq: int,
     batches: list[bytes],
 ) -> None:
-    """Write `batches` as `resource`'s seq first_seq.. in one transaction behind the
-    fencing guard of `lease` (the lease covering the shard: node.py). Raises Fenced when
-    the guard refuses (nothing written)."""
-    async with conn.transaction():
-        await _guard(conn, lease, node_id, epoch)
-        await conn.execute(
-            _INSERT, resource, list(range(first_seq, first_seq + len(batches))), batches, epoch
-        )
+    """Write `batches` (at least one) as `resource`'s seq first_seq.. in one statement
+    (its own transaction) behind the fencing guard of `lease` (the lease covering the
+    shard: node.py). Raises Fenced when the guard refuses (nothing written)."""
+    status = await conn.execute(
+        _GUARDED_INSERT,
+        lease,
+        node_id,
+        epoch,
+        resource,
+        list(range(first_seq, first_seq + len(batches))),
+        batches,
+    )
+    if status != f"INSERT 0 {len(batches)}":
+        raise Fenced(f"{lease}: node {node_id} no longer holds epoch {epoch}")
 
 
 async def write_snapshot(
