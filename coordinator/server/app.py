@@ -210,12 +210,12 @@ class Server:
             self.coordinator.disown(self.ownership.owns_shard)
             self.txn_coordinator.disown(self.ownership.owns_shard)
             self.topics.ownership = self.ownership
+            self.topics.new_topic_id = same_topic_ids(self._cluster_id)
         # Who owns what, as the request routing asks it: the workers' fixed shares, or
         # serve --cluster's leases (cluster/lease_ownership.py); None for one node.
         routing: OwnershipView | None = self.ownership
         if self.cluster is not None:
             routing = self.cluster.ownership
-            self.topics.new_topic_id = same_topic_ids(self._cluster_id)
             self.topics.new_topic_id = same_topic_ids(self._cluster_id)
         # The shard logs as Kafka's internal topics, read-only (topics/internal_topics.py);
         # added at start, once the cluster id (part of their topic ids) is known.
