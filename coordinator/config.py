@@ -821,6 +821,8 @@ def validate(config: Config) -> None:
             raise ConfigError("cluster must be a PostgreSQL DSN (postgresql://...)")
         if config.workers != 1:
             raise ConfigError("cluster and workers > 1 cannot be combined")
+        if not 0 <= config.node_id < 1024:  # app.CLUSTER_NODE_IDS_MAX: producer id stride
+            raise ConfigError("with cluster, node_id must be 0 to 1023")
         if not 0 < config.cluster_lease_renew_interval_ms * 2 <= config.cluster_lease_duration_ms:
             raise ConfigError(
                 "cluster_lease_renew_interval_ms must be positive and at most half of "
