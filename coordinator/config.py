@@ -86,6 +86,27 @@ class Config:
             "help": "serve --workers: how often each worker compares its topics with its "
             "peers' and takes the changes it missed while down (deletions with their "
             "offsets, partitions, configs)"
+    cluster: str = field(
+        default="",
+        metadata={
+            "help": "PostgreSQL DSN (postgresql://...) of a cluster of nodes sharing one "
+            "database: coordinator shards are leased by live nodes and their records kept in "
+            "the database; each node needs its own node_id (empty: a single node)"
+        },
+    )
+    cluster_lease_duration_ms: int = field(
+        default=6_000,
+        metadata={
+            "help": "how long a node's leases (and its membership) last without renewal: a "
+            "node silent this long loses its shards to live nodes, which take them within "
+            "this plus one renew interval (broker.session.timeout.ms, 9000 in Kafka)"
+        },
+    )
+    cluster_lease_renew_interval_ms: int = field(
+        default=1_500,
+        metadata={
+            "help": "how often a node renews its membership and leases and rebalances them; "
+            "at most half the lease duration (broker.heartbeat.interval.ms)"
         },
     )
     log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
@@ -811,6 +832,18 @@ def validate(config: Config) -> None:
     per_ip_overrides(config.connections_max_per_ip_overrides)  # raises ConfigError
     if config.workers < 1 or not -1 <= config.worker_index < config.workers:
         raise ConfigError("workers must be positive, worker_index -1 or below workers")
+    if config.cluster:
+        if not config.cluster.startswith(("postgresql://", "postgres://")):
+            raise ConfigError("cluster must be a PostgreSQL DSN (postgresql://...)")
+        if config.workers != 1:
+            raise ConfigError("cluster and workers > 1 cannot be combined")
+        if not 0 <= config.node_id < 1024:  # app.CLUSTER_NODE_IDS_MAX: producer id stride
+            raise ConfigError("with cluster, node_id must be 0 to 1023")
+        if not 0 < config.cluster_lease_renew_interval_ms * 2 <= config.cluster_lease_duration_ms:
+            raise ConfigError(
+                "cluster_lease_renew_interval_ms must be positive and at most half of "
+                "cluster_lease_duration_ms"
+            )
     if config.accept_queues > 64:  # accept_queues.ACCEPT_QUEUES_MAX: the hash has 8 bits
         raise ConfigError("accept_queues must be at most 64")
     if config.log_repeat_window_ms < 0:

@@ -19,6 +19,7 @@ shard's owner.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from .runtime.partitioning import INTERNAL_TOPIC_NAMES, java_string_hashcode
 
@@ -35,6 +36,22 @@ def partition_owner_index(node_count: int, topic: str, partition: int) -> int:
     h = java_string_hashcode(topic)
     start = 0 if h == -(1 << 31) else abs(h)
     return (start + partition) % node_count
+
+
+class OwnershipView(Protocol):
+    """What callers ask of an ownership: this `Ownership`, or in cluster mode the view
+    over the node's leases (cluster/lease_ownership.py)."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    def shard_owner(self, shard: int) -> int: ...
+
+    def owns_shard(self, shard: int) -> bool: ...
+
+    def partition_leader(self, topic: str, partition: int) -> int: ...
+
+    def owns_partition(self, topic: str, partition: int) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -426,6 +426,20 @@ class PartitionLog:
                 self._flush_lock.release()
         return plan.target
 
+    def abort_flush(self, plan: FlushPlan, exc: BaseException) -> None:
+        """Give up a flush begun by `begin_flush` whose data could not be made durable (a
+        replicated log whose copy elsewhere failed, cluster/replicated_commit.py): the
+        durable offset stays, and the log fails as after a failed fsync until reopened."""
+        with self._lock:
+            self._failure = exc
+            self._flushing = False
+            deferred, self._deferred_close = self._deferred_close, []
+        try:
+            for segment in deferred:
+                segment.close()
+        finally:
+            self._flush_lock.release()
+
     def _write_durable_offset(self, offset: int, sync: bool) -> None:
         """Record that everything below `offset` is durable (see "Torn tail or damage")."""
         try:

@@ -18,6 +18,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -148,3 +149,14 @@ def postgres_server(directory: Path) -> Iterator[PostgresServer]:
         yield server
     finally:
         server.stop("immediate")
+
+
+@contextlib.contextmanager
+def postgres_server_outside_basetemp() -> Iterator[PostgresServer]:
+    """`postgres_server` in a temp directory of its own, not under pytest's basetemp: a
+    pytest session starting meanwhile (another run on the machine) chmods
+    /tmp/pytest-of-<user> to 0700, which the postgres user (when root runs the tests) can
+    then no longer traverse, so a later pg_ctl (a restart) fails with Permission denied."""
+    with tempfile.TemporaryDirectory(prefix="groupcoord-pg-") as top:
+        with postgres_server(Path(top) / "pg") as server:
+            yield server

@@ -48,6 +48,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="worker processes, each a broker node owning a share of the groups and partitions (1)",
     )
     serve.add_argument(
+        "--cluster",
+        metavar="DSN",
+        help="PostgreSQL DSN (postgresql://...) of a cluster of nodes sharing one database",
+    )
+    serve.add_argument("--node-id", metavar="N", help="this node's broker id (0)")
+    serve.add_argument(
         "--set",
         metavar="NAME=VALUE",
         action="append",
@@ -65,6 +71,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         "data_dir": args.data_dir,
         "metrics_listen": args.metrics_listen,
         "workers": args.workers,
+        "cluster": args.cluster,
+        "node_id": args.node_id,
     }
     known = {f.name for f in fields(Config)}
     for item in args.set:

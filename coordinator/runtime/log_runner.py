@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
@@ -62,7 +62,8 @@ class ShardState(Enum):
     ACTIVE = "active"
     FAILED = "failed"
     CLOSED = "closed"
-    # Another node owns the shard (serve --workers: ownership.py); never loaded here.
+    # Another node owns the shard (serve --workers: ownership.py; serve --cluster: its
+    # lease is another node's); not loaded here.
     NOT_OWNED = "not_owned"
 
 
@@ -157,6 +158,9 @@ class CoordinatorShardRunner:
         self.load_time_s = 0.0
         self.loaded_records = 0
         self.damaged_batches = 0  # removed by the last load: they failed their checks
+        # serve --cluster: rebuilds the local log from the database before every load
+        # (cluster/replicated_commit.py); raises when the shard cannot be served here.
+        self.restore: Callable[[], Awaitable[None]] | None = None
 
     def _new_shard(self) -> Any:
         """A new, empty shard (at construction and before every load)."""
@@ -174,6 +178,9 @@ class CoordinatorShardRunner:
         self.shard = self._new_shard()
         if self.log is not None:
             self.log.close()
+            self.log = None
+        if self.restore is not None:
+            await self.restore()
         self.log = PartitionLog.open(self.directory, self.log_config, salvage=salvage)
         self.committer.track(self.log)
         now_ms = self.clock_ms()
@@ -255,6 +262,14 @@ class CoordinatorShardRunner:
             self.state = ShardState.CLOSED  # a reload cancelled mid-load left it LOADING
         if self.log is not None:
             self.log.close()
+
+    async def disown(self) -> None:
+        """Stop serving the shard: another node owns it now (serve --cluster: its lease
+        moved or was given back). As `close`: parked requests and writes not yet durable
+        are answered with StorageFailure (NOT_COORDINATOR: the client finds the new
+        owner); the shard is NOT_OWNED until loaded again."""
+        await self.close()
+        self.state = ShardState.NOT_OWNED
 
     def queued_events(self) -> int:
         """Events whose answers wait on this shard's writes: gathered into the open batch,

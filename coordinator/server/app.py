@@ -18,7 +18,7 @@ from collections.abc import Coroutine
 from functools import partial
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from groupcoord.storage import DataDirError, GroupCommitter, LogConfig, StorageError
 from groupcoord.storage.checkpoint import atomic_write, read_json_file, state_file_fields
@@ -39,6 +39,7 @@ from ..observability.runtime_metrics import RuntimeCollector
 from ..observability.storage_damage import report_damage_removed
 from ..observability.storage_metrics import StorageCollector
 from ..observability.txn_metrics import TxnMetrics
+from ..ownership import OwnershipView
 from ..runtime.gateway import GroupCoordinatorGateway
 from ..runtime.group_config_store import GroupConfigStore
 from ..runtime.service import OFFSETS_TOPIC, CoordinatorService, group_config
@@ -96,6 +97,9 @@ from .worker_channel import (
 from .worker_layout import ownership_of, same_topic_ids, worker_dir
 from .worker_txns import WorkerMarkers, WorkerTxnGateway
 
+if TYPE_CHECKING:
+    from ..cluster.node import ClusterNode
+
 log = get_logger("groupcoord.server")
 
 # Connections the kernel holds completed but not yet accepted. A full queue drops new SYNs,
@@ -105,6 +109,8 @@ log = get_logger("groupcoord.server")
 # from other addresses waited 1 s); 4096, Linux's default somaxconn (which caps it), was
 # not reached. Kafka's socket.listen.backlog.size is 50.
 LISTEN_BACKLOG = 4096
+# serve --cluster: producer ids are strided by node id, which must be below this.
+CLUSTER_NODE_IDS_MAX = 1024
 # Failing logs listed by /health (all are counted).
 HEALTH_FAILURES_LISTED = 10
 
@@ -142,11 +148,24 @@ class Server:
         self.metrics = ServerMetrics(name_labels=config.metrics_name_labels)
         self.topics = TopicRegistry(config)
         self.group_configs = GroupConfigStore(data / GROUP_CONFIGS_FILE)
-        self.committer = GroupCommitter(
+        committer_settings: dict[str, Any] = dict(
             waiters_max=config.durable_waiters_max,
             syncfs_min_logs=config.syncfs_min_logs,
             on_round_synced=self._round_synced,
             health=StorageHealth(),
+        )
+        # serve --cluster: shards leased from PostgreSQL, their rounds written there
+        # (cluster/node.py). Connects now: a database it cannot reach fails the start.
+        self.cluster: ClusterNode | None = None
+        if config.cluster:
+            from ..cluster.node import ClusterNode  # asyncpg: the `cluster` extra
+
+            self.cluster = ClusterNode(config)
+            self._cluster_id = self.cluster.cluster_id
+        self.committer = (
+            GroupCommitter(**committer_settings)
+            if self.cluster is None
+            else self.cluster.make_committer(**committer_settings)
         )
         self.metrics.registry.register(StorageCollector(self.committer.health, OPEN_FILES))
         self.coordinator = CoordinatorService(
@@ -192,6 +211,8 @@ class Server:
         self.txn_gateway = TxnCoordinatorGateway(
             self.txn_coordinator, config.transaction_concurrent_wait_ms
         )
+        if self.cluster is not None:
+            self.cluster.attach(self.coordinator, self.txn_coordinator)
         # serve --workers: this worker owns a share of the shards and partitions, the rest
         # answer NOT_COORDINATOR / NOT_LEADER_OR_FOLLOWER (ownership.py, worker_layout.py).
         self.ownership = ownership_of(config)
@@ -205,6 +226,12 @@ class Server:
             self.lag.ends = self._partition_ends()
         else:
             self.leader_ends = None
+        # Who owns what, as the request routing asks it: the workers' fixed shares, or
+        # serve --cluster's leases (cluster/lease_ownership.py); None for one node.
+        routing: OwnershipView | None = self.ownership
+        if self.cluster is not None:
+            routing = self.cluster.ownership
+            self.topics.new_topic_id = same_topic_ids(self._cluster_id)
         # The shard logs as Kafka's internal topics, read-only (topics/internal_topics.py);
         # added at start, once the cluster id (part of their topic ids) is known.
         self.internal_topics = InternalTopics()
@@ -234,7 +261,7 @@ class Server:
                 self.handlers[key] = self.topic_sync.wrap(key, self.handlers[key])
             self.topics.auto_create_hook = self.topic_sync.auto_create
         host, port = config.advertised_address
-        self.node = Node(config.node_id, host, port, ownership=self.ownership)
+        self.node = Node(config.node_id, host, port, ownership=routing)
         # Listeners, TLS contexts, SASL mechanisms and SCRAM credentials (raises ConfigError
         # for the listeners, TlsConfigError/PlainUsersError for files it cannot use).
         specs = config.listener_specs
@@ -255,10 +282,10 @@ class Server:
             self.supported_versions,
             # serve --workers: KIP-890 questions go to the transactional id's owner.
             self.txn_gateway
-            if self.ownership is None
+            if routing is None
             else WorkerTxnGateway(
                 self.txn_gateway,
-                self.ownership,
+                routing,
                 config.transaction_state_partitions,
                 self._peer,
             ),
@@ -274,10 +301,10 @@ class Server:
             self.txn_coordinator.counters,
             self.txn_coordinator.open_transactions,
         )
-        if self.ownership is None:
+        if routing is None:
             self.marker_router = TxnMarkerRouter(self.context, metrics=self.txn_metrics)
-        else:  # serve --workers: markers of what other workers own go to them
-            markers = WorkerMarkers(self.context, self.ownership, self._peer)
+        else:  # serve --workers / --cluster: markers of what other nodes own go to them
+            markers = WorkerMarkers(self.context, routing, self._peer)
             self.marker_router = TxnMarkerRouter(
                 self.context,
                 write_marker=markers.write_marker,
@@ -313,7 +340,14 @@ class Server:
         self._add_internal_topics()
         self._producer_ids = ProducerIdAllocator(
             data / PRODUCER_IDS_FILE,
-            *((len(self.ownership.node_ids), self.ownership.index) if self.ownership else ()),
+            *(
+                (len(self.ownership.node_ids), self.ownership.index)
+                if self.ownership
+                # serve --cluster: node ids below CLUSTER_NODE_IDS_MAX stride the ids.
+                else (CLUSTER_NODE_IDS_MAX, self.config.node_id)
+                if self.cluster is not None
+                else ()
+            ),
         )
         self.security.load()
         if self.security.acls is not None:  # replayed before any request is served
@@ -363,6 +397,8 @@ class Server:
         if self.ownership is not None:
             self._list_workers()
             await self._open_worker_channel()
+        if self.cluster is not None:
+            await self.cluster.start([served.node for served in self.listeners])
         if self.topic_sync is not None and self.ownership is not None:
             self.topic_changes.load()
             self.topic_sync.start(
@@ -488,9 +524,15 @@ class Server:
         )
 
     def _peer(self, node_id: int) -> tuple[int, str]:
-        """serve --workers: worker `node_id` at its channel's address (worker_channel.py)."""
-        assert self.ownership is not None
-        return node_id, channel_address(self._cluster_id, self.ownership.node_ids.index(node_id))
+        """serve --workers: worker `node_id` at its channel's address (worker_channel.py);
+        serve --cluster: node `node_id`'s first listener, host:port over TCP."""
+        if self.ownership is not None:
+            index = self.ownership.node_ids.index(node_id)
+            return node_id, channel_address(self._cluster_id, index)
+        for peer_id, host, port in self.listeners[0].node.brokers:
+            if peer_id == node_id:
+                return node_id, f"{host}:{port}"
+        raise OSError(f"node {node_id} is not listed (not live)")
 
     async def _open_worker_channel(self) -> None:
         """serve --workers: listen on this worker's channel (worker_channel.py), its
@@ -596,9 +638,13 @@ class Server:
             self._repair_task.cancel()
         if self._leader_ends_task is not None:
             self._leader_ends_task.cancel()
+        if self.cluster is not None:  # hand the leases back: the others take over at once
+            await self.cluster.stop()
         await self.txn_coordinator.close()
         await self.coordinator.close()
         await self.committer.close()
+        if self.cluster is not None:
+            self.cluster.close()
         for connection in list(self.connections):
             connection.close()
         self.limits.stop()

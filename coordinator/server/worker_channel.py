@@ -87,7 +87,12 @@ def listening_socket(address: str, backlog: int) -> socket.socket:
 
 
 async def open_channel(address: str, timeout_s: float) -> tuple[Any, Any]:
-    """A connection to a peer's channel (reader, writer); OSError / TimeoutError."""
+    """A connection to a peer's channel (reader, writer); OSError / TimeoutError. An
+    address of the abstract namespace (leading NUL) is a worker's channel; "host:port" is
+    a cluster node's first listener over TCP (serve --cluster)."""
+    if not address.startswith("\0"):
+        host, _, port = address.rpartition(":")
+        return await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout_s)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.setblocking(False)
     try:

@@ -30,7 +30,7 @@ from typing import Any
 from groupcoord.protocol.api import ApiKey, build, request_types
 from groupcoord.protocol.errors import ErrorCode
 
-from ..ownership import Ownership
+from ..ownership import OwnershipView
 from ..runtime.partitioning import OFFSETS_TOPIC, shard_for
 from ..topics.txn_markers import write_txn_marker
 from .context import GroupContext
@@ -56,7 +56,7 @@ class WorkerTxnGateway:
     def __init__(
         self,
         local: Any,
-        ownership: Ownership,
+        ownership: OwnershipView,
         shard_count: int,
         peer_of: Callable[[int], Peer],
     ) -> None:
@@ -174,7 +174,7 @@ class WorkerMarkers:
     for serve --workers: local for what this worker owns, WriteTxnMarkers v2 to the owner
     otherwise (module docstring)."""
 
-    def __init__(self, ctx: GroupContext, ownership: Ownership, peer_of: Callable[[int], Peer]):
+    def __init__(self, ctx: GroupContext, ownership: OwnershipView, peer_of: Callable[[int], Peer]):
         self._ctx = ctx
         self._ownership = ownership
         self._peer_of = peer_of

@@ -25,7 +25,7 @@ from groupcoord.storage import GroupCommitter
 from ..config import Config
 from ..group_admin import GroupAdmin
 from ..observability.metrics import ServerMetrics
-from ..ownership import Ownership
+from ..ownership import OwnershipView
 from ..security.acl_model import ALLOW_ALL, AclOperation, Authorizer, ResourceType
 from .registry import TopicRegistry
 
@@ -49,9 +49,10 @@ class Node:
     port: int
     cluster_id: str = ""
     stopping: bool = False
-    # serve --workers: who owns which shard and partition (ownership.py), and every node
-    # of the cluster as (node id, host, port) on this listener; None and () for one process.
-    ownership: Ownership | None = None
+    # serve --workers / --cluster: who owns which shard and partition (ownership.py,
+    # cluster/lease_ownership.py), and every (live) node of the cluster as (node id, host,
+    # port) on this listener; None and () for one process.
+    ownership: OwnershipView | None = None
     brokers: tuple[tuple[int, str, int], ...] = ()
 
 

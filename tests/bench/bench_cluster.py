@@ -1,0 +1,210 @@
+"""serve --cluster on PostgreSQL: durable commits of one cluster node against a local-mode
+server in the same run, and the takeover load rate from snapshot + tail.
+
+    python -m tests.bench.bench_cluster [--duration 10] [--conns 40] [--inflight 8]
+                                        [--rounds 2] [--records 1000000]
+
+Commits: bench_workers.py's closed loop (OffsetCommit v9, one group per connection) against
+`serve` (local segment store, fsync per round) and against `serve --cluster` alone on a
+throwaway PostgreSQL (initdb, fsync on) holding every shard (each round one fenced
+transaction); the runs alternate. The server's CPU per commit excludes PostgreSQL's (a
+separate process group), which is reported beside it.
+
+Takeover: a shard runner fills a shard with `--records` offset commit records (in rounds
+of 10,000, as the runner batches them), writes its snapshot and a tail of 100 more rounds;
+a second runner then restores it from the database (snapshot + tail rows -> local log)
+and replays it: records per second of the whole takeover, and of each half.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from groupcoord.coordinator.cluster.leases import LeaseManager, NodeInfo, open_pool
+from groupcoord.coordinator.cluster.replicated_commit import PgThread, ReplicatedCommitter
+from groupcoord.coordinator.cluster.schema import group_shard_resource
+from groupcoord.coordinator.cluster.shard_store import create_tables
+from groupcoord.coordinator.groups import offset_messages as om
+from groupcoord.coordinator.groups.config import GroupConfig
+from groupcoord.coordinator.runtime.runner import ShardRunner, ShardState
+from groupcoord.storage import LogConfig
+from tests.bench.bench_data_plane import create_topics
+from tests.bench.bench_workers import TOPIC, closed_loop, wait_listening
+from tests.bench.peers import run_groupcoord
+from tests.postgres_server import postgres_server
+from tests.support import free_ports
+from tests.unit.waits import Replies
+
+
+def postgres_cpu_seconds() -> float:
+    """utime + stime of the machine's PostgreSQL processes (the bench's own only, here)."""
+    total = 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"postgres" not in cmdline:
+                continue
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+def run_commits(mode: str, args: argparse.Namespace, root: Path, dsn: str) -> dict[str, float]:
+    port = free_ports(1)
+    extra = ["--set", "offsets_partitions=50"]
+    if mode == "cluster":
+        extra += ["--cluster", dsn, "--node-id", "1"]
+    data = root / f"{mode}-{time.monotonic_ns()}"
+    with run_groupcoord(port, data, extra) as peer:
+        wait_listening(port)
+        create_topics(str(peer), [(TOPIC, args.inflight)])
+        time.sleep(2)  # cluster mode: the node takes and loads its leases
+        pg0 = postgres_cpu_seconds()
+        result = asyncio.run(closed_loop([port], peer.pid, args))
+        result["postgres_cpu_s"] = postgres_cpu_seconds() - pg0 if mode == "cluster" else 0.0
+        return result
+
+
+def commit(runner: ShardRunner, group: str, partitions: int, offset: int, replies: Any) -> None:
+    request = om.OffsetCommitRequest(
+        group_id=group,
+        version=9,
+        topics=[
+            om.OffsetCommitTopic(
+                "t", [om.OffsetCommitPartition(p, offset) for p in range(partitions)]
+            )
+        ],
+    )
+    runner.run(lambda now_ms: runner.shard.offsets.commit_offsets(request, replies.append, now_ms))
+
+
+async def takeover(dsn: str, records: int, root: Path) -> dict[str, float]:
+    pool = await open_pool(dsn)
+    async with pool.acquire() as conn:
+        await create_tables(conn)
+    lease = group_shard_resource(0)
+    nodes = []
+    for node_id in (1, 2):
+        pg = PgThread(dsn, pool_size=2)
+        committer = ReplicatedCommitter(pg, node_id)
+        runner = ShardRunner(0, root / f"shard-{node_id}", GroupConfig(), LogConfig(), committer)
+        runner.state = ShardState.NOT_OWNED
+        leases = LeaseManager(pool, NodeInfo(node_id, "h", node_id), lambda: [lease], 4000, 1000)
+        nodes.append((pg, committer, runner, leases))
+    (pg_a, committer_a, runner_a, leases_a), (pg_b, committer_b, runner_b, leases_b) = nodes
+    try:
+        await leases_a.start()
+        epoch = leases_a.held[lease]
+        runner_a.restore = lambda: committer_a.restore(
+            "shard-0", lease, epoch, runner_a.directory, runner_a.log_config
+        )
+        await runner_a.load()
+        partitions = 100
+        per_group = 100  # records per group: groups * partitions records
+        groups = max(records // (partitions * per_group), 1)
+        offset = 0
+        for _ in range(per_group):
+            replies = Replies()
+            for g in range(groups):
+                commit(runner_a, f"g{g}", partitions, offset, replies)
+            await replies.wait(groups)
+            offset += 1
+        assert runner_a.log is not None
+        await committer_a.snapshot(runner_a.directory, runner_a.log)
+        for _ in range(100):  # the tail: 100 rounds after the snapshot
+            replies = Replies()
+            commit(runner_a, "tail", partitions, offset, replies)
+            await replies.wait(1)
+            offset += 1
+        written = groups * partitions * per_group + 100 * partitions
+        await leases_a.stop(release=True)
+        await runner_a.disown()
+        await leases_b.start()
+        epoch_b = leases_b.held[lease]
+        timings: dict[str, float] = {}
+
+        async def restore_b() -> None:
+            started = time.perf_counter()
+            await committer_b.restore(
+                "shard-0", lease, epoch_b, runner_b.directory, runner_b.log_config
+            )
+            timings["restore_s"] = time.perf_counter() - started
+
+        runner_b.restore = restore_b
+        started = time.perf_counter()
+        await runner_b.load()
+        total_s = time.perf_counter() - started
+        loaded = runner_b.loaded_records
+        return {
+            "records_written": float(written),
+            "records_loaded": float(loaded),
+            "takeover_s": total_s,
+            "restore_s": timings["restore_s"],
+            "replay_s": total_s - timings["restore_s"],
+            "records_per_s": loaded / total_s,
+        }
+    finally:
+        await leases_b.stop()
+        for pg, committer, runner, _ in nodes:
+            await runner.close()
+            await committer.close()
+            pg.close()
+        await pool.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--warmup", type=float, default=2.0)
+    ap.add_argument("--conns", type=int, default=40)
+    ap.add_argument("--inflight", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    args = ap.parse_args(argv)
+    results: dict[str, list[dict[str, float]]] = {"local": [], "cluster": []}
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
+        root = Path(tmp)
+        with postgres_server(root / "pg") as pg:
+            for _ in range(args.rounds):
+                for mode in ("local", "cluster"):
+                    results[mode].append(run_commits(mode, args, root, pg.dsn))
+            load = asyncio.run(takeover(pg.dsn, args.records, root / "takeover"))
+    names = list(results["local"][0])
+    print(f"{'mode':>8} {'run':>3} " + " ".join(f"{n:>26}" for n in names))
+    for mode, runs in results.items():
+        for k, r in enumerate(runs):
+            print(f"{mode:>8} {k + 1:>3} " + " ".join(f"{r[n]:>26,.2f}" for n in names))
+    med = {
+        m: {n: statistics.median(r[n] for r in runs) for n in names} for m, runs in results.items()
+    }
+    rate = med["cluster"]["commits_per_s"] / med["local"]["commits_per_s"]
+    print(f"\nmedians: cluster node / local mode: durable commits/s x{rate:.2f} (target 0.5)")
+    print(
+        "takeover: "
+        + ", ".join(f"{k} {v:,.2f}" for k, v in load.items())
+        + " (target 1,000,000 records/s)"
+    )
+    bad = sum(r["mismatches"] + r["errors"] for runs in results.values() for r in runs)
+    if bad or load["records_loaded"] < load["records_written"]:
+        print(
+            f"errors, commits not fetched back, or records not loaded: {bad:.0f}", file=sys.stderr
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
