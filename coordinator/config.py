@@ -5,7 +5,6 @@ them, in groups/config.py: here they are only declared, and checked through it."
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import os
 import re
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .groups.config import SERVER_SETTINGS, InvalidGroupConfig, check_server_settings, from_server
+from .node_settings import nodes_settings_problem
 from .security.listeners import ListenerError, ListenerSpec, listener_specs
 from .security.setting_checks import security_settings_problem
 
@@ -86,6 +86,8 @@ class Config:
             "help": "serve --workers: how often each worker compares its topics with its "
             "peers' and takes the changes it missed while down (deletions with their "
             "offsets, partitions, configs)"
+        },
+    )
     cluster: str = field(
         default="",
         metadata={
@@ -830,20 +832,9 @@ def validate(config: Config) -> None:
         if getattr(config, name) <= 0:
             raise ConfigError(f"{name} must be positive")
     per_ip_overrides(config.connections_max_per_ip_overrides)  # raises ConfigError
-    if config.workers < 1 or not -1 <= config.worker_index < config.workers:
-        raise ConfigError("workers must be positive, worker_index -1 or below workers")
-    if config.cluster:
-        if not config.cluster.startswith(("postgresql://", "postgres://")):
-            raise ConfigError("cluster must be a PostgreSQL DSN (postgresql://...)")
-        if config.workers != 1:
-            raise ConfigError("cluster and workers > 1 cannot be combined")
-        if not 0 <= config.node_id < 1024:  # app.CLUSTER_NODE_IDS_MAX: producer id stride
-            raise ConfigError("with cluster, node_id must be 0 to 1023")
-        if not 0 < config.cluster_lease_renew_interval_ms * 2 <= config.cluster_lease_duration_ms:
-            raise ConfigError(
-                "cluster_lease_renew_interval_ms must be positive and at most half of "
-                "cluster_lease_duration_ms"
-            )
+    problem = nodes_settings_problem(config)  # workers and cluster
+    if problem is not None:
+        raise ConfigError(problem)
     if config.accept_queues > 64:  # accept_queues.ACCEPT_QUEUES_MAX: the hash has 8 bits
         raise ConfigError("accept_queues must be at most 64")
     if config.log_repeat_window_ms < 0:
@@ -896,25 +887,3 @@ def per_ip_overrides(text: str) -> dict[str, int]:
             )
         overrides[address] = int(count)
     return overrides
-
-
-def describe_settings() -> list[tuple[str, str, str]]:
-    """(name, default, help) of every setting, for --help and the README."""
-    return [
-        (f.name, repr(f.default), f.metadata.get("help", "")) for f in dataclasses.fields(Config)
-    ]
-
-
-def markdown_table() -> str:
-    """The README's configuration reference (`python -m groupcoord.coordinator.config`)."""
-    rows = [
-        "| setting (TOML key) | environment variable | default | meaning |",
-        "|---|---|---|---|",
-    ]
-    for name, default, text in describe_settings():
-        rows.append(f"| `{name}` | `{ENV_PREFIX}{name.upper()}` | `{default}` | {text} |")
-    return "\n".join(rows)
-
-
-if __name__ == "__main__":
-    print(markdown_table())

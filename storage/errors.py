@@ -70,3 +70,9 @@ class DataDirError(StorageError):
     """A file of the data directory disagrees with the data it sits with, is unreadable,
     or is missing: the server refuses to start rather than guess (and maybe delete). The
     message names the file, what is wrong and what the operator can do."""
+
+
+class PartitionFenced(StorageError):
+    """serve --cluster: this node's lease on the partition moved (or was re-acquired at a
+    higher epoch), so the database refused the write: it no longer leads the partition
+    (NOT_LEADER_OR_FOLLOWER)."""

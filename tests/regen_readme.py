@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from groupcoord.coordinator.config import markdown_table as config_table
 from groupcoord.coordinator.server.dispatch import markdown_table as api_table
+from groupcoord.coordinator.settings_table import markdown_table as config_table
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

@@ -32,14 +32,10 @@ from groupcoord.protocol.batches import (
     set_base_offset_and_leader_epoch,
 )
 from groupcoord.storage import LEADER_EPOCH, LogClosed, LogConfig, OffsetOutOfRange, StorageError
+from groupcoord.storage.errors import PartitionFenced
 
 # Committed batches kept in memory per partition for tail reads.
 TAIL_CACHE_BYTES_DEFAULT = 8 * 1024 * 1024
-
-
-class PartitionFenced(StorageError):
-    """This node's lease on the partition moved (or was re-acquired at a higher epoch):
-    it no longer leads the partition (NOT_LEADER_OR_FOLLOWER)."""
 
 
 class NotInMemory(StorageError):

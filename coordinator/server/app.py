@@ -28,6 +28,7 @@ from groupcoord.storage.open_files import OPEN_FILES
 from groupcoord.storage.retention import apply_retention
 
 from ..config import FRAME_OVERHEAD_BYTES, Config
+from ..node_settings import CLUSTER_NODE_IDS_MAX
 from ..observability.coordinator_metrics import CoordinatorCollector
 from ..observability.group_api import GroupApi
 from ..observability.http import HttpEndpoint
@@ -109,8 +110,6 @@ log = get_logger("groupcoord.server")
 # from other addresses waited 1 s); 4096, Linux's default somaxconn (which caps it), was
 # not reached. Kafka's socket.listen.backlog.size is 50.
 LISTEN_BACKLOG = 4096
-# serve --cluster: producer ids are strided by node id, which must be below this.
-CLUSTER_NODE_IDS_MAX = 1024
 # Failing logs listed by /health (all are counted).
 HEALTH_FAILURES_LISTED = 10
 

@@ -53,8 +53,8 @@ from groupcoord.protocol.batches import (
 )
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import StorageError
+from groupcoord.storage.errors import PartitionFenced
 
-from ..cluster.partition_log import PartitionFenced
 from ..observability.logging import get_logger
 from .access import TOPIC, TRANSACTIONAL_ID, WRITE, allowed
 from .cleanup_policy import refuse_keyless

@@ -20,8 +20,8 @@ import time
 from groupcoord.protocol.control_batches import marker_batch
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import StorageError
+from groupcoord.storage.errors import PartitionFenced
 
-from ..cluster.partition_log import PartitionFenced
 from ..observability.logging import get_logger
 from .context import TopicsContext
 from .producers import SequenceError

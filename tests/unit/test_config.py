@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from groupcoord.coordinator.cli import main
-from groupcoord.coordinator.config import ConfigError, describe_settings, load_config
-from groupcoord.coordinator.config import markdown_table as config_table
+from groupcoord.coordinator.config import ConfigError, load_config
 from groupcoord.coordinator.server.dispatch import APIS, markdown_table
+from groupcoord.coordinator.settings_table import describe_settings
+from groupcoord.coordinator.settings_table import markdown_table as config_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
