@@ -130,11 +130,14 @@ def decoded_stream(spark: Any, bootstrap: str, options: dict[str, str] | None = 
     )
     for name, value in (options or {}).items():
         reader = reader.option(name, value)
-    return (
-        reader.load()
-        .selectExpr("partition", "offset", "unix_millis(timestamp) AS timestamp_ms", "key", "value")
-        .mapInArrow(decode_batches, DECODED_DDL)
-    )
+    return decoded(reader.load())
+
+
+def decoded(source: Any) -> Any:
+    """The Kafka source's DataFrame (streaming or not) decoded: DECODED_DDL's columns."""
+    return source.selectExpr(
+        "partition", "offset", "unix_millis(timestamp) AS timestamp_ms", "key", "value"
+    ).mapInArrow(decode_batches, DECODED_DDL)
 
 
 def offsets_partitions(bootstrap: str, timeout_s: float = 30.0) -> int:
