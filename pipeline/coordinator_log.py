@@ -4,14 +4,20 @@ records out, one output row per input row, a whole batch per call.
 
 Theory of operation. The codec is the server's own (protocol/records.py), so the job reads
 exactly what the server writes (and what Kafka writes: the format is byte for byte Kafka's).
-OffsetCommit records, nearly all of a busy log, go through the codec's fast paths
-(`offset_commit_key_fields`, `offset_commit_value_fields`) straight into columns, with keys
-memoised on their bytes (a log commits the same partitions over and over), and no record
-object is built. Every other record (GroupMetadata, the ConsumerGroup* records of KIP-848)
-is decoded whole to name its group, and keeps its key and value bytes: the group timeline
-(group_timeline.py) replays them on the driver. A record the codec cannot read keeps its
-bytes, with the error in `error`, and is skipped by the tables, as the server's loader skips
-it.
+OffsetCommit records, nearly all of a busy log, are read as columns over the whole batch:
+the batch's distinct keys (Arrow's hash of the key column) each decoded once by the codec
+(`offset_commit_key_fields`, memoised on their bytes: a log commits the same partitions over
+and over) and spread to the rows by index, the values read by their fixed layout with numpy
+(commit_columns.py); only a value of a shape the layout table lacks goes to the codec
+(`offset_commit_value_fields`), so the fields and errors are the codec's either way. Every
+other record (GroupMetadata, the ConsumerGroup* records of KIP-848) is decoded whole to name
+its group, and keeps its key and value bytes: the group timeline (group_timeline.py) replays
+them on the driver. A record the codec cannot read keeps its bytes, with the error in
+`error`, and is skipped by the tables, as the server's loader skips it.
+
+The job's function (`decode_batches`) also marks, per Spark task, what the timeline replays
+(TimelineMarks), so the driver collects those rows with a filter instead of an aggregation
+over the micro-batch.
 """
 
 from __future__ import annotations
@@ -62,20 +68,50 @@ DECODED_SCHEMA = pa.schema(
         ("value", pa.binary()),
     ]
 )
+# What the job's mapInArrow yields (decode_batches): the decoded records and the timeline's
+# marks (TimelineMarks).
+STREAM_DDL = DECODED_DDL + ", to_timeline BOOLEAN, timeline_only BOOLEAN"
+STREAM_SCHEMA = DECODED_SCHEMA.append(pa.field("to_timeline", pa.bool_())).append(
+    pa.field("timeline_only", pa.bool_())
+)
 OFFSET_COMMIT_TYPES = (0, 1)  # LegacyOffsetCommit and OffsetCommit: the same key layout
 # Decoded keys kept per Python worker (emptied when full).
 _KEY_MEMO_MAX = 100_000
 
 
 def decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow's function: each batch of SOURCE_COLUMNS decoded (DECODED_SCHEMA)."""
+    """mapInArrow's function (STREAM_DDL): each batch of SOURCE_COLUMNS decoded, with the
+    timeline's marks, then the copies of the latest commits the timeline needs
+    (TimelineMarks)."""
     memo: dict[bytes, tuple[str, str, int]] = {}
+    marks = TimelineMarks()
     for batch in batches:
-        yield decode_batch(batch, memo)
+        decoded, commits = _decode(batch, memo)
+        yield marks.mark(decoded, commits)
+    latest = marks.latest()
+    if latest is not None:
+        yield latest
 
 
 def decode_batch(batch: pa.RecordBatch, memo: dict[bytes, tuple[str, str, int]]) -> pa.RecordBatch:
-    """One batch (module docstring); `memo`: OffsetCommit key bytes -> their fields."""
+    """One batch (module docstring; DECODED_SCHEMA); `memo`: OffsetCommit key bytes -> their
+    fields."""
+    return _decode(batch, memo)[0]
+
+
+@dataclass(frozen=True)
+class _Commits:
+    """Which rows of a decoded batch are commits with a value (`rows`), and of which key:
+    `keys[indices[i]]`."""
+
+    rows: np.ndarray
+    indices: np.ndarray
+    keys: list[bytes]
+
+
+def _decode(
+    batch: pa.RecordBatch, memo: dict[bytes, tuple[str, str, int]]
+) -> tuple[pa.RecordBatch, _Commits]:
     n = batch.num_rows
     keys = batch.column("key")
     values = batch.column("value")
@@ -87,7 +123,8 @@ def decode_batch(batch: pa.RecordBatch, memo: dict[bytes, tuple[str, str, int]])
     # A null key points past the distinct keys, at a slot that is no OffsetCommit key.
     nulls_at = len(encoded.dictionary)
     indices = encoded.indices.fill_null(nulls_at).to_numpy().astype(np.int64)
-    distinct = _distinct_commit_keys(encoded.dictionary.to_pylist(), memo)
+    distinct_keys = encoded.dictionary.to_pylist()
+    distinct = _distinct_commit_keys(distinct_keys, memo)
     commit_key = ~key_null & distinct.is_commit[indices]
     key_error = ~key_null & distinct.has_error[indices]
     value_null = ~binary_buffers(values)[0]
@@ -144,7 +181,7 @@ def decode_batch(batch: pa.RecordBatch, memo: dict[bytes, tuple[str, str, int]])
     of_commits = pa.array(indices, mask=~commit_key)  # null for the other rows
     no_value = ~has_value
     kept_rows = pa.array(np.flatnonzero(kept))
-    return pa.RecordBatch.from_arrays(
+    decoded = pa.RecordBatch.from_arrays(
         [
             batch.column("partition"),
             batch.column("offset"),
@@ -168,6 +205,72 @@ def decode_batch(batch: pa.RecordBatch, memo: dict[bytes, tuple[str, str, int]])
             _replaced(pa.nulls(n, pa.binary()), kept, values.take(kept_rows)),
         ],
         schema=DECODED_SCHEMA,
+    )
+    return decoded, _Commits(commit_key & has_value, indices, distinct_keys)
+
+
+class TimelineMarks:
+    """Marks the rows of one Spark task's decoded batches that the group timeline replays
+    (group_timeline.py): every record but an OffsetCommit with a value, and of those the
+    first of each key (log partition, key bytes); after the last batch, `latest` gives a
+    copy of each key's latest commit when it is not that first one, marked
+    `timeline_only` (offset_commits leaves the copies out). A task reads one range of one
+    log partition, so a micro-batch's first and latest commits of a key are among those
+    marked (with a partition split over several tasks, a few more: the timeline replays
+    them as the log has them)."""
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[int, bytes]] = set()
+        # Key -> (batch number, row) of its latest commit not marked yet.
+        self._latest: dict[tuple[int, bytes], tuple[int, int]] = {}
+        self._kept: list[pa.RecordBatch] = []  # per batch: its rows that are some latest
+
+    def mark(self, decoded: pa.RecordBatch, commits: _Commits) -> pa.RecordBatch:
+        """`decoded` with its marks."""
+        marked = ~commits.rows
+        rows = np.flatnonzero(commits.rows)
+        if len(rows):
+            partitions = decoded.column("partition").to_numpy(zero_copy_only=False)
+            ids = partitions[rows].astype(np.int64) * (len(commits.keys) + 1)
+            ids += commits.indices[rows]
+            _, firsts = np.unique(ids, return_index=True)
+            _, lasts = np.unique(ids[::-1], return_index=True)
+            kept: list[int] = []
+            batch_no = len(self._kept)
+            for first, last in zip(
+                rows[firsts].tolist(), rows[len(ids) - 1 - lasts].tolist(), strict=True
+            ):
+                key = (int(partitions[first]), commits.keys[commits.indices[first]])
+                if key not in self._seen:
+                    self._seen.add(key)
+                    marked[first] = True
+                    if last == first:
+                        continue
+                self._latest[key] = (batch_no, len(kept))
+                kept.append(last)
+            self._kept.append(decoded.take(pa.array(kept, pa.int64())))
+        return _with_marks(decoded, marked, np.zeros(decoded.num_rows, bool))
+
+    def latest(self) -> pa.RecordBatch | None:
+        """The copies of the latest commits (class docstring), or None."""
+        if not self._latest:
+            return None
+        picked = sorted(self._latest.values())
+        parts = [
+            self._kept[b].take(pa.array([row for at, row in picked if at == b], pa.int64()))
+            for b in sorted({b for b, _ in picked})
+        ]
+        copies = pa.Table.from_batches(parts, DECODED_SCHEMA).combine_chunks().to_batches()[0]
+        n = copies.num_rows
+        return _with_marks(copies, np.ones(n, bool), np.ones(n, bool))
+
+
+def _with_marks(
+    decoded: pa.RecordBatch, to_timeline: np.ndarray, timeline_only: np.ndarray
+) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [*decoded.columns, pa.array(to_timeline), pa.array(timeline_only)],
+        schema=STREAM_SCHEMA,
     )
 
 

@@ -161,6 +161,13 @@ def main() -> None:
     parser.add_argument("--fetch-bytes", type=int, default=0, help="0: the job's")
     parser.add_argument("--conf", action="append", default=[], help="spark.x=y, repeatable")
     parser.add_argument("--no-parts", action="store_true", help="the whole job only")
+    parser.add_argument(
+        "--jvm-flags",
+        default="-XX:+UseParallelGC",
+        help="the driver JVM's (default: the JVM's own JIT, as a deployed job runs; the "
+        "tests' session uses C1 only, which starts faster and runs slower)",
+    )
+    parser.add_argument("--driver-memory", default="2g")
     args = parser.parse_args()
 
     rate = decode_rate(args.decode, args.arrow_batch)
@@ -179,7 +186,7 @@ def main() -> None:
             print(f"log filled: {args.commits:,} commits in {time.perf_counter() - start:.1f} s")
             assert server.proc is not None
             meter = Meter(server.proc.pid, args.commits)
-            with spark_session(tmp / "spark") as spark:
+            with spark_session(tmp / "spark", args.jvm_flags, args.driver_memory) as spark:
                 for setting in args.conf:
                     spark.conf.set(*setting.split("=", 1))
                 if not args.no_parts:

@@ -280,3 +280,53 @@ def test_decode_batch_leaves_only_the_rare_shapes_to_the_codec(
     assert [r["committed_offset"] for r in rows[:1000]] == list(range(1000))
     assert rows[-1]["error"] is not None
     assert calls == {"keys": 13, "values": 1}
+
+
+def test_decode_batches_marks_what_the_timeline_replays() -> None:
+    """The job's function marks every record but the commits superseded within the task
+    (each key's first commit marked where it is, its latest added as a timeline-only copy),
+    over several Arrow batches; the timeline replayed from the marked rows equals the one
+    replayed from the whole log."""
+    records = [
+        _group(1, "m1"),
+        _commit("g", 0, 1),
+        _commit("g", 0, 2),
+        _commit("g", 1, 3),
+        _group(2, "m1", "m2"),
+        _commit("g", 0, 4),
+        _commit("g", 0, None),
+        _commit("g", 0, 5),
+        _commit("g", 1, 6),
+        _commit("h", 2, 7),
+        _group(3, "m1"),
+        _commit("g", 1, 8),
+    ]
+    whole = _batch(records)
+    out = pa.Table.from_batches(
+        list(coordinator_log.decode_batches(iter([whole.slice(0, 5), whole.slice(5)]))),
+        coordinator_log.STREAM_SCHEMA,
+    )
+    assert out.num_rows == len(records) + 2  # the copies of ("g", 0) at 7 and ("g", 1) at 11
+    rows = out.to_pylist()
+    marked = sorted((r["offset"], r["timeline_only"]) for r in rows if r["to_timeline"])
+    assert marked == [
+        (0, False),
+        (1, False),  # ("g", 0)'s first
+        (3, False),  # ("g", 1)'s first
+        (4, False),
+        (6, False),  # the tombstone
+        (7, True),  # ("g", 0)'s latest
+        (9, False),  # ("h", 2)'s only commit
+        (10, False),
+        (11, True),  # ("g", 1)'s latest
+    ]
+    assert [r["offset"] for r in rows if not r["timeline_only"]] == list(range(len(records)))
+    replayed = [
+        {k: v for k, v in r.items() if k in DECODED_SCHEMA.names}
+        for r in sorted((r for r in rows if r["to_timeline"]), key=lambda r: r["offset"])
+    ]
+    partial, full = GroupTimeline(), GroupTimeline()
+    partial.replay(replayed)
+    full.replay(decode_batch(whole, {}).to_pylist())
+    assert partial.events == full.events and partial.latest == full.latest
+    assert partial.latest[("g", "t", 0)] == Committed(5, 77, 2)
