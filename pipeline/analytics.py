@@ -50,9 +50,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import functions as F
 
-from .coordinator_log import DECODED_DDL, DECODED_SCHEMA, OFFSET_COMMIT_TYPES, decode_batches
+from .coordinator_log import DECODED_SCHEMA, OFFSET_COMMIT_TYPES, STREAM_DDL, decode_batches
 from .group_timeline import EVENT_COLUMNS, GroupTimeline
 from .lag_probe import LAG_COLUMNS, lag_rows
 
@@ -130,11 +129,14 @@ def decoded_stream(spark: Any, bootstrap: str, options: dict[str, str] | None = 
     )
     for name, value in (options or {}).items():
         reader = reader.option(name, value)
-    return (
-        reader.load()
-        .selectExpr("partition", "offset", "unix_millis(timestamp) AS timestamp_ms", "key", "value")
-        .mapInArrow(decode_batches, DECODED_DDL)
-    )
+    return decoded(reader.load())
+
+
+def decoded(source: Any) -> Any:
+    """The Kafka source's DataFrame (streaming or not) decoded: STREAM_DDL's columns."""
+    return source.selectExpr(
+        "partition", "offset", "unix_millis(timestamp) AS timestamp_ms", "key", "value"
+    ).mapInArrow(decode_batches, STREAM_DDL)
 
 
 def offsets_partitions(bootstrap: str, timeout_s: float = 30.0) -> int:
@@ -195,9 +197,9 @@ class AnalyticsBatches:
 
     def _write_commits(self, batch: Any, batch_id: int) -> None:
         types = ",".join(str(t) for t in OFFSET_COMMIT_TYPES)
-        commits = batch.where(f"error IS NULL AND record_type IN ({types})").selectExpr(
-            *_COMMIT_COLUMNS
-        )
+        commits = batch.where(
+            f"NOT timeline_only AND error IS NULL AND record_type IN ({types})"
+        ).selectExpr(*_COMMIT_COLUMNS)
         target = self.output / "offset_commits" / f"batch_id={batch_id}"
         # Spark's overwrite replaces an earlier attempt's files of this batch only.
         commits.write.mode("overwrite").parquet(str(target))
@@ -229,25 +231,9 @@ class _Steps:
 
 def _timeline_input(batch: Any) -> pa.Table:
     """What the timeline replays of a batch (group_timeline.py): every record but the
-    commits superseded within the batch by a later commit of the same key; sorted by log
-    partition and offset."""
-    types = ",".join(str(t) for t in OFFSET_COMMIT_TYPES)
-    is_commit = f"error IS NULL AND record_type IN ({types}) AND NOT tombstone"
-    key = ["partition", "`group`", "topic", "topic_partition"]
-    # A hash aggregate per key (partial on each task, before the shuffle): far cheaper
-    # than sorting the batch's commits for a window.
-    ends = (
-        batch.where(is_commit)
-        .groupBy(*key)
-        .agg(
-            F.min_by(F.struct("*"), "offset").alias("first"),
-            F.max_by(F.struct("*"), "offset").alias("last"),
-        )
-    )
-    firsts = ends.select("first.*")
-    lasts = ends.where("first.offset != last.offset").select("last.*")
-    selected = batch.where(f"NOT ({is_commit})").unionByName(firsts).unionByName(lasts)
-    table = selected.toArrow()
+    commits superseded within the batch by a later commit of the same key, as the decoder
+    marked them (coordinator_log.TimelineMarks); sorted by log partition and offset."""
+    table = batch.where("to_timeline").drop("to_timeline", "timeline_only").toArrow()
     return table.cast(DECODED_SCHEMA).sort_by([("partition", "ascending"), ("offset", "ascending")])
 
 

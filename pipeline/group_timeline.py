@@ -13,7 +13,8 @@ restart, with no second copy of the derivation.
 The shard needs every group record and enough of the commits to know which groups and
 offsets exist (a simple group, made by commits alone, is deleted by its tombstones). A
 micro-batch's commits are many; the job hands over, per OffsetCommit key, only the batch's
-first and last commit (analytics.py), with every tombstone and every other record: the
+first and last commit (marked by the decoder, coordinator_log.TimelineMarks: a few more when
+Spark splits a log partition over tasks), with every tombstone and every other record: the
 shard then holds each key's latest offset, and which groups exist, as after the full log
 (an offset committed and deleted twice within one batch is seen once). `latest` is the
 live committed offsets the lag table is computed from.

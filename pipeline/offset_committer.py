@@ -23,8 +23,10 @@ metadata (AdminClient.alter_consumer_group_offsets would do the same OffsetCommi
 librdkafka's admin API drops the metadata on some versions and needs one admin request
 per group anyway).
 
-Cost and failures. The listener thread (Spark's listener bus, through py4j) only parses the
-JSON and hands the offsets to one worker thread, through a dict holding the latest pending
+Cost and failures. The listener thread (Spark's listener bus, through py4j) fetches only the
+progress' JSON (two py4j calls, where PySpark's own wrapper makes about a hundred to build
+its event objects: `KafkaOffsetCommitter._jlistener`), parses it and hands the offsets to
+one worker thread, through a dict holding the latest pending
 commit per group (bounded by the number of queries: a newer batch replaces an older one not
 yet committed, as it supersedes it). The worker commits; a failure (server down, group
 busy) is logged and the offsets stay pending, retried after `retry_backoff_s` or when the
@@ -39,6 +41,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
@@ -239,24 +242,62 @@ class KafkaOffsetCommitter(StreamingQueryListener):
         pass
 
     def onQueryProgress(self, event: Any) -> None:
+        """PySpark's event (QueryProgressEvent): what Spark Connect and any other caller
+        hand over; classic PySpark calls `on_progress_json` instead (`_jlistener`)."""
+        progress = event.progress
+        self._on_progress(
+            lambda: (progress.id, progress.runId, progress.name, progress.batchId, progress.sources)
+        )
+
+    def on_progress_json(self, progress_json: str) -> None:
+        """A progress event as Spark's StreamingQueryProgress.json()."""
+
+        def fields() -> tuple[Any, Any, Any, Any, Any]:
+            progress = json.loads(progress_json)
+            return (
+                progress["id"],
+                progress["runId"],
+                progress.get("name"),
+                progress["batchId"],
+                [SimpleNamespace(**source) for source in progress.get("sources") or ()],
+            )
+
+        self._on_progress(fields)
+
+    def _on_progress(self, fields: Callable[[], tuple[Any, Any, Any, Any, Any]]) -> None:
         started = time.perf_counter()
         try:
-            progress = event.progress
-            offsets = kafka_end_offsets(progress.sources)
+            id_, run_id, name, batch_id, sources = fields()
+            offsets = kafka_end_offsets(sources)
             if offsets:
-                query_id, run_id = str(progress.id), str(progress.runId)
+                query_id = str(id_)
                 self._worker.submit(
                     PendingCommit(
-                        group_name(self.group_id, progress.name, query_id),
+                        group_name(self.group_id, name, query_id),
                         offsets,
-                        commit_metadata(query_id, run_id, int(progress.batchId)),
-                        int(progress.batchId),
+                        commit_metadata(query_id, str(run_id), int(batch_id)),
+                        int(batch_id),
                     )
                 )
         except Exception:  # a listener that raises would be logged by Spark, every batch
             log.exception("offset committer: progress event not understood")
         if len(self.progress_seconds) < 100_000:
             self.progress_seconds.append(time.perf_counter() - started)
+
+    @property
+    def _jlistener(self) -> Any:
+        """What classic PySpark's addListener registers with the JVM (StreamingQueryListener
+        builds a wrapper that turns every event into Python objects first, a py4j round
+        trip per field: about a hundred per progress event, on Spark's listener thread);
+        this one fetches only the progress' JSON, in two calls, and ignores the other
+        events, which the committer does not use."""
+        if getattr(self, "_jlistenerobj", None) is None:
+            from pyspark import SparkContext
+
+            jvm = SparkContext._jvm
+            assert jvm is not None, "no SparkContext"
+            self._jlistenerobj = jvm.PythonStreamingQueryListenerWrapper(_JsonProgress(self))
+        return self._jlistenerobj
 
     def onQueryIdle(self, event: Any) -> None:
         pass
@@ -272,3 +313,30 @@ class KafkaOffsetCommitter(StreamingQueryListener):
         """Stop the worker (what is pending then is not committed); remove the listener
         from Spark first (spark.streams.removeListener)."""
         self._worker.stop(timeout_s)
+
+
+class _JsonProgress:
+    """The JVM-facing side of KafkaOffsetCommitter._jlistener (py4j calls it)."""
+
+    def __init__(self, committer: KafkaOffsetCommitter) -> None:
+        self.committer = committer
+
+    def onQueryStarted(self, jevent: Any) -> None:
+        pass
+
+    def onQueryProgress(self, jevent: Any) -> None:
+        try:
+            progress_json = jevent.progress().json()
+        except Exception:  # the JVM gone at shutdown, say: never raised into Spark
+            log.exception("offset committer: progress event not readable")
+            return
+        self.committer.on_progress_json(progress_json)
+
+    def onQueryIdle(self, jevent: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, jevent: Any) -> None:
+        pass
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]

@@ -1,19 +1,24 @@
 """The analytics job's decode rate (issue 19's target: 300,000 coordinator records/s, a log
-of 10 million offset commits processed in under 40 s with availableNow).
+of 10 million offset commits processed in under 40 s with availableNow), part by part.
 
-Two figures, printed:
+Printed:
 
 1. The decoder alone (pipeline/coordinator_log.py's decode_batch, the function Spark's
-   mapInArrow runs), on Arrow batches of 10,000 OffsetCommit records as clients write them
-   (v3 and v4 values, a few hundred distinct keys), in this process: records/s per core.
-2. The whole job end to end: a groupcoord server whose __consumer_offsets holds --commits
-   OffsetCommit records (committed through confluent-kafka, --per-request partitions per
-   OffsetCommit), read once by the job (availableNow) through Spark and its Kafka connector
-   in a local[2] SparkSession, all three tables written; the wall time, the rate and the
-   projection to 10 million records at that rate (Spark's start-up, paid once, excluded:
-   the session is up before the clock starts; the query's own planning is included).
+   mapInArrow runs), on Arrow batches of --arrow-batch OffsetCommit records as clients
+   write them (v3 and v4 values, a few hundred distinct keys), in this process: records per
+   second of CPU (one core).
+2. A groupcoord server whose __consumer_offsets holds --commits OffsetCommit records
+   (committed through confluent-kafka, --per-request partitions per OffsetCommit), then in
+   one local[2] SparkSession (its start-up, paid once, excluded), each part of the job alone
+   as a batch read of the log (`--parts`): the connector's read (rows to Spark's noop
+   sink), read + mapInArrow decode, read + decode + the offset_commits Parquet write; and
+   the whole job (availableNow, all three tables), with its steps. Each with its wall time,
+   the CPU seconds of Spark's processes (the JVM, its Python workers, this driver) and of
+   the server, and records per wall second and per CPU second: on this shared 2-core
+   machine the wall figure follows the other load, the CPU figure much less.
 
-    python -m tests.bench.bench_analytics [--commits 200000] [--decode 500000]
+    python -m tests.bench.bench_analytics [--commits 1000000] [--decode 1000000]
+        [--max-offsets-per-trigger N] [--fetch-bytes N] [--conf spark.x=y ...]
 
 The machine is shared: compare figures of one run, not across runs.
 """
@@ -21,15 +26,25 @@ The machine is shared: compare figures of one run, not across runs.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 from confluent_kafka import Consumer, TopicPartition
 
-from groupcoord.pipeline.analytics import AnalyticsBatches, start_analytics
+from groupcoord.pipeline.analytics import (
+    DEPRECATED_OFFSET_FETCHING,
+    OFFSETS_TOPIC,
+    AnalyticsBatches,
+    decoded,
+    start_analytics,
+)
 from groupcoord.pipeline.coordinator_log import decode_batch
 from groupcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 from tests.integration.test_clients import create_topic
@@ -39,10 +54,12 @@ from tests.support import serving
 TOPIC = "bench-analytics"
 TARGET_PER_S = 300_000
 PROJECTED = 10_000_000
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def decode_rate(records: int, batch_rows: int = 10_000) -> float:
-    """Records/s of decode_batch over `records` OffsetCommit records in Arrow batches."""
+    """Records per CPU second of decode_batch over `records` OffsetCommit records in Arrow
+    batches of `batch_rows`."""
     keys = [
         encode_key(OffsetCommitKey(f"group-{i % 40}", TOPIC, i % 64)) for i in range(batch_rows)
     ]
@@ -65,10 +82,10 @@ def decode_rate(records: int, batch_rows: int = 10_000) -> float:
     )
     memo: dict[bytes, tuple[str, str, int]] = {}
     rounds = max(records // batch_rows, 1)
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(rounds):
         decode_batch(batch, memo)
-    return rounds * batch_rows / (time.perf_counter() - start)
+    return rounds * batch_rows / (time.process_time() - start)
 
 
 def fill_log(bootstrap: str, commits: int, per_request: int) -> None:
@@ -84,39 +101,152 @@ def fill_log(bootstrap: str, commits: int, per_request: int) -> None:
         consumer.close()
 
 
+def tree_cpu_seconds(root: int) -> float:
+    """utime + stime of `root` and every descendant, the reaped ones' included."""
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        cpu[int(entry)] = sum(int(x) for x in fields[11:15]) / CLK_TCK
+    total = 0.0
+    for pid, seconds in cpu.items():
+        ancestor = pid
+        while ancestor > 1 and ancestor != root:
+            ancestor = parents.get(ancestor, 0)
+        if ancestor == root:
+            total += seconds
+    return total
+
+
+class Meter:
+    """Wall and CPU seconds of a part: Spark's (this process's tree less the server's) and
+    the server's."""
+
+    def __init__(self, server_pid: int, records: int) -> None:
+        self.server_pid = server_pid
+        self.records = records
+
+    def __call__(self, label: str, part: Callable[[], Any]) -> Any:
+        me = os.getpid()
+        server0, all0 = tree_cpu_seconds(self.server_pid), tree_cpu_seconds(me)
+        start = time.perf_counter()
+        result = part()
+        wall = time.perf_counter() - start
+        server = tree_cpu_seconds(self.server_pid) - server0
+        spark = tree_cpu_seconds(me) - all0 - server
+        print(
+            f"{label}: {wall:.1f} s wall = {self.records / wall:,.0f} records/s; CPU: Spark "
+            f"{spark:.1f} s ({self.records / max(spark, 1e-9):,.0f} records per CPU s), "
+            f"server {server:.1f} s",
+            flush=True,
+        )
+        return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--commits", type=int, default=200_000)
+    parser.add_argument("--commits", type=int, default=1_000_000)
     parser.add_argument("--per-request", type=int, default=500)
-    parser.add_argument("--decode", type=int, default=500_000)
+    parser.add_argument("--decode", type=int, default=1_000_000)
+    parser.add_argument("--arrow-batch", type=int, default=10_000)
+    parser.add_argument("--offsets-partitions", type=int, default=2)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=0, help="0: the job's")
+    parser.add_argument("--fetch-bytes", type=int, default=0, help="0: the job's")
+    parser.add_argument("--conf", action="append", default=[], help="spark.x=y, repeatable")
+    parser.add_argument("--no-parts", action="store_true", help="the whole job only")
+    parser.add_argument(
+        "--jvm-flags",
+        default="-XX:+UseParallelGC",
+        help="the driver JVM's (default: the JVM's own JIT, as a deployed job runs; the "
+        "tests' session uses C1 only, which starts faster and runs slower)",
+    )
+    parser.add_argument("--driver-memory", default="2g")
     args = parser.parse_args()
 
-    rate = decode_rate(args.decode)
-    print(f"decoder alone: {rate:,.0f} records/s on one core (target {TARGET_PER_S:,})")
+    rate = decode_rate(args.decode, args.arrow_batch)
+    print(f"decoder alone: {rate:,.0f} records per CPU second (target {TARGET_PER_S:,})")
 
+    options: dict[str, str] = {}
+    if args.max_offsets_per_trigger:
+        options["maxOffsetsPerTrigger"] = str(args.max_offsets_per_trigger)
+    if args.fetch_bytes:
+        options["kafka.max.partition.fetch.bytes"] = str(args.fetch_bytes)
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        with serving(tmp / "data", offsets_partitions=2) as server:
+        with serving(tmp / "data", offsets_partitions=args.offsets_partitions) as server:
             start = time.perf_counter()
             fill_log(server.bootstrap, args.commits, args.per_request)
             print(f"log filled: {args.commits:,} commits in {time.perf_counter() - start:.1f} s")
-            with spark_session(tmp / "spark") as spark:
-                start = time.perf_counter()
+            assert server.proc is not None
+            meter = Meter(server.proc.pid, args.commits)
+            with spark_session(tmp / "spark", args.jvm_flags, args.driver_memory) as spark:
+                for setting in args.conf:
+                    spark.conf.set(*setting.split("=", 1))
+                if not args.no_parts:
+                    parts(spark, server.bootstrap, tmp, meter, args.offsets_partitions, options)
                 batches = AnalyticsBatches(server.bootstrap, tmp / "out")
-                query = start_analytics(
-                    spark, server.bootstrap, tmp / "out", once=True, batches=batches
-                )
-                query.awaitTermination()
+
+                def job() -> None:
+                    query = start_analytics(
+                        spark,
+                        server.bootstrap,
+                        tmp / "out",
+                        once=True,
+                        batches=batches,
+                        options=options,
+                    )
+                    query.awaitTermination()
+                    assert query.exception() is None, query.exception()
+
+                start = time.perf_counter()
+                meter("whole job, availableNow", job)
                 took = time.perf_counter() - start
-                assert query.exception() is None, query.exception()
-                steps = batches.timings
                 rows = ds.dataset(tmp / "out" / "offset_commits", partitioning="hive").count_rows()
+    assert rows == args.commits, rows
     job_rate = rows / took
     print(
-        f"job, availableNow: {rows:,} offset commits in {took:.1f} s = {job_rate:,.0f} "
-        f"records/s; projected {PROJECTED:,} records: {PROJECTED / job_rate:.0f} s (target 40 s)"
+        f"job: {rows:,} offset commits in {took:.1f} s = {job_rate:,.0f} records/s; "
+        f"projected {PROJECTED:,} records: {PROJECTED / job_rate:.0f} s (target 40 s)"
     )
-    print(f"job's steps (s): {steps}")
+    print(f"job's steps (s, over every micro-batch): {batches.timings}")
+
+
+def parts(
+    spark: Any, bootstrap: str, tmp: Path, meter: Meter, partitions: int, options: dict[str, str]
+) -> None:
+    """Each part of the job alone, as a batch read of the whole log."""
+    spark.conf.set(DEPRECATED_OFFSET_FETCHING, "true")
+
+    def source() -> Any:
+        reader = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("assign", json.dumps({OFFSETS_TOPIC: list(range(partitions))}))
+            .option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest")
+        )
+        for name, value in options.items():
+            if name != "maxOffsetsPerTrigger":
+                reader = reader.option(name, value)
+        return reader.load()
+
+    def noop(frame: Any) -> None:
+        frame.write.format("noop").mode("overwrite").save()
+
+    noop(source())  # warm-up: JIT, connections, the Python workers
+    meter("connector read", lambda: noop(source()))
+    meter("read + mapInArrow decode", lambda: noop(decoded(source())))
+    meter(
+        "read + decode + offset_commits Parquet",
+        lambda: AnalyticsBatches(bootstrap, tmp / "parts")._write_commits(decoded(source()), 0),
+    )
 
 
 if __name__ == "__main__":

@@ -2,11 +2,14 @@
 micro-batch (issue 19's target: under 20 ms, median), measured side by side in one run.
 
 One groupcoord server and one SparkSession; one topic of 3 partitions. The same streaming
-query (availableNow, maxOffsetsPerTrigger) runs over the same records twice, alternately
-without and with the listener attached, each from its own checkpoint. Printed per run: the
-median triggerExecution time of its micro-batches (Spark's own figure for the batch), and for
-the listener the median time spent in onQueryProgress (the listener thread's share: the
-commit itself runs on the committer's worker thread) and how many commits reached the group.
+query (availableNow, maxOffsetsPerTrigger) runs over the same records, alternately without
+the listener, with it as registered before session 16 (PySpark's own wrapper, which builds
+the event's Python objects through about a hundred py4j calls per batch) and with it as it
+registers now (its progress JSON only), each run from its own checkpoint. Printed per
+variant: the median triggerExecution time of its micro-batches (Spark's own figure for the
+batch) and its median per round, and for the listener the median time spent in the
+committer's own code per batch (the commit itself runs on its worker thread) and how many
+commits reached the group.
 
     python -m tests.bench.bench_spark_listener [--batches 40] [--rounds 2]
 """
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
+from pyspark.sql.streaming import StreamingQueryListener
 
 from groupcoord.pipeline.offset_committer import KafkaOffsetCommitter, PendingCommit
 from tests.integration.test_clients import create_topic
@@ -56,6 +60,21 @@ def run_query(spark: Any, bootstrap: str, checkpoint: Path, name: str) -> list[f
     ]
 
 
+class PySparkWrapped(KafkaOffsetCommitter):
+    """The committer behind PySpark's own JVM-facing wrapper (the pre-session-16 path)."""
+
+    @property
+    def _jlistener(self) -> Any:
+        return StreamingQueryListener._jlistener.fget(self)  # type: ignore[attr-defined]
+
+
+VARIANTS: dict[str, type[KafkaOffsetCommitter] | None] = {
+    "no listener": None,
+    "listener, PySpark's wrapper": PySparkWrapped,
+    "listener, JSON only": KafkaOffsetCommitter,
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, default=40, help="micro-batches per run")
@@ -70,34 +89,41 @@ def main() -> None:
             for i in range(args.batches * PER_TRIGGER):
                 producer.produce(TOPIC, b"x" * 100, partition=i % PARTITIONS)
             producer.flush(60)
-            commits: list[PendingCommit] = []
-            without: list[float] = []
-            with_listener: list[float] = []
-            progress_s: list[float] = []
+            triggers: dict[str, list[list[float]]] = {name: [] for name in VARIANTS}
+            commits: dict[str, list[PendingCommit]] = {name: [] for name in VARIANTS}
+            own_s: dict[str, list[float]] = {name: [] for name in VARIANTS}
             for round_ in range(args.rounds):
-                without += run_query(spark, bootstrap, work / f"plain-{round_}", f"plain{round_}")
-                listener = KafkaOffsetCommitter(bootstrap, on_commit=commits.append)
-                spark.streams.addListener(listener)
-                try:
-                    with_listener += run_query(
-                        spark, bootstrap, work / f"listened-{round_}", f"listened{round_}"
-                    )
-                    deadline = time.monotonic() + 30
-                    while listener.pending() and time.monotonic() < deadline:
-                        time.sleep(0.1)
-                finally:
-                    spark.streams.removeListener(listener)
-                    listener.close()
-                progress_s += listener.progress_seconds
-    plain_ms = statistics.median(without)
-    listened_ms = statistics.median(with_listener)
-    print(f"micro-batches: {len(without)} without the listener, {len(with_listener)} with it")
-    print(f"median triggerExecution without listener: {plain_ms:.1f} ms")
-    print(f"median triggerExecution with listener:    {listened_ms:.1f} ms")
-    print(f"difference (with - without): {listened_ms - plain_ms:+.1f} ms")
-    print(f"ratio with/without: {listened_ms / plain_ms:.3f}")
-    print(f"median time in onQueryProgress: {statistics.median(progress_s) * 1000:.3f} ms")
-    print(f"commits that reached the group: {len(commits)}")
+                for v, (name, kind) in enumerate(VARIANTS.items()):
+                    run = f"v{v}r{round_}"
+                    if kind is None:
+                        triggers[name].append(run_query(spark, bootstrap, work / run, run))
+                        continue
+                    listener = kind(bootstrap, on_commit=commits[name].append)
+                    spark.streams.addListener(listener)
+                    try:
+                        triggers[name].append(run_query(spark, bootstrap, work / run, run))
+                        deadline = time.monotonic() + 30
+                        while listener.pending() and time.monotonic() < deadline:
+                            time.sleep(0.1)
+                    finally:
+                        spark.streams.removeListener(listener)
+                        listener.close()
+                    own_s[name] += listener.progress_seconds
+    plain_ms = statistics.median(t for r in triggers["no listener"] for t in r)
+    for name, rounds in triggers.items():
+        median_ms = statistics.median(t for r in rounds for t in r)
+        per_round = ", ".join(f"{statistics.median(r):.0f}" for r in rounds)
+        line = (
+            f"{name}: {sum(map(len, rounds))} micro-batches, median triggerExecution "
+            f"{median_ms:.1f} ms ({median_ms - plain_ms:+.1f} ms, x{median_ms / plain_ms:.3f}); "
+            f"per round {per_round} ms"
+        )
+        if own_s[name]:
+            line += (
+                f"; committer's own code {statistics.median(own_s[name]) * 1000:.3f} ms per "
+                f"batch; commits that reached the group: {len(commits[name])}"
+            )
+        print(line)
 
 
 if __name__ == "__main__":

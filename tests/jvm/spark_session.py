@@ -113,8 +113,11 @@ def prerequisites() -> tuple[Path, list[str]]:
 
 
 @contextlib.contextmanager
-def spark_session(work_dir: Path) -> Iterator[Any]:
-    """A started local SparkSession with the connector, stopped on exit."""
+def spark_session(
+    work_dir: Path, jvm_flags: str = JVM_FLAGS, driver_memory: str = DRIVER_MEMORY
+) -> Iterator[Any]:
+    """A started local SparkSession with the connector, stopped on exit. `jvm_flags` and
+    `driver_memory`: the tests' (short jobs on small data) unless a benchmark says."""
     home, jars = prerequisites()
     from pyspark.sql import SparkSession
 
@@ -135,7 +138,7 @@ def spark_session(work_dir: Path) -> Iterator[Any]:
             SparkSession.builder.master("local[2]")
             .appName("groupcoord-spark-tests")
             .config("spark.jars", ",".join(jars))
-            .config("spark.driver.memory", DRIVER_MEMORY)
+            .config("spark.driver.memory", driver_memory)
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.ui.enabled", "false")
@@ -143,7 +146,7 @@ def spark_session(work_dir: Path) -> Iterator[Any]:
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.sql.warehouse.dir", str(work_dir / "warehouse"))
-            .config("spark.driver.extraJavaOptions", JVM_FLAGS)
+            .config("spark.driver.extraJavaOptions", jvm_flags)
             .getOrCreate()
         )
     except Exception as exc:
