@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import dataclasses
 import gc
+import pstats
 import sys
 import tempfile
 import time
@@ -79,13 +81,7 @@ def time_shard_events(runner: ShardRunner, trace: Trace, profile: str | None) ->
     def timed(callback: Any, late_s: float | None) -> None:
         started, cpu = time.perf_counter(), time.thread_time()
         if profile and profile in _label(callback):
-            import cProfile
-            import pstats
-
-            profiler = cProfile.Profile()
-            profiler.runcall(fire, callback, late_s)
-            print(f"profile of {_label(callback)}:")
-            pstats.Stats(profiler).sort_stats("cumulative").print_stats(18)
+            _PROFILER.runcall(fire, callback, late_s)
         else:
             fire(callback, late_s)
         trace.append(("event", _label(callback), started, time.thread_time() - cpu))
@@ -163,6 +159,8 @@ async def run_kind(kind: str, args: argparse.Namespace, directory: Path) -> None
         f"collections: {Counter(t[1].split()[0] for t in gcs)}, "
         f"worst {max((t[3] for t in gcs), default=0) * 1000:.2f} ms"
     )
+    if args.profile:
+        pstats.Stats(_PROFILER).sort_stats("tottime").print_stats(25)
     for _, label, at, cpu in gcs:
         if cpu > 0.001:
             print(f"  {label} at {at - t0:.3f} s: {cpu * 1000:.2f} ms")
@@ -198,6 +196,7 @@ def main() -> None:
 
 
 _TRACE: Trace = []
+_PROFILER = cProfile.Profile()
 
 if __name__ == "__main__":
     main()
