@@ -255,10 +255,13 @@ class ConsumerGroup:
             self.spec_members[member_id] = MemberSubscription(meta.instance_id, meta.rack_id, ids)
 
     def _unsubscribe(self, meta: ConsumerGroupMemberMetadataValue) -> None:
-        self.subscribed_names.subtract(meta.subscribed_topic_names)
-        for name in meta.subscribed_topic_names:
-            if self.subscribed_names[name] <= 0:
-                del self.subscribed_names[name]
+        names = self.subscribed_names
+        for name in meta.subscribed_topic_names:  # (Counter.subtract is a Python loop too)
+            left = names[name] - 1
+            if left > 0:
+                names[name] = left
+            else:
+                del names[name]
         regex = meta.subscribed_topic_regex
         if regex:
             self.regex_subscribers[regex] -= 1
