@@ -186,11 +186,14 @@ def main() -> None:
     parser.add_argument("--kinds", default="consumer,classic")
     parser.add_argument("--busy-ms", type=float, default=4.0)
     parser.add_argument("--show", type=int, default=8)
+    parser.add_argument(
+        "--gc-gen0", type=int, default=50_000, help="gen-0 threshold (the server's: 50,000)"
+    )
     parser.add_argument("--profile", help="cProfile the shard events whose name has this")
     args = parser.parse_args()
     setup_logging("info", 10_000)
     sys.setswitchinterval(0.0001)
-    gc.set_threshold(50_000, 50, 100)
+    gc.set_threshold(args.gc_gen0, 50, 100)
     instrument(_TRACE)
     asyncio.run(main_async(args))
 

@@ -215,10 +215,15 @@ class TargetScheduling(TargetAssignment):
         image = self.shard.topics
         version = (group.group_epoch, group.inputs_version, image.version)
         if snapshot is None or snapshot.version != version:
-            if group.group_epoch < group.assigning_epoch:
+            if (
+                group.group_epoch < group.assigning_epoch
+                or group.group_epoch <= group.assignment_epoch
+                or not group.metadata
+            ):
                 # The epoch asked for was never written (the heartbeat that bumped it
-                # failed): as a computation finished for it (below). The next heartbeat
-                # or epoch bump tries again.
+                # failed: as a computation finished for it, below), or there is nothing
+                # left to assign (the group emptied meanwhile, which moved its target's
+                # epoch too). The next heartbeat or epoch bump tries again.
                 group.assigning_epoch = None
                 return Result()
             group.assigning_epoch = group.group_epoch
