@@ -50,6 +50,7 @@ from .record_fast import (
     decode_group_metadata_value,
     decode_offset_commit_key,
     decode_offset_commit_value,
+    encode_group_member_key,
     encode_group_metadata_key,
     encode_group_metadata_value,
     encode_offset_commit_key,
@@ -183,6 +184,12 @@ _KEY_ENCODERS: Final[dict[type, Callable[[Any], bytes]]] = {
 }
 _KEY_ENCODERS[OffsetCommitKey] = encode_offset_commit_key
 _KEY_ENCODERS[GroupMetadataKey] = encode_group_metadata_key
+for _member_key in (
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupCurrentMemberAssignmentKey,
+):
+    _KEY_ENCODERS[_member_key] = encode_group_member_key
 
 _VALUE_ENCODERS: Final[dict[type, Callable[[Any, int], bytes]]] = {
     cls: generic_encode_value

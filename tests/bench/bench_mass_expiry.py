@@ -22,7 +22,8 @@ stall: nothing else could run meanwhile), until the group has no member left.
 Prints per kind: the longest stall and the p99 of the probe's wake-up delays, the loop
 thread's own CPU time in the longest gap (on a loaded machine a gap may be the OS running
 other processes: the CPU time is what the loop itself spent), the CPU time of the costliest
-single shard event (a timer's or a slice's), the time from the end of the
+single shard event (a timer's or a slice's), the longest garbage collection (in any
+thread: one in the offload's worker thread holds the GIL), the time from the end of the
 load until the last member was gone (and from the first removal to the last, with the loop
 thread's CPU time then), and the targets (no stall over 5 ms; all gone within one session
 timeout + 1 s). Never asserts: figures only.
@@ -142,6 +143,23 @@ def member_count(runner: ShardRunner, kind: str) -> int:
     return 0 if classic is None else len(classic.members)
 
 
+def time_collections() -> tuple[list[float], Any]:
+    """The wall time of each cyclic garbage collection from now on, whichever thread runs
+    it (one in the offload's worker thread holds the GIL: the loop waits as long), and the
+    gc callback to remove when done."""
+    spent: list[float] = []
+    started = [0.0]
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            spent.append(time.perf_counter() - started[0])
+
+    gc.callbacks.append(callback)
+    return spent, callback
+
+
 def time_events(runner: ShardRunner) -> list[float]:
     """The loop thread's CPU time of each timer event of the shard from now on (its
     callback, the replay and encoding of its records), in a list that fills as they run."""
@@ -191,6 +209,7 @@ async def run_kind(kind: str, members: int, session_ms: int, directory: Path) ->
     await runner.load()
     gc.freeze()  # as the server does after its load
     events = time_events(runner)
+    collections, gc_callback = time_collections()
     loaded = time.monotonic()
     assert member_count(runner, kind) == members, member_count(runner, kind)
     stalls: list[float] = []
@@ -222,6 +241,7 @@ async def run_kind(kind: str, members: int, session_ms: int, directory: Path) ->
                     time.thread_time() - first_gone[1],
                 )
             break
+    gc.callbacks.remove(gc_callback)
     await runner.close()
     await committer.close()
     gc.unfreeze()
@@ -241,6 +261,8 @@ async def run_kind(kind: str, members: int, session_ms: int, directory: Path) ->
         "busy_over_5ms": sum(1 for b in busy if b > 0.005),
         "worst_event_ms": round(max(events, default=0.0) * 1000, 2),
         "events_over_5ms": sum(1 for e in events if e > 0.005),
+        "collections": len(collections),
+        "worst_collection_ms": round(max(collections, default=0.0) * 1000, 2),
         "expiring_s": round(expiring[0], 3),
         "expiring_cpu_s": round(expiring[1], 3),
     }
@@ -275,7 +297,7 @@ def main() -> None:
     print(
         f"{'group':<9} {'members':>8} {'worst stall ms':>15} {'p99 ms':>7} {'>5 ms':>6} "
         f"{'worst busy ms':>14} {'busy >5 ms':>11} {'all expired s':>14} {'target s':>9} "
-        f"{'expiring s':>11} {'loop CPU s':>11} {'worst event ms':>15}"
+        f"{'expiring s':>11} {'loop CPU s':>11} {'worst event ms':>15} {'worst GC ms':>12}"
     )
     for row in rows:
         print(
@@ -283,7 +305,7 @@ def main() -> None:
             f"{row['p99_stall_ms']:>7} {row['stalls_over_5ms']:>6} {row['worst_busy_ms']:>14} "
             f"{row['busy_over_5ms']:>11} {str(row['all_expired_s']):>14} "
             f"{row['session_s'] + 1:>9} {row['expiring_s']:>11} {row['expiring_cpu_s']:>11} "
-            f"{row['worst_event_ms']:>15}"
+            f"{row['worst_event_ms']:>15} {row['worst_collection_ms']:>12}"
         )
     print(
         "stall: how late the 1 ms probe woke; busy: the loop thread's CPU time in that gap; "

@@ -210,3 +210,120 @@ def test_a_computation_for_an_epoch_never_written_is_dropped() -> None:
     h.sleep(0)  # the offloaded computation finishes
     assert group.group_epoch == epoch and group.assignment_epoch <= group.group_epoch
     assert group.assigning_epoch is None
+
+
+# -- a large group's inputs copied in slices (issue 16, item 11) -------------------------------
+
+
+def _settle(h: Harness, *clients: Client) -> None:
+    """settle, with the offloaded computations finishing between rounds."""
+    for _ in range(10):
+        h.sleep(0)
+        for client in clients:
+            assert client.ack().error_code == 0
+        h.sleep(0)
+        if h.group().state().value == "Stable":
+            return
+    raise AssertionError(f"group not stable: {h.group().state()}")
+
+
+def _grown_group(h: Harness, members: int) -> list[Client]:
+    """`members` members settled on their targets, then two of them gone (their targets
+    departed), then one more joining: the heartbeat that starts a computation."""
+    clients = [Client(h, f"m{i:03d}") for i in range(members)]
+    clients[0].join(["foo"])
+    for c in clients[1:]:
+        c.join(["foo"])
+        h.sleep(0)
+    _settle(h, *clients)
+    for c in clients[-2:]:
+        c.leave()
+        h.sleep(0)
+    clients = clients[:-2]
+    _settle(h, *clients)
+    return clients
+
+
+def _copied_per_step(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Entries each SlicedCopy.step copies, in a list that fills as they run."""
+    steps: list[int] = []
+    step = offload.SlicedCopy.step
+
+    def counted(self: offload.SlicedCopy, budget: int) -> bool:
+        before = sum(map(len, self.copies))
+        done = step(self, budget)
+        steps.append(sum(map(len, self.copies)) - before)
+        return done
+
+    monkeypatch.setattr(offload.SlicedCopy, "step", counted)
+    return steps
+
+
+@pytest.mark.parametrize("regex", [False, True])
+def test_a_large_groups_inputs_are_copied_in_slices_with_the_same_result(
+    monkeypatch: pytest.MonkeyPatch, regex: bool
+) -> None:
+    """The records written, and the group they leave, are those of the copy made at once;
+    no shard event copies more than SNAPSHOT_SLICE entries."""
+
+    def run(slice_entries: int) -> tuple[list[Any], dict[str, Any], list[int]]:
+        with monkeypatch.context() as m:
+            m.setattr(offload, "SNAPSHOT_SLICE", slice_entries)
+            steps = _copied_per_step(m)
+            h = offloading()
+            h.topics.add("foo2", 4)
+            clients = _grown_group(h, 12)
+            events: list[Result] = []
+            h.timer.on_result = lambda r: (events.append(r), h.apply(r))  # type: ignore[func-returns-value]
+            late = Client(h, "zz")
+            if regex:
+                late.join(None, subscribed_topic_regex="foo.*")
+            else:
+                late.join(["foo", "foo2"])
+            h.sleep(0)
+            h.timer.on_result = h.apply
+            _settle(h, *clients, late)
+            h.assert_replayed()
+            written = [r for e in events for r in e.records]
+            return written, dict(h.group().target), steps
+
+    at_once, target_at_once, no_steps = run(1_000_000)
+    sliced, target_sliced, steps = run(7)
+    assert not no_steps  # a small group's inputs are copied at once, as before
+    assert len(steps) > 4 and max(steps) <= 7
+    assert sliced == at_once and target_sliced == target_at_once
+
+
+def test_a_change_between_two_slices_starts_the_copy_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A member leaving between two slices of the copy: the copy starts again, for the
+    group's epoch then; its target leaves that member out and the group settles."""
+    monkeypatch.setattr(offload, "SNAPSHOT_SLICE", 7)
+    steps = _copied_per_step(monkeypatch)
+    h = offloading()
+    clients = _grown_group(h, 12)
+    late = Client(h, "zz")
+    offloaded = h.timer.offloaded
+    steps.clear()
+    late.join(["foo"])
+    epoch = h.group().group_epoch
+    # A large group: the copy starts with the next event, the computation after it.
+    assert h.group().assigning_epoch == epoch and h.timer.offloaded == offloaded
+    left = clients.pop()
+
+    def after(result: Result) -> None:
+        h.apply(result)
+        if len(steps) == 2:  # between the second and third slice: a member leaves
+            left.leave()
+
+    h.timer.on_result = after
+    h.sleep(0)
+    h.timer.on_result = h.apply
+    group = h.group()
+    assert group.group_epoch == epoch + 1 and group.assignment_epoch == epoch + 1
+    assert h.timer.offloaded == offloaded + 1  # one computation, from the second copy
+    assert left.member_id not in group.target and left.member_id not in group.metadata
+    assert sum(steps) > offload.snapshot_entries(group)  # copied again from the start
+    _settle(h, *clients, late)
+    h.assert_replayed()

@@ -112,6 +112,10 @@ class ConsumerGroup:
         self.fencing: dict[str, list[str]] = {}
         # The group epoch whose target is being computed off the loop (not replayed).
         self.assigning_epoch: int | None = None
+        # Moves at every replay that changes what a target is computed from (members'
+        # metadata, targets, regexes): a snapshot taken over several events (offload.py)
+        # is valid while it stays (not replayed).
+        self.inputs_version = 0
         # Off-loop computations that failed in a row, and when the next may start (not
         # replayed: a loaded group tries again at once).
         self.assignment_failures = 0
@@ -202,6 +206,7 @@ class ConsumerGroup:
     def replay_member_metadata(
         self, member_id: str, value: ConsumerGroupMemberMetadataValue | None
     ) -> None:
+        self.inputs_version += 1
         old = self.metadata.pop(member_id, None)
         if old is not None:
             self._unsubscribe(old)
@@ -250,10 +255,13 @@ class ConsumerGroup:
             self.spec_members[member_id] = MemberSubscription(meta.instance_id, meta.rack_id, ids)
 
     def _unsubscribe(self, meta: ConsumerGroupMemberMetadataValue) -> None:
-        self.subscribed_names.subtract(meta.subscribed_topic_names)
-        for name in meta.subscribed_topic_names:
-            if self.subscribed_names[name] <= 0:
-                del self.subscribed_names[name]
+        names = self.subscribed_names
+        for name in meta.subscribed_topic_names:  # (Counter.subtract is a Python loop too)
+            left = names[name] - 1
+            if left > 0:
+                names[name] = left
+            else:
+                del names[name]
         regex = meta.subscribed_topic_regex
         if regex:
             self.regex_subscribers[regex] -= 1
@@ -313,6 +321,7 @@ class ConsumerGroup:
     def replay_target_member(
         self, member_id: str, value: ConsumerGroupTargetAssignmentMemberValue | None
     ) -> None:
+        self.inputs_version += 1
         held = self.target.pop(member_id, None)
         if held is not None:
             del self.target_sizes[member_id]
@@ -361,6 +370,7 @@ class ConsumerGroup:
             self.has_legacy_partition_metadata = value is not None
 
     def replay_regex(self, regex: str, value: ConsumerGroupRegularExpressionValue | None) -> None:
+        self.inputs_version += 1
         known = self.resolved_regexes.get(regex)
         if value is None or known is None or known.topics != value.topics:
             # The members' resolved subscriptions change (a refresh finding the same topics

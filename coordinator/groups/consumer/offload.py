@@ -16,6 +16,7 @@ ASSIGNMENT_RETRY_MAX_MS (README, Decisions: Kafka fails the heartbeat instead).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from groupcoord.protocol.records import (
@@ -25,20 +26,38 @@ from groupcoord.protocol.records import (
     ConsumerGroupTargetAssignmentMetadataValue,
 )
 
-from ..assignors import BUILTIN_ASSIGNOR_NAMES, MemberSubscription
+from ..assignors import BUILTIN_ASSIGNOR_NAMES, MemberSubscription, PartitionAssignor
 from ..assignors.spec import TopicMetadata
 from ..result import Record, Result
+from ..sliced_copy import SlicedCopy
 from .change import GroupChange, HeartbeatError
-from .group import ConsumerGroup
+from .group import ConsumerGroup, TopicAssignment
 from .keys import assignment_key
-from .targets import TargetAssignment, compute_assignment, metadata_after, regex_users, topic_ids_of
+from .targets import (
+    PreviousTarget,
+    TargetAssignment,
+    add_departed,
+    compute_assignment,
+    metadata_after,
+    regex_users,
+    topic_ids_of,
+)
 
 # Members whose offloaded target is written per shard event (~1 ms of replay each).
 OFFLOAD_SLICE = 200
 OFFLOAD_SLICE_PARTITIONS = 20_000
+# Entries of a large group's inputs copied per shard event before its computation starts
+# (~0.2 us each when cold: about 1 ms an event).
+SNAPSHOT_SLICE = 5_000
 # A failed computation is tried again after this, doubled per failure in a row, up to the max.
 ASSIGNMENT_RETRY_MS = 1_000
 ASSIGNMENT_RETRY_MAX_MS = 60_000
+
+
+def snapshot_entries(group: ConsumerGroup) -> int:
+    """Entries a snapshot of the group's inputs copies (members, target, its sizes, the
+    departed members' targets)."""
+    return len(group.metadata) + 2 * len(group.target) + len(group.departed_targets)
 
 
 class TargetAssignmentFailed(Exception):
@@ -148,13 +167,22 @@ class TargetScheduling(TargetAssignment):
         """Compute the target for `group_epoch` in a worker thread (a `plugin` assignor in
         one of the runtime's threads kept for plugins); meanwhile the group keeps its
         current target (heartbeats go on against it, as during an assignment interval).
-        The result is written in slices of OFFLOAD_SLICE members, one shard event each,
-        TargetAssignmentMetadata last, so that no event blocks the loop long. Members that
-        left meanwhile are skipped; those that joined meanwhile get their target from the
-        next assignment (their join moved the group epoch); a static member replaced
-        meanwhile (which moves no epoch) hands its target to the member that replaced it
+        The thread works on copies of the group's inputs: a large group's are copied over
+        several shard events, SNAPSHOT_SLICE entries each, from the next event on (once
+        this one's records are replayed: `_snapshot_slice`). The result is written in
+        slices of OFFLOAD_SLICE members, one shard event each, TargetAssignmentMetadata
+        last, so that no event blocks the loop long. Members that left meanwhile are
+        skipped; those that joined meanwhile get their target from the next assignment
+        (their join moved the group epoch); a static member replaced meanwhile (which
+        moves no epoch) hands its target to the member that replaced it
         (`_write_target_slice`). A failure is retried later (module docstring)."""
-        gid = group.group_id
+        group.assigning_epoch = group_epoch
+        if snapshot_entries(group) + len(change.metadata) > SNAPSHOT_SLICE:
+            key = assignment_key(group.group_id)
+            self.shard.timer.schedule(
+                key, 0, lambda at_ms: self._snapshot_slice(group, None, now_ms, plugin)
+            )
+            return
         image = self.shard.topics
         spec: dict[str, MemberSubscription] | None = None
         metadata: dict[str, ConsumerGroupMemberMetadataValue] = {}
@@ -172,7 +200,91 @@ class TargetScheduling(TargetAssignment):
             metadata = metadata_after(group, change)
             resolved = {r: self._resolved(group, change, r) for r in regex_users(group, change)}
         previous, assignor = self._previous_target(group, change)
-        group.assigning_epoch = group_epoch
+        inputs = _Inputs(spec, metadata, resolved, previous, {}, assignor)
+        self._compute_off_loop(group, group_epoch, now_ms, plugin, inputs)
+
+    def _snapshot_slice(
+        self, group: ConsumerGroup, snapshot: _Snapshot | None, started_ms: int, plugin: bool
+    ) -> Result:
+        """The next SNAPSHOT_SLICE entries of a large group's inputs copied (one shard
+        event); the computation starts once all are. A replay that changed the inputs
+        between two slices (a member joined or left, a target record, a regex, a topic)
+        starts the copy again, for the group's epoch then."""
+        if self.groups.get(group.group_id) is not group or group.assigning_epoch is None:
+            return Result()  # deleted, converted or reloaded meanwhile
+        image = self.shard.topics
+        version = (group.group_epoch, group.inputs_version, image.version)
+        if snapshot is None or snapshot.version != version:
+            if (
+                group.group_epoch < group.assigning_epoch
+                or group.group_epoch <= group.assignment_epoch
+                or not group.metadata
+            ):
+                # The epoch asked for was never written (the heartbeat that bumped it
+                # failed: as a computation finished for it, below), or there is nothing
+                # left to assign (the group emptied meanwhile, which moved its target's
+                # epoch too). The next heartbeat or epoch bump tries again.
+                group.assigning_epoch = None
+                return Result()
+            group.assigning_epoch = group.group_epoch
+            snapshot = self._start_snapshot(group, version)
+        if not snapshot.copy.step(SNAPSHOT_SLICE):
+            self.shard.timer.schedule(
+                assignment_key(group.group_id),
+                0,
+                lambda now_ms: self._snapshot_slice(group, snapshot, started_ms, plugin),
+            )
+            return Result()
+        members, target, sizes, departed = snapshot.copy.copies
+        warm = snapshot.warm
+        inputs = _Inputs(
+            members if warm else None,
+            {} if warm else members,
+            snapshot.resolved,
+            PreviousTarget(target, sizes, snapshot.topics),
+            departed,
+            snapshot.assignor,
+        )
+        self._compute_off_loop(group, group.assigning_epoch, started_ms, plugin, inputs)
+        return Result()
+
+    def _start_snapshot(self, group: ConsumerGroup, version: tuple[int, int, int]) -> _Snapshot:
+        """A copy of the live group's inputs (no change pending), to be made in slices:
+        the assignors' view of the members when cached for this topic image (warm), else
+        their metadata and the regexes' topics (cold); the target with its hints and the
+        departed members' targets (added to it in the thread, as _previous_target)."""
+        warm = group.spec_members is not None and group.spec_image_version == version[2]
+        change = GroupChange()
+        members: Mapping[str, object] = group.metadata
+        if warm and group.spec_members is not None:
+            members = group.spec_members
+        resolved = (
+            {}
+            if warm
+            else {r: self._resolved(group, change, r) for r in regex_users(group, change)}
+        )
+        return _Snapshot(
+            version,
+            warm,
+            SlicedCopy([members, group.target, group.target_sizes, group.departed_targets]),
+            resolved,
+            set(group.target_topics),
+            self._assignor(group, change),
+        )
+
+    def _compute_off_loop(
+        self,
+        group: ConsumerGroup,
+        group_epoch: int,
+        now_ms: int,
+        plugin: bool,
+        inputs: _Inputs,
+    ) -> None:
+        """Hand the computation of `group_epoch`'s target from `inputs` (copies) to a
+        thread; its result is written from its finish event on."""
+        gid = group.group_id
+        image = self.shard.topics
+        spec, metadata, resolved, previous, departed, assignor = inputs
         kept_epoch = group.assignment_epoch
         retry_ms = retry_delay_ms(group.assignment_failures + 1)
 
@@ -195,6 +307,7 @@ class TargetScheduling(TargetAssignment):
                     members[member_id] = MemberSubscription(
                         meta.instance_id, meta.rack_id, topic_ids
                     )
+            add_departed(previous.target, previous.topics, departed, lambda m: m not in members)
             wanted = {t for sub in members.values() for t in sub.subscribed_topic_ids}
             described = TopicMetadata(
                 {t: image.num_partitions(t) for t in wanted},
@@ -283,6 +396,33 @@ class TargetScheduling(TargetAssignment):
             )
         )
         return result
+
+
+class _Inputs(NamedTuple):
+    """What a computation off the loop works from (copies): the assignors' view of the
+    members (warm) or their metadata and the regexes' topics (cold), the previous target,
+    the targets of departed members still to add to it (a sliced snapshot's), the
+    assignor."""
+
+    spec: dict[str, MemberSubscription] | None
+    metadata: dict[str, ConsumerGroupMemberMetadataValue]
+    resolved: dict[str, tuple[str, ...]]
+    previous: PreviousTarget
+    departed: dict[str, TopicAssignment]
+    assignor: PartitionAssignor
+
+
+class _Snapshot(NamedTuple):
+    """A sliced copy of a group's inputs in progress, valid at `version` (group epoch,
+    inputs version, topic image version); `warm`: the members' copy is of the assignors'
+    cached view, else of their metadata."""
+
+    version: tuple[int, int, int]
+    warm: bool
+    copy: SlicedCopy
+    resolved: dict[str, tuple[str, ...]]
+    topics: set[uuid.UUID]
+    assignor: PartitionAssignor
 
 
 class _Offloaded(NamedTuple):

@@ -165,17 +165,13 @@ class TargetAssignment:
                 moved = True
         if moved:  # what departed members held may be someone's now (as in group.py)
             departed.clear()
-        # What members that are gone held (no one holds it now): entries of non-members
-        # tell the assignor what is unassigned (ConsumerGroup.departed_targets).
-        for member_id, held in departed.items():
-            gone = (
-                change.metadata[member_id] is None
-                if member_id in change.metadata
-                else member_id not in group.metadata
-            )
-            if gone and member_id not in previous:
-                previous[member_id] = held
-                topics.update(held)
+
+        def gone(member_id: str) -> bool:
+            if member_id in change.metadata:
+                return change.metadata[member_id] is None
+            return member_id not in group.metadata
+
+        add_departed(previous, topics, departed, gone)
         return PreviousTarget(previous, sizes, topics), self._assignor(group, change)
 
     def _assignor(self, group: ConsumerGroup, change: GroupChange) -> PartitionAssignor:
@@ -249,6 +245,20 @@ def metadata_after(
         else:
             metadata[member_id] = meta
     return metadata
+
+
+def add_departed(
+    previous: dict[str, TopicAssignment],
+    topics: set[uuid.UUID],
+    departed: Mapping[str, TopicAssignment],
+    gone: Callable[[str], bool],
+) -> None:
+    """What members that are gone held (no one holds it now) into `previous`: entries of
+    non-members tell the assignor what is unassigned (ConsumerGroup.departed_targets)."""
+    for member_id, held in departed.items():
+        if gone(member_id) and member_id not in previous:
+            previous[member_id] = held
+            topics.update(held)
 
 
 def regex_users(group: ConsumerGroup, change: GroupChange) -> set[str]:
