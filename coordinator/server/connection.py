@@ -118,7 +118,11 @@ class OutgoingWrites:
             connection._write_out()
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BaseProtocol):
+    """A streaming protocol (data_received, eof_received) without asyncio.Protocol as its
+    base, so that TlsConnection (tls_connection.py) can be a buffered one: uvloop takes a
+    protocol with get_buffer as buffered only when it is no asyncio.Protocol."""
+
     def __init__(
         self,
         server: Host,
@@ -223,6 +227,9 @@ class Connection(asyncio.Protocol):
                 slot.future.cancel()
         self.pending.clear()
         self.idle.set()
+
+    def eof_received(self) -> bool | None:
+        return None  # the transport closes (asyncio.Protocol's answer)
 
     def pause_writing(self) -> None:
         # Unsent responses are counted in the byte budget once the transport holds more
