@@ -180,7 +180,7 @@ class Connection(asyncio.BaseProtocol):
         if isinstance(peer, tuple):
             self.peer = f"{peer[0]}:{peer[1]}"
             self.host = str(peer[0])
-            self.context.client_host = f"/{peer[0]}"
+            self.context.set_client_address(str(peer[0]))
         # The listener admitted it already; register refuses only when stopping (or, for
         # a connection made otherwise, when the limits do: counted and logged there).
         if not self.server.register(self):
