@@ -3,7 +3,8 @@ layer decrypts into the server's read buffer instead of a bytes object per recor
 on a real Server in this process with a PLAINTEXT and an SSL listener and a real TLS
 client: pipelined requests split across TLS records and reads, and a produce request of
 several MiB (its batch CRC-checked on append, so a byte lost or misplaced between reads
-would be refused), are answered in order and intact."""
+would be refused), are answered in order and intact; the responses ready together go to
+the TLS layer as one buffer (one TLS record), a plaintext connection's as they are."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import struct
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,15 +24,25 @@ from tests.support import free_port
 from tests.tls_certs import make_pki
 from tests.unit.server_support import produce_frame, started_server
 from tests.unit.test_connection_guards import api_versions_frame
+from tests.unit.test_connection_limits import RecordingTransport
 from tests.unit.waits import BOUND_S
 
 MiB = 1024 * 1024
 
 
-@pytest.fixture
-async def tls_server(tmp_path: Path) -> AsyncIterator[tuple[Server, ssl.SSLContext]]:
-    pki = make_pki(tmp_path / "pki")
+@pytest.fixture(scope="module")
+def pki_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """(CA, server certificate, key), made once for the module."""
+    pki = make_pki(tmp_path_factory.mktemp("pki"))
     cert, key = pki.issue("server", "/CN=localhost", server=True)
+    return pki.ca, cert, key
+
+
+@pytest.fixture
+async def tls_server(
+    tmp_path: Path, pki_files: tuple[Path, Path, Path]
+) -> AsyncIterator[tuple[Server, ssl.SSLContext]]:
+    ca, cert, key = pki_files
     async for server in started_server(
         tmp_path / "data",
         listeners=f"PLAINTEXT://127.0.0.1:{free_port()},SSL://127.0.0.1:{free_port()}",
@@ -38,7 +50,7 @@ async def tls_server(tmp_path: Path) -> AsyncIterator[tuple[Server, ssl.SSLConte
         ssl_key_file=str(key),
         message_bytes_max=4 * MiB,
     ):
-        client = ssl.create_default_context(cafile=str(pki.ca))
+        client = ssl.create_default_context(cafile=str(ca))
         yield server, client
 
 
@@ -103,3 +115,41 @@ async def test_pipelined_requests_and_a_large_produce_over_tls_are_answered_inta
     assert struct.unpack_from(">h", produced, error_at)[0] == 0
     log = server.context.topics.get("big").partitions[0].log
     assert log.next_offset == 3000
+
+
+class _CountingTransport(RecordingTransport):
+    """Records each write call (the TLS layer makes TLS records of each buffer given)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[int] = []
+
+    def write(self, data: Any) -> None:
+        self.calls.append(1)
+        super().write(data)
+
+    def writelines(self, list_of_data: Any) -> None:
+        self.calls.append(len(list_of_data))
+        super().writelines(list_of_data)
+
+
+async def test_responses_ready_together_are_one_write_of_a_tls_connection(
+    tls_server: tuple[Server, ssl.SSLContext],
+) -> None:
+    server, _ = tls_server
+    plain, secure = server.listeners
+    stream = b"".join(api_versions_frame(i) for i in range(10))
+    for served, expected_calls in ((secure, [1]), (plain, [10])):
+        connection = server.protocol_for("127.0.0.1", served)
+        assert connection is not None
+        transport = _CountingTransport()
+        connection.connection_made(transport)
+        if isinstance(connection, asyncio.BufferedProtocol):
+            connection.get_buffer(len(stream))[: len(stream)] = stream
+            connection.buffer_updated(len(stream))
+        else:
+            connection.data_received(stream)  # type: ignore[attr-defined]
+        await transport.answered(10)
+        assert transport.correlation_ids() == list(range(10))
+        assert transport.calls == expected_calls  # one buffer: one TLS record or a few
+        connection.connection_lost(None)
