@@ -326,6 +326,11 @@ class PartitionLog:
         span = sum(header.last_offset_delta + 1 for header in headers)
         return used + span - 1 > RELATIVE_OFFSET_MAX
 
+    def roll(self) -> None:
+        """Start a new, empty active segment at the log end (the active one must not be
+        empty), as an append past segment_bytes_max does; the next flush makes it durable."""
+        self._roll(self._clock_ms())
+
     def _roll(self, now_ms: int) -> Segment:
         old = self._segments[-1]
         new = Segment.create(
@@ -755,12 +760,7 @@ class PartitionLog:
         left; when that is all of them, roll a new empty active segment first (at the log
         end) so the log always has one. Returns `count`. Raises OSError."""
         if count == len(self._segments):
-            # Rolled as an append rolls: the old active segment's index files are written,
-            # the new file's name becomes durable with the next flush (here already with
-            # the log start file's directory fsync below). The recovery point stays below
-            # the new segment until a flush after a roll moves it, so recovery scans the
-            # new segment, as any segment no flush has vouched for.
-            self._roll(self._clock_ms())
+            self.roll()  # its name made durable by the log start file's directory fsync
         segments = self._segments
         # Persist the new start first: a crash before the deletions is finished at open.
         self._set_log_start_offset(max(self._log_start_offset, segments[count].base_offset))

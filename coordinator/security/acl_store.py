@@ -12,6 +12,19 @@ Changes are serialized (one append and fsync at a time, in request order).
 Recovery is the log's (a torn tail after a crash is cut, damage is removed and reported
 by the server with the log's directory: recovery_report.py); a record that decodes to no
 ACL is refused with DataDirError naming the directory and offset, never skipped.
+
+Compaction. Creations and deletions would grow the log forever, so once it holds at least
+twice what it held after the last compaction plus COMPACT_SLACK_BYTES, the change that
+got it there (still under the lock, after it is applied) rolls the active segment and
+compacts the log with the storage's cleaner (storage/cleaner.py, as the coordinator's
+shard logs are compacted): each ACL's latest record stays, a deletion goes together with
+the creations it deleted (no tombstone retention: nothing else replays this log). What
+stays are the live ACLs' creations, at their offsets, so a replay adds them in the order
+the authorizer holds them. The cleaner's output is fsynced before a marker file commits
+the swap, and PartitionLog.open completes or undoes a swap a crash interrupted
+(compaction_swap.py): after a SIGKILL at any point the log replays to the same ACLs.
+A compaction that fails leaves the change made (it is durable already); a failed swap
+fails the log until the server restarts, as for every log.
 """
 
 from __future__ import annotations
@@ -22,12 +35,23 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import structlog
+
 from groupcoord.protocol.batches import DefaultRecordBatch, DefaultRecordBatchBuilder, parse_header
-from groupcoord.storage import CorruptBatch, DataDirError, LogConfig, PartitionLog
+from groupcoord.storage import (
+    CorruptBatch,
+    DataDirError,
+    LogConfig,
+    PartitionLog,
+    install_compaction,
+    prepare_compaction,
+)
 
 from .acl_binding import AclBinding
 from .acl_model import AclOperation, AclPermissionType, PatternType, ResourceType
 from .standard_authorizer import StandardAuthorizer
+
+log = structlog.get_logger("groupcoord.acls")
 
 # A bound on what clients can make us store (Kafka has none; its metadata log is the bound).
 ACLS_MAX = 1_000_000
@@ -36,6 +60,10 @@ _READ_CHUNK_BYTES = 1 << 20
 _LOG_CONFIG = LogConfig(
     segment_bytes_max=64 * 1024 * 1024, retention_ms=-1, retention_bytes=-1, segment_ms=1 << 62
 )
+# Compact once the log holds this much more than twice its size after the last compaction
+# (about 500 one-ACL changes over a small live set): the work of a compaction (reading and
+# rewriting the log, a few fsyncs) stays proportional to the changes that called for it.
+COMPACT_SLACK_BYTES = 64 * 1024
 
 
 def encode_acl(acl: AclBinding) -> bytes:
@@ -78,6 +106,10 @@ class AclStore:
         self.authorizer = authorizer
         self.log: PartitionLog | None = None
         self._lock = asyncio.Lock()
+        # The log's size after the last compaction (0 until one: a log grown before
+        # compaction existed is compacted at the first change past the slack).
+        self._compacted_bytes = 0
+        self.compactions = 0
 
     def open(self, salvage: bool, report_damage: Callable[..., None] | None = None) -> PartitionLog:
         """Open the log (recovering it; `salvage` as PartitionLog.open) and replay it into
@@ -169,6 +201,37 @@ class AclStore:
                 authorizer.remove(acl)
             for acl in added:
                 authorizer.add(acl)
+            if log_.size_bytes >= 2 * self._compacted_bytes + COMPACT_SLACK_BYTES:
+                try:
+                    await self._compact(log_)
+                except Exception as e:  # the change is made and durable: answer it
+                    # Tried again once the log has grown as much again, not at every change.
+                    self._compacted_bytes = log_.size_bytes
+                    log.warning(
+                        "ACL log compaction failed", directory=str(self.directory), error=repr(e)
+                    )
+
+    async def _compact(self, log_: PartitionLog) -> None:
+        """Roll the active segment and compact the log (see the module docstring); under
+        the lock, so no change is appended meanwhile and everything in the log is durable.
+        The reading and rewriting runs in a worker thread, the swap here."""
+        _, _, _, _, active_bytes = log_.segments_snapshot()
+        if active_bytes:
+            log_.roll()
+        now_ms = int(time.time() * 1000) + 1  # every deletion so far is older than this
+        plan = await asyncio.to_thread(prepare_compaction, log_, now_ms, 0)
+        install_compaction(log_, plan)
+        # The swap's last step (its marker removed) and the roll become durable now, not
+        # with the next change.
+        await asyncio.to_thread(log_.flush)
+        self._compacted_bytes = log_.size_bytes
+        self.compactions += 1
+        log.info(
+            "ACL log compacted",
+            acls=len(self.authorizer),
+            log_bytes=log_.size_bytes,
+            segments=log_.segment_count,
+        )
 
     def close(self) -> None:
         if self.log is not None:

@@ -86,6 +86,7 @@ from .recovery_report import (
     take_clean_shutdown_marker,
     take_same_boot_marker,
 )
+from .tls_connection import TlsConnection
 from .topic_repair import TopicChanges, TopicRepair
 from .topic_sync import SYNCED_APIS, TopicSync
 from .txn_markers import TxnMarkerRouter
@@ -679,6 +680,8 @@ class Server:
         listener resets the socket before anything is built for it)."""
         if self.stopping or self.limits.admit(host) is not None:
             return None
+        if served is not None and served.spec.uses_tls:
+            return TlsConnection(self, admitted_host=host, listener=served)
         return Connection(self, admitted_host=host, listener=served)
 
     def register(self, connection: Connection) -> bool:

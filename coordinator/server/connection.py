@@ -118,7 +118,11 @@ class OutgoingWrites:
             connection._write_out()
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BaseProtocol):
+    """A streaming protocol (data_received, eof_received) without asyncio.Protocol as its
+    base, so that TlsConnection (tls_connection.py) can be a buffered one: uvloop takes a
+    protocol with get_buffer as buffered only when it is no asyncio.Protocol."""
+
     def __init__(
         self,
         server: Host,
@@ -176,7 +180,7 @@ class Connection(asyncio.Protocol):
         if isinstance(peer, tuple):
             self.peer = f"{peer[0]}:{peer[1]}"
             self.host = str(peer[0])
-            self.context.client_host = f"/{peer[0]}"
+            self.context.set_client_address(str(peer[0]))
         # The listener admitted it already; register refuses only when stopping (or, for
         # a connection made otherwise, when the limits do: counted and logged there).
         if not self.server.register(self):
@@ -223,6 +227,9 @@ class Connection(asyncio.Protocol):
                 slot.future.cancel()
         self.pending.clear()
         self.idle.set()
+
+    def eof_received(self) -> bool | None:
+        return None  # the transport closes (asyncio.Protocol's answer)
 
     def pause_writing(self) -> None:
         # Unsent responses are counted in the byte budget once the transport holds more

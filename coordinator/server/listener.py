@@ -54,7 +54,7 @@ class Listener:
     def __init__(
         self,
         sockets: list[socket.socket],
-        protocol_for: Callable[[str], asyncio.Protocol | None],
+        protocol_for: Callable[[str], asyncio.BaseProtocol | None],
         *,
         name: str = "kafka",
         retry_delay_s: float = 1.0,
@@ -86,7 +86,7 @@ class Listener:
         cls,
         host: str,
         port: int,
-        protocol_for: Callable[[str], asyncio.Protocol | None],
+        protocol_for: Callable[[str], asyncio.BaseProtocol | None],
         *,
         backlog: int = 1024,
         queues: int = 1,
@@ -203,7 +203,7 @@ class Listener:
         )
         self._starved_since = None
 
-    async def _connect(self, conn: socket.socket, protocol: asyncio.Protocol) -> None:
+    async def _connect(self, conn: socket.socket, protocol: asyncio.BaseProtocol) -> None:
         tls = self._tls_context() if self._tls_context is not None else None
         try:
             await self._loop.connect_accepted_socket(lambda: protocol, conn, ssl=tls)

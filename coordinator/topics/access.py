@@ -60,7 +60,7 @@ def allowed(
     DENIALS.denied(
         api.name,
         ctx.principal,
-        ctx.client_host.lstrip("/"),
+        ctx.client_address,
         operation,
         resource_type,
         name,
@@ -125,7 +125,7 @@ def authorize_by_resource_type(
     the wildcard resource."""
     by_type = getattr(ctx.authorizer, "authorize_by_resource_type", None)
     if by_type is not None:
-        return bool(by_type(ctx.principal, ctx.client_host.lstrip("/"), operation, resource_type))
+        return bool(by_type(ctx.principal, ctx.client_address, operation, resource_type))
     return ctx.authorized(operation, resource_type, "*")
 
 

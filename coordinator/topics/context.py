@@ -71,14 +71,17 @@ class HandlerContext(Generic[GroupsT]):
     `security`: the authentication services (server/auth_services.py: SCRAM credentials,
     PLAIN users, mechanisms; typed Any for the same reason as `txns`).
     The client: `client_host` as Kafka prints it ("/127.0.0.1"; its client id is the
-    request header's), `read_at` (time.perf_counter of the read that brought the request,
-    for the queue-time metric) and `closed` (the connection is gone); `listener_name`, the
-    listener it came in on (its `node` advertises that listener's address); `principal`,
-    who it authenticated as, Kafka's `Type:Name` string ("User:ANONYMOUS" on PLAINTEXT,
-    the certificate subject with TLS client authentication, the SASL user): what an
-    authorizer reads; `sasl`, the connection's SASL authenticator (server/sasl_auth.py) on
-    SASL listeners, for re-authentication (KIP-368), else None. `authorizer`: the server's
-    ACL authorizer (security/acl_model.py; ALLOW_ALL when none is configured), asked
+    request header's) and `client_address`, the same without the slash (what ACL host
+    fields match; derived from client_host when not given, and set with it by
+    `set_client_address`, once per connection rather than per check), `read_at`
+    (time.perf_counter of the read that brought the request, for the queue-time metric)
+    and `closed` (the connection is gone); `listener_name`, the listener it came in on
+    (its `node` advertises that listener's address); `principal`, who it authenticated
+    as, Kafka's `Type:Name` string ("User:ANONYMOUS" on PLAINTEXT, the certificate subject
+    with TLS client authentication, the SASL user): what an authorizer reads; `sasl`, the
+    connection's SASL authenticator (server/sasl_auth.py) on SASL listeners, for
+    re-authentication (KIP-368), else None. `authorizer`: the server's ACL authorizer
+    (security/acl_model.py; ALLOW_ALL when none is configured), asked
     through `authorized`. `produce_tail`: the connection's last Produce still waiting for
     the transaction coordinator (an asyncio future set once it appended), or None: the
     next Produce appends after it (produce.py)."""
@@ -102,13 +105,23 @@ class HandlerContext(Generic[GroupsT]):
     sasl: Any = None
     authorizer: Authorizer = ALLOW_ALL
     produce_tail: Any = None
+    client_address: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.client_address:
+            self.client_address = self.client_host.lstrip("/")
+
+    def set_client_address(self, address: str) -> None:
+        """The client is at `address` (an IP address as the socket gives it)."""
+        self.client_host = "/" + address
+        self.client_address = address
 
     def authorized(
         self, operation: AclOperation, resource_type: ResourceType, resource_name: str
     ) -> bool:
         """May this connection's principal perform `operation` on the resource."""
         return self.authorizer.authorize(
-            self.principal, self.client_host.lstrip("/"), operation, resource_type, resource_name
+            self.principal, self.client_address, operation, resource_type, resource_name
         )
 
     def for_client(self, client_host: str) -> HandlerContext[GroupsT]:
@@ -117,6 +130,7 @@ class HandlerContext(Generic[GroupsT]):
         return replace(
             self,
             client_host=client_host,
+            client_address=client_host.lstrip("/"),
             read_at=0.0,
             closed=False,
             principal="User:ANONYMOUS",
