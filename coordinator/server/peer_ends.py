@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from groupcoord.protocol.api import ApiKey, build, request_types
 from groupcoord.protocol.batches import HEADER_SIZE, InvalidBatch, parse_header
@@ -212,6 +212,11 @@ class WorkerPartitionEnds:
         return self.leaders.high_watermark(topic, partition)
 
     def timestamp_ms(self, topic: str, partition: int, offset: int) -> int | None:
+        return self.timestamps_ms(topic, partition, (offset,))[0]
+
+    def timestamps_ms(self, topic: str, partition: int, offsets: Sequence[int]) -> list[int | None]:
+        """`timestamp_ms` of each of `offsets`: one walk of the local log (lag_reads.py) for
+        a partition this worker leads, the leader's cached figures for the others."""
         if self.owns(topic, partition) or self.local.topics.partition(topic, partition) is None:
-            return self.local.timestamp_ms(topic, partition, offset)
-        return self.leaders.timestamp_ms(topic, partition, offset)
+            return self.local.timestamps_ms(topic, partition, offsets)
+        return [self.leaders.timestamp_ms(topic, partition, offset) for offset in offsets]
