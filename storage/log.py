@@ -79,6 +79,7 @@ from .log_recovery import (
     recover_log_directory,
 )
 from .segment import RELATIVE_OFFSET_MAX, SALVAGE_ALL, Segment
+from .timestamp_search import max_timestamp_of
 
 _DAY_MS = 24 * 60 * 60 * 1000
 # Positions are u32 in the index; Kafka bounds segment.bytes by a Java int as well.
@@ -544,43 +545,10 @@ class PartitionLog:
         return None
 
     def max_timestamp(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3):
-        the earliest batch with the largest max timestamp, then its first record having
-        that timestamp. None when the log holds no timestamped batch."""
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3);
+        None when the log holds no timestamped batch (timestamp_search.py)."""
         self._check_open()
-        log_start = self._log_start_offset
-        best: tuple[int, Segment, int] | None = None  # (timestamp, segment, batch offset)
-        for segment in self._segments:
-            if segment.next_offset <= log_start:
-                continue
-            timestamp = segment.max_timestamp_ms
-            offset = segment.offset_of_max_timestamp
-            if segment.base_offset < log_start and offset < log_start:
-                # The log start moved inside this segment, maybe past its max batch:
-                # rescan what remains readable (rare: only advance_log_start_offset).
-                timestamp, offset = -1, -1
-                found = segment.find_batch(log_start)
-                position = found[0] if found is not None else segment.size_bytes
-                for _, header in segment.iter_headers(position):
-                    if header.max_timestamp > timestamp:
-                        timestamp, offset = header.max_timestamp, header.base_offset
-            if offset >= 0 and (best is None or timestamp > best[0]):
-                best = (timestamp, segment, offset)
-        if best is None:
-            return None
-        timestamp, segment, batch_offset = best
-        found = segment.find_batch(batch_offset)
-        if found is None:  # pragma: no cover - the batch was located above
-            return None
-        position, header = found
-        fallback: tuple[int, int] | None = None
-        for offset, record_ts in record_timestamps(segment.pread(position, header.size_bytes)):
-            if record_ts == timestamp:
-                return offset, record_ts
-            if fallback is None or record_ts > fallback[1]:
-                fallback = (offset, record_ts)
-        # The header's max timestamp matched no record (a producer's inconsistent batch).
-        return fallback
+        return max_timestamp_of(self._segments, self._log_start_offset)
 
     def salvage_damaged(self, path: str) -> tuple[int, list[tuple[int, int]]]:
         """Remove the damaged batches of the segment file `path` (CorruptBatch.path of a
