@@ -418,26 +418,22 @@ class PartitionLog:
                 self._durable_written_s = now_s
                 self._write_durable_offset(plan.target, sync=False)
         except BaseException as exc:
-            with self._lock:
-                self._failure = exc
+            self._finish_flush(exc)
             raise
-        finally:
-            with self._lock:
-                self._flushing = False
-                deferred, self._deferred_close = self._deferred_close, []
-            try:
-                for segment in deferred:
-                    segment.close()
-            finally:
-                self._flush_lock.release()
+        self._finish_flush(None)
         return plan.target
 
     def abort_flush(self, plan: FlushPlan, exc: BaseException) -> None:
         """Give up a flush begun by `begin_flush` whose data could not be made durable (a
         replicated log whose copy elsewhere failed, cluster/replicated_commit.py): the
         durable offset stays, and the log fails as after a failed fsync until reopened."""
+        self._finish_flush(exc)
+
+    def _finish_flush(self, failure: BaseException | None) -> None:
+        """End the flush in progress; `failure` makes the log fail for good (LogFailed)."""
         with self._lock:
-            self._failure = exc
+            if failure is not None:
+                self._failure = failure
             self._flushing = False
             deferred, self._deferred_close = self._deferred_close, []
         try:

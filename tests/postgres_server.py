@@ -139,8 +139,17 @@ class PostgresServer:
 
 
 @contextlib.contextmanager
-def postgres_server(directory: Path) -> Iterator[PostgresServer]:
-    """A started PostgreSQL with an empty `groupcoord` database; stopped (immediate) on exit."""
+def postgres_server(directory: Path | None = None) -> Iterator[PostgresServer]:
+    """A started PostgreSQL with an empty `groupcoord` database; stopped (immediate) on exit.
+    Without `directory`, in a temp directory of its own, not under pytest's basetemp: a
+    pytest session starting meanwhile (another run on the machine) chmods
+    /tmp/pytest-of-<user> to 0700, which the postgres user (when root runs the tests) can
+    then no longer traverse, so a later pg_ctl (a restart) would fail with Permission denied."""
+    if directory is None:
+        with tempfile.TemporaryDirectory(prefix="groupcoord-pg-") as top:
+            with postgres_server(Path(top) / "pg") as server:
+                yield server
+        return
     server = PostgresServer(directory)
     server.init()
     server.start()
@@ -149,14 +158,3 @@ def postgres_server(directory: Path) -> Iterator[PostgresServer]:
         yield server
     finally:
         server.stop("immediate")
-
-
-@contextlib.contextmanager
-def postgres_server_outside_basetemp() -> Iterator[PostgresServer]:
-    """`postgres_server` in a temp directory of its own, not under pytest's basetemp: a
-    pytest session starting meanwhile (another run on the machine) chmods
-    /tmp/pytest-of-<user> to 0700, which the postgres user (when root runs the tests) can
-    then no longer traverse, so a later pg_ctl (a restart) fails with Permission denied."""
-    with tempfile.TemporaryDirectory(prefix="groupcoord-pg-") as top:
-        with postgres_server(Path(top) / "pg") as server:
-            yield server

@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.coordinator.runtime.partitioning import shard_for
-from tests.postgres_server import PostgresServer, postgres_server_outside_basetemp
+from tests.postgres_server import PostgresServer, postgres_server
 from tests.support import ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -105,7 +105,7 @@ def until(condition: Any, what: str, timeout_s: float = WAIT_S) -> None:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    with postgres_server_outside_basetemp() as pg:
+    with postgres_server() as pg:
         c = Cluster(pg, pg.directory.parent)
         try:
             for node in c.nodes.values():

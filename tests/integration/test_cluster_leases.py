@@ -18,7 +18,7 @@ from groupcoord.coordinator.cluster.schema import (
     group_shard_resource,
     txn_shard_resource,
 )
-from tests.postgres_server import PostgresServer, postgres_server_outside_basetemp
+from tests.postgres_server import PostgresServer, postgres_server
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +30,7 @@ WAIT_S = 60  # generous: the machine is loaded
 
 @pytest.fixture(scope="module")
 def pg() -> Iterator[PostgresServer]:
-    with postgres_server_outside_basetemp() as server:
+    with postgres_server() as server:
         yield server
 
 

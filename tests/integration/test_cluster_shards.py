@@ -25,7 +25,7 @@ from groupcoord.coordinator.groups.config import GroupConfig
 from groupcoord.coordinator.runtime.clock import ManualClock
 from groupcoord.coordinator.runtime.runner import ShardRunner, ShardState, StorageFailure
 from groupcoord.storage import LogConfig
-from tests.postgres_server import PostgresServer, postgres_server_outside_basetemp
+from tests.postgres_server import PostgresServer, postgres_server
 from tests.unit.waits import Replies
 
 pytestmark = pytest.mark.integration
@@ -35,7 +35,7 @@ LEASE = group_shard_resource(0)
 
 @pytest.fixture(scope="module")
 def pg() -> Iterator[PostgresServer]:
-    with postgres_server_outside_basetemp() as server:
+    with postgres_server() as server:
         yield server
 
 

@@ -33,8 +33,8 @@ WAIT_S = 30
 
 
 @pytest.fixture(scope="module")
-def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
-    with postgres_server(tmp_path_factory.mktemp("pg")) as server:
+def pg() -> Iterator[PostgresServer]:
+    with postgres_server() as server:
         yield server
 
 

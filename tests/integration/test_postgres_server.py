@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import asyncpg
 
 from tests.postgres_server import postgres_server
 
 
-def test_postgres_starts_and_keeps_rows_over_a_restart(tmp_path: Path) -> None:
+def test_postgres_starts_and_keeps_rows_over_a_restart() -> None:
     async def write(dsn: str) -> None:
         conn = await asyncpg.connect(dsn)
         try:
@@ -26,7 +25,7 @@ def test_postgres_starts_and_keeps_rows_over_a_restart(tmp_path: Path) -> None:
         finally:
             await conn.close()
 
-    with postgres_server(tmp_path / "pg") as pg:
+    with postgres_server() as pg:
         asyncio.run(write(pg.dsn))
         pg.restart()
         assert asyncio.run(read(pg.dsn)) == [(1, "one")]
