@@ -141,9 +141,11 @@ def partitions_of(c: RawClient, txn: str) -> set[tuple[str, int]]:
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    """Create `topic` and wait until every partition has a leader: Apache Kafka answers
-    CreateTopics before its broker leads the new partitions (NOT_LEADER_OR_FOLLOWER to a
-    Produce meanwhile); groupcoord leads them at once."""
+    """Create `topic` and wait until every partition has a leader that answers for it:
+    Apache Kafka answers CreateTopics before its broker leads the new partitions
+    (NOT_LEADER_OR_FOLLOWER to a Produce meanwhile), and lists a leader in Metadata a
+    moment before that broker acts as one; groupcoord leads them at once. A ListOffsets
+    answered without error is the probe (it checks leadership as Produce does)."""
     _create_topic(bootstrap, topic, partitions)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + 30
@@ -155,7 +157,12 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
             and all(p.leader >= 0 for p in described.partitions.values())
         )
         if led and len(described.partitions) == partitions:
-            return
+            with RawClient(bootstrap) as c:
+                if all(
+                    list_offset(c, topic, p, LATEST, READ_COMMITTED)[0] == 0
+                    for p in range(partitions)
+                ):
+                    return
         assert time.monotonic() < deadline, f"{topic}: partitions without a leader"
         time.sleep(0.1)
 
