@@ -6,7 +6,8 @@ groups them in hash order)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -197,12 +198,30 @@ def _script(bootstrap: str) -> list[Any]:
         # A filter's MATCH in a creation: Kafka cannot build the ACL, the request fails.
         seen.append(("create match", [c for c, _ in _create(client, [ACLS[0], MATCH_CREATION])]))
         seen.append(("delete unknown", _delete(client, UNKNOWN_FILTERS)))
+        # Kafka answers CreateAcls/DeleteAcls once the controller committed the change; its
+        # broker's authorizer applies it from the metadata log a moment later, so a describe
+        # right after may not see it yet (groupcoord applies before answering). Wait for it.
+        _settled(client, lambda found: len(found) >= len(ACLS))
         for f in FILTERS:
             seen.append(("describe", f, _describe(client, f)))
         for filters in DELETIONS:
-            seen.append(("delete", filters, _delete(client, filters)))
-            seen.append(("after", _describe(client, FILTERS[0])))
+            deleted = _delete(client, filters)
+            seen.append(("delete", filters, deleted))
+            gone = {m[:7] for _, _, matching in deleted for m in matching if m[7] == 0}
+            seen.append(("after", _settled(client, lambda found, gone=gone: not found & gone)))
     return seen
+
+
+def _settled(
+    client: RawClient, done: Callable[[set[tuple[Any, ...]]], bool]
+) -> tuple[int, set[tuple[Any, ...]]]:
+    """Describe every ACL until `done(found)` (at most 30 s); the last answer."""
+    deadline = time.monotonic() + 30
+    answer = _describe(client, FILTERS[0])
+    while not done(answer[1]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        answer = _describe(client, FILTERS[0])
+    return answer
 
 
 def test_acl_apis_answer_as_kafka(acl_kafka: KafkaBroker, ours: ServerProcess) -> None:
