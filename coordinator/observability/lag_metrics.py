@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterator
+from operator import attrgetter
 from typing import Protocol
 
 from .lag import (
@@ -219,46 +220,32 @@ class LagMetrics:
             await slicer.step()
         prefix = _PREFIX[level]
         records_help, seconds_help = _helps(level)
-        name = f"{prefix}_records"
-        out.append(_head(name, records_help).encode())
-        for start in range(0, len(series), _LINES):
-            end = start + _LINES
-            lines = [
-                f"{name}{label} {one.records}\n"
-                for label, one in zip(labels[start:end], series[start:end], strict=True)
-            ]
-            out.append("".join(lines).encode())
-            await slicer.step()
-        name = f"{prefix}_seconds"
-        out.append(_head(name, seconds_help).encode())
-        for start in range(0, len(series), _LINES):
-            end = start + _LINES
-            lines = [
-                f"{name}{label} {one.seconds}\n"
-                for label, one in zip(labels[start:end], series[start:end], strict=True)
-                if one.seconds is not None  # a lag in time that could not be read
-            ]
-            out.append("".join(lines).encode())
-            await slicer.step()
+        families = [
+            (f"{prefix}_records", records_help, attrgetter("records")),
+            (f"{prefix}_seconds", seconds_help, attrgetter("seconds")),
+        ]
         if level is LagLevel.PARTITION:
-            name = "groupcoord_group_committed_offset"
-            out.append(_head(name, "Committed offset per group-partition").encode())
-            for start in range(0, len(series), _LINES):
-                end = start + _LINES
-                lines = [
-                    f"{name}{label} {one.probe.committed}\n"
-                    for label, one in zip(labels[start:end], series[start:end], strict=True)
-                ]
-                out.append("".join(lines).encode())
-                await slicer.step()
-            name = "groupcoord_group_log_end_offset"
-            help_text = "High watermark of each partition a group committed on, per group-partition"
+            families += [
+                (
+                    "groupcoord_group_committed_offset",
+                    "Committed offset per group-partition",
+                    attrgetter("probe.committed"),
+                ),
+                (
+                    "groupcoord_group_log_end_offset",
+                    "High watermark of each partition a group committed on, per group-partition",
+                    attrgetter("probe.end_offset"),
+                ),
+            ]
+        for name, help_text, value_of in families:
             out.append(_head(name, help_text).encode())
             for start in range(0, len(series), _LINES):
                 end = start + _LINES
+                values = map(value_of, series[start:end])
                 lines = [
-                    f"{name}{label} {one.probe.end_offset}\n"
-                    for label, one in zip(labels[start:end], series[start:end], strict=True)
+                    f"{name}{label} {value}\n"
+                    for label, value in zip(labels[start:end], values, strict=True)
+                    if value is not None  # a lag in time that could not be read
                 ]
                 out.append("".join(lines).encode())
                 await slicer.step()
