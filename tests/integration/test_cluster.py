@@ -19,7 +19,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.coordinator.runtime.partitioning import shard_for
@@ -266,10 +266,27 @@ class Kip848Member(threading.Thread):
 
 
 def committed(bootstrap: str, group: str) -> dict[int, int]:
+    """The group's committed offsets. librdkafka's committed() gives up with NOT_COORDINATOR
+    when it asks a node whose lease just moved (as with a Kafka coordinator moving), so it is
+    asked again until the owner answers."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
-        tps = consumer.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=30)
-        return {tp.partition: tp.offset for tp in tps}
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                tps = consumer.committed(
+                    [TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=30
+                )
+                return {tp.partition: tp.offset for tp in tps}
+            except KafkaException as error:
+                retriable = error.args[0].code() in (
+                    KafkaError.NOT_COORDINATOR,
+                    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                    KafkaError.COORDINATOR_NOT_AVAILABLE,
+                )
+                if not retriable or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
     finally:
         consumer.close()
 
