@@ -1,0 +1,298 @@
+"""Three `serve --cluster` nodes on one real PostgreSQL for integration tests (issue 22):
+the `Cluster` of node processes, waits, and the client loads (commits, classic rebalances,
+a KIP-848 member) the cluster tests drive, with the checks that nothing acknowledged was
+lost. The module-scoped fixture is `cluster_fixture` (tests bind it with
+`cluster = pytest.fixture(scope="module", name="cluster")(cluster_fixture)`)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from groupcoord.coordinator.runtime.partitioning import shard_for
+from tests.postgres_server import PostgresServer, postgres_server
+from tests.support import ServerProcess
+
+SHARDS = 6
+LEASE_MS = 3000
+RENEW_MS = 500
+TOPIC = "t"
+PARTITIONS = 4
+WAIT_S = 90  # generous: the machine is loaded
+
+
+def node_args(dsn: str, node_id: int) -> list[str]:
+    return [
+        "--cluster",
+        dsn,
+        "--node-id",
+        str(node_id),
+        *("--set", f"cluster_lease_duration_ms={LEASE_MS}"),
+        *("--set", f"cluster_lease_renew_interval_ms={RENEW_MS}"),
+        *("--set", f"offsets_partitions={SHARDS}"),
+        *("--set", f"transaction_state_partitions={SHARDS}"),
+    ]
+
+
+class Cluster:
+    def __init__(self, pg: PostgresServer, directory: Path) -> None:
+        self.pg = pg
+        self.nodes = {
+            i: ServerProcess(directory / f"node{i}", node_args(pg.dsn, i)) for i in (1, 2, 3)
+        }
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes.values())
+
+    def query(self, sql: str, *args: Any) -> list[Any]:
+        async def run() -> list[Any]:
+            conn = await asyncpg.connect(self.pg.dsn)
+            try:
+                return list(await conn.fetch(sql, *args))
+            finally:
+                await conn.close()
+
+        return asyncio.run(run())
+
+    def owner(self, group: str) -> tuple[int, int]:
+        """(owner node, epoch) of `group`'s shard lease, if valid now; (-1, -1) if none."""
+        rows = self.query(
+            "SELECT owner_node, epoch FROM leases WHERE resource = $1 AND expires_at > now()",
+            f"group-shard:{shard_for(group, SHARDS)}",
+        )
+        return (rows[0][0], rows[0][1]) if rows else (-1, -1)
+
+    def held(self) -> dict[int, int]:
+        """Valid leases per node."""
+        rows = self.query(
+            "SELECT owner_node, count(*) FROM leases WHERE expires_at > now() GROUP BY 1"
+        )
+        return {r[0]: r[1] for r in rows}
+
+    def epochs_in_order(self, group: str) -> list[int]:
+        """The writer epochs of the group shard's rows, by seq (one writer at a time:
+        never decreasing)."""
+        rows = self.query(
+            "SELECT epoch FROM shard_batches WHERE resource = $1 ORDER BY seq",
+            f"group-shard:{shard_for(group, SHARDS)}",
+        )
+        return [r[0] for r in rows]
+
+
+def until(condition: Any, what: str, timeout_s: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+class CommitLoad(threading.Thread):
+    """Synchronous commits of growing offsets on every partition, as fast as acknowledged;
+    `acked[p]`: the last offset acknowledged for partition p."""
+
+    def __init__(self, bootstrap: str, group: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "topic.metadata.refresh.interval.ms": 1000,
+                # A commit sent to a paused node is given up on sooner than the default 60 s.
+                "socket.timeout.ms": 8000,
+            }
+        )
+        self.acked = dict.fromkeys(range(PARTITIONS), -1)
+        self.next_offset = 0
+        self.commits = 0
+        self.errors = 0
+        self.last_ok = time.monotonic()
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            offset = self.next_offset
+            self.next_offset += 1
+            batch = [TopicPartition(TOPIC, p, offset) for p in range(PARTITIONS)]
+            try:
+                results = self.consumer.commit(offsets=batch, asynchronous=False)
+            except KafkaException:
+                self.errors += 1
+                time.sleep(0.05)
+                continue
+            for tp in results or ():
+                if tp.error is None:
+                    self.acked[tp.partition] = offset
+            self.commits += 1
+            self.last_ok = time.monotonic()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(60)
+        self.consumer.close()
+
+    def wait_commits(self, more: int) -> None:
+        target = self.commits + more
+        until(lambda: self.commits >= target, f"{more} more acknowledged commits")
+
+
+class RebalanceLoad(threading.Thread):
+    """A classic group whose second member joins and leaves over and over, the first
+    polling: rebalances on the same coordinator shard as the commit load."""
+
+    def __init__(self, bootstrap: str, group: str) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap = bootstrap
+        self.group = group
+        self.assignments = 0
+        self.stopping = threading.Event()
+
+    def member(self) -> Consumer:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": self.group,
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 500,
+            }
+        )
+        consumer.subscribe([TOPIC], on_assign=lambda _c, _p: self._assigned())
+        return consumer
+
+    def _assigned(self) -> None:
+        self.assignments += 1
+
+    def run(self) -> None:
+        steady = self.member()
+        try:
+            while not self.stopping.is_set():
+                joiner = self.member()
+                deadline = time.monotonic() + 3
+                while time.monotonic() < deadline and not self.stopping.is_set():
+                    steady.poll(0.1)
+                    joiner.poll(0.1)
+                joiner.close()
+        finally:
+            steady.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(60)
+
+
+class Kip848Member(threading.Thread):
+    """One KIP-848 consumer (group.protocol=consumer) polling and committing its position
+    every half second: `commits_ok` counts the commits the coordinator took (each checks
+    the member and its epoch), `epochs_lost` the fencing errors (a member the coordinator
+    forgot would have to rejoin: UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH)."""
+
+    def __init__(self, bootstrap: str, group: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "group.protocol": "consumer",
+                "enable.auto.commit": False,
+                "socket.timeout.ms": 8000,
+            }
+        )
+        self.assigned: list[int] = []
+        self.commits_ok = 0
+        self.epochs_lost = 0
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        self.consumer.subscribe(
+            [TOPIC], on_assign=lambda _c, ps: self.assigned.extend(p.partition for p in ps)
+        )
+        offset = 0
+        while not self.stopping.is_set():
+            self.consumer.poll(0.5)
+            if not self.assigned:
+                continue
+            offset += 1
+            try:
+                self.consumer.commit(
+                    offsets=[TopicPartition(TOPIC, p, offset) for p in self.assigned],
+                    asynchronous=False,
+                )
+                self.commits_ok += 1
+            except KafkaException as e:
+                if e.args[0].name() in ("UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH"):
+                    self.epochs_lost += 1
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(60)
+        self.consumer.close()
+
+
+def committed(bootstrap: str, group: str) -> dict[int, int]:
+    """The group's committed offsets. librdkafka's committed() gives up with NOT_COORDINATOR
+    when it asks a node whose lease just moved (as with a Kafka coordinator moving), so it is
+    asked again until the owner answers."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                tps = consumer.committed(
+                    [TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=30
+                )
+                return {tp.partition: tp.offset for tp in tps}
+            except KafkaException as error:
+                retriable = error.args[0].code() in (
+                    KafkaError.NOT_COORDINATOR,
+                    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                    KafkaError.COORDINATOR_NOT_AVAILABLE,
+                )
+                if not retriable or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+    finally:
+        consumer.close()
+
+
+def same_shard_group(group: str, prefix: str) -> str:
+    """A group id on the same coordinator shard as `group`."""
+    shard = shard_for(group, SHARDS)
+    return next(f"{prefix}{i}" for i in range(1000) if shard_for(f"{prefix}{i}", SHARDS) == shard)
+
+
+def check_nothing_lost(cluster: Cluster, group: str, load: CommitLoad) -> None:
+    found = committed(cluster.bootstrap, group)
+    for partition, offset in load.acked.items():
+        assert found[partition] >= offset, (partition, found, load.acked)
+        assert found[partition] < load.next_offset
+    epochs = cluster.epochs_in_order(group)
+    assert epochs == sorted(epochs), "two writers interleaved on one shard"
+
+
+def cluster_fixture() -> Iterator[Cluster]:
+    with postgres_server() as pg:
+        c = Cluster(pg, pg.directory.parent)
+        try:
+            for node in c.nodes.values():
+                node.start()
+            # Topics live in each node's own data directory (the partition store in the
+            # database is the other half of item 2b): created on every node.
+            for node in c.nodes.values():
+                admin = AdminClient({"bootstrap.servers": node.bootstrap})
+                for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
+                    future.result(30)
+            until(lambda: sorted(c.held().values()) == [2, 2, 2], "three nodes splitting shards")
+            yield c
+        finally:
+            for node in c.nodes.values():
+                node.kill()
