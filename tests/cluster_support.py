@@ -7,6 +7,7 @@ lost. The module-scoped fixture is `cluster_fixture` (tests bind it with
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +20,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.coordinator.runtime.partitioning import shard_for
 from tests.postgres_server import PostgresServer, postgres_server
-from tests.support import ServerProcess
+from tests.rawclient import RawClient, request_class
+from tests.support import ServerProcess, free_port
 
 SHARDS = 6
 LEASE_MS = 3000
@@ -43,11 +45,31 @@ def node_args(dsn: str, node_id: int) -> list[str]:
 
 
 class Cluster:
-    def __init__(self, pg: PostgresServer, directory: Path) -> None:
+    """`secured`: each node also has a SASL_PLAINTEXT listener with SCRAM-SHA-256
+    (`sasl_bootstrap(i)`) and an authorizer that allows what no ACL names."""
+
+    def __init__(self, pg: PostgresServer, directory: Path, secured: bool = False) -> None:
         self.pg = pg
         self.nodes = {
             i: ServerProcess(directory / f"node{i}", node_args(pg.dsn, i)) for i in (1, 2, 3)
         }
+        self.sasl_ports: dict[int, int] = {}
+        if secured:
+            for i, node in self.nodes.items():
+                self.sasl_ports[i] = free_port()
+                listeners = (
+                    f"PLAINTEXT://127.0.0.1:{node.port},"
+                    f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_ports[i]}"
+                )
+                node.extra_args += [
+                    *("--set", f"listeners={listeners}"),
+                    *("--set", "sasl_enabled_mechanisms=SCRAM-SHA-256"),
+                    *("--set", "authorizer_enabled=true"),
+                    *("--set", "allow_everyone_if_no_acl_found=true"),
+                ]
+
+    def sasl_bootstrap(self, node_id: int) -> str:
+        return f"127.0.0.1:{self.sasl_ports[node_id]}"
 
     @property
     def bootstrap(self) -> str:
@@ -279,20 +301,55 @@ def check_nothing_lost(cluster: Cluster, group: str, load: CommitLoad) -> None:
     assert epochs == sorted(epochs), "two writers interleaved on one shard"
 
 
-def cluster_fixture() -> Iterator[Cluster]:
+def cluster_fixture(topic_on_every_node: bool = False, secured: bool = False) -> Iterator[Cluster]:
+    """Three nodes and topic TOPIC, created through node 1 (topics follow the metadata
+    store in PostgreSQL). `topic_on_every_node`: CreateTopics sent to every node, as
+    before topics followed the store (a node that has it already answers
+    TOPIC_ALREADY_EXISTS, taken as done)."""
     with postgres_server() as pg:
-        c = Cluster(pg, pg.directory.parent)
+        c = Cluster(pg, pg.directory.parent, secured=secured)
         try:
             for node in c.nodes.values():
                 node.start()
-            # Topics live in each node's own data directory (the partition store in the
-            # database is the other half of item 2b): created on every node.
-            for node in c.nodes.values():
+            creators = list(c.nodes.values())[: None if topic_on_every_node else 1]
+            for node in creators:
                 admin = AdminClient({"bootstrap.servers": node.bootstrap})
                 for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
-                    future.result(30)
+                    try:
+                        future.result(30)
+                    except KafkaException as e:
+                        if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                            raise
             until(lambda: sorted(c.held().values()) == [2, 2, 2], "three nodes splitting shards")
+            until(lambda: all(has_topic(n.bootstrap, TOPIC) for n in c.nodes.values()), TOPIC)
             yield c
         finally:
             for node in c.nodes.values():
                 node.kill()
+
+
+def has_topic(bootstrap: str, topic: str) -> bool:
+    """Whether the node at `bootstrap` itself lists `topic`."""
+    return topic_error(bootstrap, topic) == 0
+
+
+def topic_error(bootstrap: str, topic: str) -> int:
+    """The error the node at `bootstrap` itself answers for `topic` (Metadata v12 to it
+    alone, no auto-creation): 0 when it serves it."""
+    m = request_module(3, 12)
+    with RawClient(bootstrap) as client:
+        answer = client.request(
+            3,
+            12,
+            m.MetadataRequest(
+                topics=(m.MetadataRequestTopic(name=topic, topic_id=None),),
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            ),
+        )
+    return int(answer.topics[0].error_code)
+
+
+def request_module(api_key: int, version: int) -> Any:
+    """The module of a request's classes (its nested entities too)."""
+    return sys.modules[request_class(api_key, version).__module__]

@@ -224,12 +224,18 @@ class MetadataStore:
 
         return await self._change(insert)
 
-    async def delete_topic(self, name: str) -> int:
-        """Deletes the topic and its configs. Raises UnknownTopic."""
+    async def delete_topic(self, name: str, topic_id: uuid.UUID | None = None) -> int:
+        """Deletes the topic (only if its id is `topic_id`, when given: a topic deleted and
+        created again meanwhile is another one) and its configs. Raises UnknownTopic."""
 
         async def delete(connection: asyncpg.Connection) -> None:
             if (
-                await connection.fetchval("DELETE FROM topics WHERE name = $1 RETURNING 1", name)
+                await connection.fetchval(
+                    "DELETE FROM topics WHERE name = $1"
+                    " AND ($2::uuid IS NULL OR topic_id = $2) RETURNING 1",
+                    name,
+                    topic_id,
+                )
                 is None
             ):
                 raise UnknownTopic(name)
@@ -277,6 +283,26 @@ class MetadataStore:
                 )
 
         return await self._change(alter)
+
+    async def replace_topic_configs(self, name: str, configs: Mapping[str, str]) -> int:
+        """Make `configs` the topic's whole override set. Raises UnknownTopic."""
+
+        async def replace(connection: asyncpg.Connection) -> None:
+            if await connection.fetchval("SELECT 1 FROM topics WHERE name = $1", name) is None:
+                raise UnknownTopic(name)
+            await connection.execute(
+                "DELETE FROM topic_configs WHERE topic = $1 AND NOT (name = ANY($2::text[]))",
+                name,
+                list(configs),
+            )
+            if configs:
+                await connection.executemany(
+                    "INSERT INTO topic_configs VALUES ($1, $2, $3)"
+                    " ON CONFLICT (topic, name) DO UPDATE SET value = excluded.value",
+                    [(name, key, value) for key, value in configs.items()],
+                )
+
+        return await self._change(replace)
 
     async def create_acls(self, bindings: Iterable[AclBinding]) -> int:
         """Add ACLs (one already there is no change)."""
@@ -358,8 +384,11 @@ class MetadataFollower:
         *,
         check_interval_s: float = 5.0,
         reconnect_delay_s: float = 0.2,
+        application_name: str = "groupcoord-metadata",
     ) -> None:
         self._dsn = dsn
+        # Names the listening connection in pg_stat_activity (tests find it there).
+        self._application_name = application_name
         self._on_change = on_change
         self._check_interval_s = check_interval_s
         self._reconnect_delay_s = reconnect_delay_s
@@ -407,7 +436,9 @@ class MetadataFollower:
     async def _connect(self, how: str) -> None:
         """LISTEN first, then read: a change committed between the two is seen by the read
         or announced by a notification, never missed."""
-        connection = await asyncpg.connect(self._dsn)
+        connection = await asyncpg.connect(
+            self._dsn, server_settings={"application_name": self._application_name}
+        )
         try:
             self._lost.clear()
             connection.add_termination_listener(lambda _c: self._lost.set())

@@ -18,18 +18,21 @@ loads one snapshot and a short tail.
 Every live node is listed to clients (Metadata, DescribeCluster, FindCoordinator's
 answers) at the address it registered: its first listener's advertised address.
 
-Seams left for the rest of issue 22 item 2b: topic partitions and metadata stay in the
-local data directory (lease_ownership.py: every node leads the partitions it knows), so
-topics must be created on every node; `PARTITION_LEASES` is where partition leases join
-`resources()` once the partition store in PostgreSQL is picked here instead.
+Metadata (topics, configs, ACLs, SCRAM credentials, the cluster id) lives in the metadata
+store in PostgreSQL and every node's local copy follows it (metadata_sync.py): a topic
+created on one node is served by all, with one topic id.
+
+Seam left for the rest of issue 22 item 2b: topic partitions stay in the local data
+directory (lease_ownership.py: every node leads the partitions it knows);
+`PARTITION_LEASES` is where partition leases join `resources()` once the partition store
+in PostgreSQL is picked here instead.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..config import Config
@@ -37,9 +40,11 @@ from ..observability.logging import get_logger
 from ..runtime.log_runner import CoordinatorShardRunner, ShardState
 from ..runtime.shard_family import ShardFamily
 from ..topics.context import Node
+from ..topics.registry import TopicRegistry
 from . import shard_store
 from .lease_ownership import LeaseOwnership
 from .leases import LeaseManager, NodeInfo, lock_hold_ms, open_pool
+from .metadata_sync import ClusterMetadata, stored_cluster_id
 from .replicated_commit import PgThread, ReplicatedCommitter
 from .schema import group_shard_resource, txn_shard_resource
 
@@ -60,7 +65,9 @@ class ClusterNode:
         self.lock_hold_ms = lock_hold_ms(config.cluster_lease_duration_ms)
         # Connects now: a database it cannot reach fails the start.
         self.pg = PgThread(config.cluster, lock_hold_ms=self.lock_hold_ms)
-        self.cluster_id = self.pg.run(self._database_cluster_id(), 60)
+        # The metadata store's (metadata_sync.py), the first node's choice.
+        self.cluster_id: str = self.pg.run(stored_cluster_id(self.pg.pool), 60)
+        self.metadata: ClusterMetadata | None = None
         self.committer: ReplicatedCommitter | None = None
         self.families: tuple[ShardFamily[Any], ...] = ()
         self.shard_count = 0
@@ -70,19 +77,19 @@ class ClusterNode:
         self._loads: dict[int, asyncio.Task[None]] = {}
         self._snapshots: asyncio.Task[None] | None = None
 
-    async def _database_cluster_id(self) -> str:
-        """The cluster id every node of the database derives alike, from the database's
-        identity (its system identifier and name), in Kafka's form (22 base64 chars). Topic
-        ids come from it too (worker_layout.same_topic_ids), so a topic created on every
-        node has one id: KIP-848 assignments, by topic id, survive a takeover. (The
-        metadata store in PostgreSQL, item 2b's other half, stores both instead.)"""
-        async with self.pg.pool.acquire() as conn:
-            identity = await conn.fetchval(
-                "SELECT system_identifier::text || ':' || current_database()"
-                " FROM pg_control_system()"
-            )
-        name = uuid.uuid5(uuid.NAMESPACE_URL, f"groupcoord-cluster:{identity}")
-        return base64.urlsafe_b64encode(name.bytes).decode().rstrip("=")
+    def follow_metadata(
+        self,
+        topics: TopicRegistry,
+        security: Any,
+        topics_deleted: Callable[[Mapping[str, uuid.UUID]], None],
+        handlers: dict[int, Any],
+    ) -> None:
+        """Topics, configs, ACLs and SCRAM credentials follow the metadata store, and the
+        APIs changing them write it (metadata_sync.py); started by `start`."""
+        self.metadata = ClusterMetadata(
+            self.config.cluster, topics, security, topics_deleted, self.config.node_id
+        )
+        self.metadata.wrap(handlers)
 
     def make_committer(self, **kwargs: Any) -> ReplicatedCommitter:
         self.committer = ReplicatedCommitter(self.pg, self.config.node_id, **kwargs)
@@ -102,6 +109,8 @@ class ClusterNode:
         """Register at the first listener's address and start leasing (after listening)."""
         self.nodes = nodes
         me = nodes[0]
+        if self.metadata is not None:
+            await self.metadata.start()
         pool = await open_pool(self.config.cluster, lock_hold_ms=self.lock_hold_ms)
         async with pool.acquire() as conn:
             await shard_store.create_tables(conn)
@@ -218,6 +227,8 @@ class ClusterNode:
         if self.leases is not None:
             await self.leases.stop(release=True)
             await self.leases.pool.close()
+        if self.metadata is not None:
+            await self.metadata.close()
 
     def close(self) -> None:
         """After the committer closed: the flusher's database connections."""

@@ -231,7 +231,6 @@ class Server:
         routing: OwnershipView | None = self.ownership
         if self.cluster is not None:
             routing = self.cluster.ownership
-            self.topics.new_topic_id = same_topic_ids(self._cluster_id)
         # The shard logs as Kafka's internal topics, read-only (topics/internal_topics.py);
         # added at start, once the cluster id (part of their topic ids) is known.
         self.internal_topics = InternalTopics()
@@ -266,6 +265,10 @@ class Server:
         # for the listeners, TlsConfigError/PlainUsersError for files it cannot use).
         specs = config.listener_specs
         self.security = AuthServices(config, specs)
+        if self.cluster is not None:  # metadata follows PostgreSQL (cluster/metadata_sync.py)
+            self.cluster.follow_metadata(
+                self.topics, self.security, self.gateway.topics_deleted, self.handlers
+            )
         # Who may read the HTTP endpoint (raises ConfigError for an unreadable token file).
         self.http_access = HttpAccess(config)
         # What every handler gets (each connection a copy with its client): see

@@ -307,11 +307,13 @@ class TopicRegistry:
         partitions: int,
         configs: dict[str, str | None],
         validate_only: bool = False,
+        topic_id: uuid.UUID | None = None,
     ) -> Topic:
         """`create` for CreateTopics: after the changes before it, its partitions opened in
-        steps (module docstring)."""
+        steps (module docstring). `topic_id`: the id to give it (serve --cluster: the
+        metadata store's), else a new one (`new_topic_id`)."""
         async with self._changes:
-            topic, count, log_config = self._check_create(name, partitions, configs)
+            topic, count, log_config = self._check_create(name, partitions, configs, topic_id)
             if not validate_only:
                 opened: list[Partition] = []
                 with self._marked_changing(name):
@@ -516,7 +518,11 @@ class TopicRegistry:
         return partition
 
     def _check_create(
-        self, name: str, partitions: int, configs: dict[str, str | None]
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str | None],
+        topic_id: uuid.UUID | None = None,
     ) -> tuple[Topic, int, LogConfig]:
         """CreateTopics' checks, in Kafka's order; the new topic (not shown yet), its
         partition count (the default for -1) and log settings. TopicError:
@@ -540,7 +546,7 @@ class TopicRegistry:
                 ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
             )
         checked = self._checked_configs(configs)
-        topic = Topic(name, self.new_topic_id(name), checked)
+        topic = Topic(name, topic_id or self.new_topic_id(name), checked)
         # Checked for validate_only too, so a dry run answers as the real creation would.
         return topic, partitions, self._checked_log_config(topic)
 
