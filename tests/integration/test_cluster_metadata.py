@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -234,3 +235,48 @@ def test_a_scram_user_made_on_node_2_authenticates_on_node_1(cluster: Cluster) -
         return True
 
     until(authenticates, "carol authenticating on node 1")
+
+
+def test_one_name_created_on_two_nodes_at_once_has_one_topic(cluster: Cluster) -> None:
+    results: dict[int, Any] = {}
+
+    def create(node_id: int) -> None:
+        results[node_id] = create_topic(cluster, node_id, "meta-race", 2)
+
+    threads = [threading.Thread(target=create, args=(n,)) for n in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    codes = sorted(int(r.error_code) for r in results.values())
+    assert codes == [0, TOPIC_ALREADY_EXISTS], results
+    stored = store_topic_id(cluster, "meta-race")
+    winner = next(r for r in results.values() if r.error_code == 0)
+    assert winner.topic_id == stored
+    for node_id in (1, 2, 3):
+        until(
+            lambda n=node_id: metadata(cluster, n, "meta-race").topics[0].topic_id == stored,
+            f"node {node_id} serving the stored meta-race",
+        )
+
+
+def test_metadata_auto_creates_through_the_store(cluster: Cluster) -> None:
+    m = request_module(3, 12)
+    wanted = (m.MetadataRequestTopic(name="meta-auto", topic_id=None),)
+    # The first answer is LEADER_NOT_AVAILABLE (the store is written in the background);
+    # asked again, as clients do, node 2 serves it, and so do the others, with one id.
+    until(
+        lambda: (
+            call(cluster, 2, 3, 12, topics=wanted, allow_auto_topic_creation=True)
+            .topics[0]
+            .error_code
+            == 0
+        ),
+        "node 2 auto-creating meta-auto",
+    )
+    stored = store_topic_id(cluster, "meta-auto")
+    for node_id in (1, 2, 3):
+        until(
+            lambda n=node_id: metadata(cluster, n, "meta-auto").topics[0].topic_id == stored,
+            f"node {node_id} serving meta-auto",
+        )
