@@ -68,6 +68,9 @@ CHECK_INTERVAL_S = 5.0
 # How long a change waits for this node's image to reach the version it wrote (the write
 # has committed: past this the answer goes anyway).
 VERSION_WAIT_S = 30.0
+# A store write not done by then is answered REQUEST_TIMED_OUT: whether it committed or
+# not, the image applied next makes the local state what the store holds.
+WRITE_TIMEOUT_S = 30.0
 RETRY_S = 1.0
 RESOURCE_TOPIC = 2  # ConfigResource type of IncrementalAlterConfigs
 # What a failed database write raises.
@@ -155,9 +158,9 @@ class ClusterMetadata:
             await self._dirty.wait()
             self._dirty.clear()
             async with self._lock:
-                if not await self._catch_up():
-                    self._dirty.set()  # something could not be applied: again shortly
-            if self._dirty.is_set():
+                done = await self._catch_up()
+            if not done:  # something could not be applied: again shortly
+                self._dirty.set()
                 await asyncio.sleep(RETRY_S)
 
     async def _catch_up(self) -> bool:
@@ -293,7 +296,7 @@ class ClusterMetadata:
                 out.append(entry)
                 continue
             try:
-                versions.append(await write(entry))
+                versions.append(await _bounded(write(entry)))
             except tuple(refusals) as e:
                 code, message = refusals[type(e)]
                 entry = dataclasses.replace(entry, error_code=code, error_message=message(entry))
@@ -332,7 +335,7 @@ class ClusterMetadata:
             topic_id = entry.topic_id if getattr(entry, "topic_id", None) else None
             return store.delete_topic(entry.name, topic_id)
 
-        unknown = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, _NOT_HOSTED)
+        unknown = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, _not_hosted)
         responses = await self._each(response.responses, _ok_named, write, {UnknownTopic: unknown})
         return dataclasses.replace(response, responses=responses)
 
@@ -346,7 +349,7 @@ class ClusterMetadata:
             return store.create_partitions(entry.name, len(topic.partitions))
 
         refusals = {
-            UnknownTopic: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, _NOT_HOSTED),
+            UnknownTopic: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, _not_hosted),
             ValueError: (
                 ErrorCode.INVALID_PARTITIONS,
                 lambda e: f"Topic '{e.name}' has as many partitions already.",
@@ -392,9 +395,9 @@ class ClusterMetadata:
         added, removed = after - before[0], before[0] - after
         field = "results" if hasattr(response, "results") else "filter_results"
         try:
-            versions = [await store.create_acls(added)] if added else []
+            versions = [await _bounded(store.create_acls(added))] if added else []
             if removed:
-                versions.append(await store.delete_acls(removed))
+                versions.append(await _bounded(store.delete_acls(removed)))
         except _STORE_DOWN as e:
             self._diverged()
             entries = tuple(_store_down(r, e) for r in getattr(response, field))
@@ -410,12 +413,12 @@ class ClusterMetadata:
         after = self._security_state()[1]
         try:
             versions = [
-                await store.upsert_credential(user, mechanism, credential)
+                await _bounded(store.upsert_credential(user, mechanism, credential))
                 for (user, mechanism), credential in after.items()
                 if before[1].get((user, mechanism)) != credential
             ]
             versions += [
-                await store.delete_credential(user, mechanism)
+                await _bounded(store.delete_credential(user, mechanism))
                 for user, mechanism in before[1]
                 if (user, mechanism) not in after
             ]
@@ -456,7 +459,11 @@ class ClusterMetadata:
             self._auto_creating.discard(name)
 
 
-def _NOT_HOSTED(_entry: Any) -> str:  # noqa: N802 - the message, named as a constant
+async def _bounded(write: Awaitable[int]) -> int:
+    return await asyncio.wait_for(write, WRITE_TIMEOUT_S)
+
+
+def _not_hosted(_entry: Any) -> str:
     return "This server does not host this topic-partition."
 
 
