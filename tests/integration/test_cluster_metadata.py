@@ -29,6 +29,7 @@ pytestmark = pytest.mark.integration
 TOPIC_AUTHORIZATION_FAILED = 29
 UNKNOWN_TOPIC_OR_PARTITION = 3
 TOPIC_ALREADY_EXISTS = 36
+REQUEST_TIMED_OUT = 7
 
 
 @pytest.fixture(scope="module")
@@ -280,3 +281,25 @@ def test_metadata_auto_creates_through_the_store(cluster: Cluster) -> None:
             lambda n=node_id: metadata(cluster, n, "meta-auto").topics[0].topic_id == stored,
             f"node {node_id} serving meta-auto",
         )
+
+
+def test_a_change_the_store_cannot_take_is_refused_and_undone(cluster: Cluster) -> None:
+    # Last in the module: the database goes away for a moment.
+    cluster.pg.stop()
+    try:
+        answer = create_topic(cluster, 1, "meta-down", 1)
+    finally:
+        cluster.pg.start()
+    assert answer.error_code == REQUEST_TIMED_OUT, answer
+    until(
+        lambda: topic_error(cluster.nodes[1].bootstrap, "meta-down") == UNKNOWN_TOPIC_OR_PARTITION,
+        "node 1 undoing the topic the store never had",
+    )
+    assert store_topic_id(cluster, "meta-down") is None
+    # Once the database is back, changes go through again.
+    until(
+        lambda: create_topic(cluster, 1, "meta-down", 1).error_code in (0, TOPIC_ALREADY_EXISTS),
+        "meta-down made",
+    )
+    assert store_topic_id(cluster, "meta-down") is not None
+    until(lambda: topic_error(cluster.nodes[3].bootstrap, "meta-down") == 0, "meta-down on 3")
