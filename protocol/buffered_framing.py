@@ -28,6 +28,7 @@ unavailable (checked once, at import), large frames go through the FrameDecoder 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from .framing import FrameDecoder, FrameTooLarge
 
@@ -38,7 +39,10 @@ _SIZE = struct.Struct(">i")
 IN_PLACE_MIN_BYTES = 64 * 1024
 
 
-def _fillable_bytes_factory():  # type: ignore[no-untyped-def]
+Fillable = Callable[[int], tuple[bytes, memoryview]]
+
+
+def _fillable_bytes_factory() -> Fillable | None:
     """fillable(n) -> (a new bytes object of n >= 2 bytes, not initialised, and a writable
     memoryview of its contents), or None where the interpreter offers no such thing."""
     try:
