@@ -4,7 +4,10 @@ on a real Server in this process with a PLAINTEXT and an SSL listener and a real
 client: pipelined requests split across TLS records and reads, and a produce request of
 several MiB (its batch CRC-checked on append, so a byte lost or misplaced between reads
 would be refused), are answered in order and intact; the responses ready together go to
-the TLS layer as one buffer (one TLS record), a plaintext connection's as they are."""
+the TLS layer as one buffer (one TLS record), a plaintext connection's as they are. Each
+test runs on the standard event loop and on uvloop (the server's loop): their TLS layers
+call get_buffer / buffer_updated differently (uvloop offers a read the whole buffer we
+give, and reads again when it is filled)."""
 
 from __future__ import annotations
 
@@ -28,6 +31,15 @@ from tests.unit.test_connection_limits import RecordingTransport
 from tests.unit.waits import BOUND_S
 
 MiB = 1024 * 1024
+
+
+@pytest.fixture(scope="module", params=["asyncio", "uvloop"])
+def event_loop_policy(request: pytest.FixtureRequest) -> asyncio.AbstractEventLoopPolicy:
+    if request.param == "uvloop":
+        import uvloop
+
+        return uvloop.EventLoopPolicy()
+    return asyncio.DefaultEventLoopPolicy()
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +90,11 @@ async def _read_frame(reader: asyncio.StreamReader) -> bytes:
 
 async def test_pipelined_requests_and_a_large_produce_over_tls_are_answered_intact(
     tls_server: tuple[Server, ssl.SSLContext],
+    event_loop_policy: asyncio.AbstractEventLoopPolicy,
 ) -> None:
     server, client = tls_server
+    loop_package = type(asyncio.get_running_loop()).__module__.split(".")[0]
+    assert loop_package == type(event_loop_policy).__module__.split(".")[0]
     server.context.topics.create("big", 1, {})
     builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30)
     now_ms = int(time.time() * 1000)
