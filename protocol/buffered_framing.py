@@ -86,7 +86,7 @@ class BufferedFrameDecoder:
         "_frame_view",
         "_filled",
         "_queued",
-        "frame_bytes_max",
+        "_frame_bytes_max",
     )
 
     def __init__(self, frame_bytes_max: int, shared: memoryview) -> None:
@@ -101,7 +101,18 @@ class BufferedFrameDecoder:
         self._filled = 0
         # Whatever else was left over, and the reads that follow it, until it is empty.
         self._queued = FrameDecoder(frame_bytes_max)
-        self.frame_bytes_max = frame_bytes_max
+        self._frame_bytes_max = frame_bytes_max
+
+    @property
+    def frame_bytes_max(self) -> int:
+        return self._frame_bytes_max
+
+    @frame_bytes_max.setter
+    def frame_bytes_max(self, value: int) -> None:
+        """A new limit (SASL lowers it until authenticated), for the sizes read from now
+        on, whichever way the bytes are held."""
+        self._frame_bytes_max = value
+        self._queued.frame_bytes_max = value
 
     def get_buffer(self) -> memoryview:
         """Where the next read goes: the rest of the frame assembled in place, else the
@@ -186,9 +197,9 @@ class BufferedFrameDecoder:
         size = self._need
         if size < 0:
             (size,) = _SIZE.unpack_from(shared, start)
-            if size < 0 or size > self.frame_bytes_max:
+            if size < 0 or size > self._frame_bytes_max:
                 raise FrameTooLarge(
-                    f"frame of {size} bytes exceeds the limit of {self.frame_bytes_max}"
+                    f"frame of {size} bytes exceeds the limit of {self._frame_bytes_max}"
                 )
         stop = start + 4 + size
         if stop > end:

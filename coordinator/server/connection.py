@@ -136,7 +136,10 @@ class Connection(asyncio.BaseProtocol):
         self.server = server
         self.listener = listener
         config = server.config
-        self.decoder: FrameDecoder | BufferedFrameDecoder = FrameDecoder(config.frame_bytes_max)
+        # The frames of a streaming connection's reads (data_received); a TLS connection
+        # reads through get_buffer and replaces the decoder (tls_connection.py).
+        self._stream_frames = FrameDecoder(config.frame_bytes_max)
+        self.decoder: FrameDecoder | BufferedFrameDecoder = self._stream_frames
         self.inflight_max = config.connection_inflight_max
         self.transport: asyncio.Transport | None = None
         self.pending: deque[_Slot] = deque()
@@ -248,7 +251,7 @@ class Connection(asyncio.BaseProtocol):
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
-        self.decoder.feed(data)
+        self._stream_frames.feed(data)
         self._received(len(data))
 
     def _received(self, nbytes: int) -> None:

@@ -164,3 +164,21 @@ def test_a_size_above_the_limit_is_refused_before_its_body() -> None:
     decoder2.wrote(4)
     with pytest.raises(FrameTooLarge):
         decoder2.next_frame()
+
+
+def test_a_lowered_limit_holds_whichever_way_the_bytes_are_held() -> None:
+    """SASL lowers the frame limit until the client is authenticated (sasl_auth.py sets
+    decoder.frame_bytes_max): a size above it is refused in the shared buffer and in the
+    bytes kept from an earlier read (a size prefix split between reads) alike."""
+    for split in (None, 2):
+        decoder, shared = _new()
+        decoder.frame_bytes_max = 100
+        reader = _Reader(decoder, shared)
+        stream = frame(b"x" * 50) + frame(b"y" * 101)
+        with pytest.raises(FrameTooLarge):
+            if split is None:
+                reader.read(stream)
+            else:  # the second prefix split between two reads: it is read from the kept bytes
+                reader.read(stream[: 54 + split])
+                reader.read(stream[54 + split :])
+        assert reader.frames == [b"x" * 50]
