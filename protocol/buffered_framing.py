@@ -100,6 +100,8 @@ class BufferedFrameDecoder:
         self._frame_view: memoryview | None = None
         self._filled = 0
         # Whatever else was left over, and the reads that follow it, until it is empty.
+        # It holds something while it claims bytes: buffered ones, or a frame whose size
+        # prefix it read already (then it may buffer none).
         self._queued = FrameDecoder(frame_bytes_max)
         self._frame_bytes_max = frame_bytes_max
 
@@ -135,7 +137,7 @@ class BufferedFrameDecoder:
         """The read wrote n bytes into the last get_buffer()."""
         if self._frame_view is not None:
             self._filled += n
-        elif self._queued.buffered_bytes:
+        elif self._queued.claimed_bytes:
             self._queued.feed(self._shared[:n].tobytes())
         else:
             self._start = 0
@@ -171,7 +173,7 @@ class BufferedFrameDecoder:
         """What the frames held here will take (as FrameDecoder.claimed_bytes)."""
         if self._frame is not None:
             return len(self._frame)
-        if self._queued.buffered_bytes:
+        if self._queued.claimed_bytes:
             return self._queued.claimed_bytes
         held = self._end - self._start
         if self._need >= 0:
@@ -188,7 +190,7 @@ class BufferedFrameDecoder:
             self._frame = self._frame_view = None
             self._filled = 0
             return frame
-        if self._queued.buffered_bytes:
+        if self._queued.claimed_bytes:
             return self._queued.next_frame()
         start, end = self._start, self._end
         if end - start < 4:

@@ -38,8 +38,10 @@ class _Reader:
         self.frames: list[bytes] = []
         self.read_sizes: list[tuple[int, int]] = []  # (offered, written)
 
-    def read(self, data: bytes, take_max: int | None = None) -> int:
-        """One read of up to len(data) bytes; returns how many were written."""
+    def read(self, data: bytes, take_max: int | None = None, later: bool = False) -> int:
+        """One read of up to len(data) bytes; returns how many were written. `later`: the
+        connection handles frames once more before the next read (frames it left waiting
+        are handled in a later loop iteration)."""
         buffer = self.decoder.get_buffer()
         n = min(len(buffer), len(data))
         assert n > 0
@@ -50,6 +52,8 @@ class _Reader:
         self.decoder.keep_rest()
         # Another connection's read lands in the shared buffer before our next one.
         self.shared[:] = b"\xee" * len(self.shared)
+        if later:
+            self.take()
         return n
 
     def take(self, take_max: int | None = None) -> None:
@@ -94,7 +98,7 @@ def test_mixed_frames_split_anywhere_come_out_intact_and_in_order(seed: int) -> 
         # fewer frames than are complete (they wait in the decoder).
         want = rng.choice([1, 2, 3, 7, 4096, 16384, 40000, 200000, SHARED_BYTES])
         take_max = rng.choice([None, None, None, 0, 1])
-        pos += reader.read(stream[pos : pos + want], take_max)
+        pos += reader.read(stream[pos : pos + want], take_max, later=rng.random() < 0.3)
     reader.take()
     assert len(reader.frames) == len(payloads)
     for got, expected in zip(reader.frames, payloads, strict=True):
@@ -151,6 +155,20 @@ def test_a_complete_in_place_frame_left_waiting_is_kept_when_reading_goes_on() -
     assert pos == len(stream) and reader.frames == []
     reader.take()
     assert reader.frames == [large, *small]
+
+
+def test_a_size_prefix_read_alone_is_not_lost_when_frames_are_handled_again() -> None:
+    """A read that ends right after a small frame's size prefix leaves just the prefix; the
+    connection's next pass reads it (the body still missing), and the next read must
+    continue that frame, not begin a new one."""
+    decoder, shared = _new()
+    reader = _Reader(decoder, shared)
+    first, second = b"a" * 300, b"b" * 40
+    stream = frame(first) + frame(second)
+    pos = reader.read(stream[:4], later=True)
+    while pos < len(stream):
+        pos += reader.read(stream[pos : pos + 100], later=True)
+    assert reader.frames == [first, second]
 
 
 def test_a_size_above_the_limit_is_refused_before_its_body() -> None:
