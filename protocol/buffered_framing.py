@@ -143,9 +143,11 @@ class BufferedFrameDecoder:
             self._start = 0
             self._end = n
 
-    def keep_rest(self) -> None:
+    def keep_rest(self, in_place: bool = True) -> None:
         """After the read was handled: move what is left of it out of the shared buffer
-        (into a frame assembled in place, or the FrameDecoder)."""
+        (into a frame assembled in place, or the FrameDecoder). `in_place=False`: not
+        into a frame of its announced size (the connection's claim on the server's bytes
+        for it was refused, or it is closed): then only the bytes read are kept."""
         start, end = self._start, self._end
         if start == end:
             return
@@ -153,7 +155,7 @@ class BufferedFrameDecoder:
         need = self._need
         self._need = -1
         shared = self._shared
-        if need >= IN_PLACE_MIN_BYTES and fillable_bytes is not None:
+        if in_place and need >= IN_PLACE_MIN_BYTES and fillable_bytes is not None:
             # The read ended inside this frame (next_frame saw it incomplete).
             frame, view = fillable_bytes(need)
             body = end - start - 4
@@ -161,6 +163,11 @@ class BufferedFrameDecoder:
             self._frame, self._frame_view, self._filled = frame, view, body
             return
         self._queued.feed(shared[start:end].tobytes())  # its size prefix included
+        if need >= 0:
+            # The rest is one partial frame whose size was read: the FrameDecoder reads it
+            # again now, so that it claims the frame's size as this read did.
+            partial = self._queued.next_frame()
+            assert partial is None
 
     @property
     def buffered_bytes(self) -> int:

@@ -68,7 +68,9 @@ class TlsConnection(Connection, asyncio.BufferedProtocol):
         frames = self._frames
         frames.wrote(nbytes)
         self._received(nbytes)
-        frames.keep_rest()
+        # A frame is allocated at its announced size only once the server's byte budget
+        # granted it (frame_budget.py): a connection waiting for bytes keeps what it read.
+        frames.keep_rest(in_place=not (self._bytes_wait or self.closed))
 
     def _write_out(self) -> None:
         out = self._out

@@ -38,7 +38,13 @@ class _Reader:
         self.frames: list[bytes] = []
         self.read_sizes: list[tuple[int, int]] = []  # (offered, written)
 
-    def read(self, data: bytes, take_max: int | None = None, later: bool = False) -> int:
+    def read(
+        self,
+        data: bytes,
+        take_max: int | None = None,
+        later: bool = False,
+        in_place: bool = True,
+    ) -> int:
         """One read of up to len(data) bytes; returns how many were written. `later`: the
         connection handles frames once more before the next read (frames it left waiting
         are handled in a later loop iteration)."""
@@ -49,7 +55,7 @@ class _Reader:
         self.read_sizes.append((len(buffer), n))
         self.decoder.wrote(n)
         self.take(take_max)
-        self.decoder.keep_rest()
+        self.decoder.keep_rest(in_place)
         # Another connection's read lands in the shared buffer before our next one.
         self.shared[:] = b"\xee" * len(self.shared)
         if later:
@@ -98,7 +104,12 @@ def test_mixed_frames_split_anywhere_come_out_intact_and_in_order(seed: int) -> 
         # fewer frames than are complete (they wait in the decoder).
         want = rng.choice([1, 2, 3, 7, 4096, 16384, 40000, 200000, SHARED_BYTES])
         take_max = rng.choice([None, None, None, 0, 1])
-        pos += reader.read(stream[pos : pos + want], take_max, later=rng.random() < 0.3)
+        pos += reader.read(
+            stream[pos : pos + want],
+            take_max,
+            later=rng.random() < 0.3,
+            in_place=rng.random() < 0.8,
+        )
     reader.take()
     assert len(reader.frames) == len(payloads)
     for got, expected in zip(reader.frames, payloads, strict=True):
@@ -137,6 +148,23 @@ def test_a_large_frame_is_decrypted_in_place_into_the_frame_itself() -> None:
     assert reader.frames == [large]
     reader.read(stream[pos:])
     assert reader.frames == [large, after]
+
+
+def test_a_frame_not_granted_its_bytes_keeps_only_what_was_read() -> None:
+    """keep_rest(in_place=False) (the connection waits for the server's byte budget):
+    the partial large frame is not allocated at its announced size; the next read goes to
+    the shared buffer as usual, and the frame still comes out intact."""
+    rng = random.Random(5)
+    large = _payload(rng, 2 * MiB, 1)
+    stream = frame(large)
+    decoder, shared = _new()
+    reader = _Reader(decoder, shared)
+    pos = reader.read(stream[:1000], in_place=False)
+    assert decoder.claimed_bytes == len(large)
+    assert decoder.get_buffer() is shared
+    while pos < len(stream):
+        pos += reader.read(stream[pos : pos + SHARED_BYTES])
+    assert reader.frames == [large]
 
 
 def test_a_complete_in_place_frame_left_waiting_is_kept_when_reading_goes_on() -> None:
