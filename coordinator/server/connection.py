@@ -46,6 +46,7 @@ from groupcoord.protocol.api import (
     encode_response,
     error_response,
 )
+from groupcoord.protocol.buffered_framing import BufferedFrameDecoder
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.protocol.framing import FrameDecoder, FrameTooLarge
 from groupcoord.protocol.header import RequestHeader
@@ -135,7 +136,10 @@ class Connection(asyncio.BaseProtocol):
         self.server = server
         self.listener = listener
         config = server.config
-        self.decoder = FrameDecoder(config.frame_bytes_max)
+        # The frames of a streaming connection's reads (data_received); a TLS connection
+        # reads through get_buffer and replaces the decoder (tls_connection.py).
+        self._stream_frames = FrameDecoder(config.frame_bytes_max)
+        self.decoder: FrameDecoder | BufferedFrameDecoder = self._stream_frames
         self.inflight_max = config.connection_inflight_max
         self.transport: asyncio.Transport | None = None
         self.pending: deque[_Slot] = deque()
@@ -247,11 +251,15 @@ class Connection(asyncio.BaseProtocol):
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
+        self._stream_frames.feed(data)
+        self._received(len(data))
+
+    def _received(self, nbytes: int) -> None:
+        """The decoder got a read of nbytes: handle the frames it completed."""
         # When the read arrived: the frames it brought, handled now or held in the decoder,
         # arrived then (the shards' queue-time metric, and the idle deadline).
         self.context.read_at = time.perf_counter()
-        self.server.metrics.bytes_in.inc(len(data))
-        self.decoder.feed(data)
+        self.server.metrics.bytes_in.inc(nbytes)
         try:  # free unless something raises
             self._handle_frames()
         except Exception:

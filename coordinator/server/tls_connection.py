@@ -3,13 +3,16 @@
 Why: with a streaming protocol, the event loop's TLS layer (uvloop's sslproto) decrypts
 each TLS record (16 KiB at most) into a fresh bytes object of its whole read size
 (256 KiB, shrunk afterwards), then joins a read's records into one more bytes object.
-As a buffered protocol, the TLS layer decrypts a read's records straight into one buffer
-we give (get_buffer) and says how much it wrote (buffer_updated): no allocation per
-record, and one copy into the bytes the frame decoder keeps. Measured on 1 MiB produce
-frames, the event loop's CPU per MiB read over TLS fell by about a quarter.
+As a buffered protocol, the TLS layer decrypts a read's records straight into memory we
+give (get_buffer) and says how much it wrote (buffer_updated). The frames are read out of
+it by a BufferedFrameDecoder (protocol/buffered_framing.py): a read goes into one scratch
+buffer shared by every TLS connection of the process, its whole frames are copied out
+once each, and a large frame it leaves partial is decrypted in place into the bytes
+object that becomes the frame (a 1 MiB produce frame: no copy after the decryption,
+instead of a copy out per read and one more to join them).
 
-The buffer is shared by every TLS connection of the process: buffer_updated runs right
-after the decryption into it, on the event loop, and copies the bytes out before any
+The scratch buffer is shared: buffer_updated runs right after the decryption into it, on
+the event loop, and moves out what the connection did not take (keep_rest) before any
 other connection reads. Plaintext connections stay streaming (connection.py): there the
 loop reads the socket into bytes itself, and a buffered protocol would add a call per
 read.
@@ -22,10 +25,14 @@ first: one record, one encryption, instead of one each.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
+
+from groupcoord.protocol.buffered_framing import BufferedFrameDecoder
 
 from .connection import Connection
 
-# What the TLS layer decrypts per read at most: uvloop reads the socket 256 KiB at a time.
+# What the TLS layer decrypts per read at most into the shared buffer: uvloop reads the
+# socket 256 KiB at a time.
 _READ_BUFFER_BYTES = 256 * 1024
 # Responses waiting for one write are joined up to this many bytes (a TLS record holds
 # 16 KiB; past that, the records' own overhead is small and a join would be one more copy).
@@ -48,11 +55,22 @@ class _SharedReadBuffer:
 class TlsConnection(Connection, asyncio.BufferedProtocol):
     """Connection, fed by the TLS layer through get_buffer / buffer_updated."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.decoder = self._frames = BufferedFrameDecoder(
+            self.server.config.frame_bytes_max, _SharedReadBuffer.get()
+        )
+
     def get_buffer(self, sizehint: int) -> memoryview:
-        return _SharedReadBuffer.get()
+        return self._frames.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.data_received(_SharedReadBuffer.get()[:nbytes].tobytes())
+        frames = self._frames
+        frames.wrote(nbytes)
+        self._received(nbytes)
+        # A frame is allocated at its announced size only once the server's byte budget
+        # granted it (frame_budget.py): a connection waiting for bytes keeps what it read.
+        frames.keep_rest(in_place=not (self._bytes_wait or self.closed))
 
     def _write_out(self) -> None:
         out = self._out

@@ -4,7 +4,10 @@ on a real Server in this process with a PLAINTEXT and an SSL listener and a real
 client: pipelined requests split across TLS records and reads, and a produce request of
 several MiB (its batch CRC-checked on append, so a byte lost or misplaced between reads
 would be refused), are answered in order and intact; the responses ready together go to
-the TLS layer as one buffer (one TLS record), a plaintext connection's as they are."""
+the TLS layer as one buffer (one TLS record), a plaintext connection's as they are. Each
+test runs on the standard event loop and on uvloop (the server's loop): their TLS layers
+call get_buffer / buffer_updated differently (uvloop offers a read the whole buffer we
+give, and reads again when it is filled)."""
 
 from __future__ import annotations
 
@@ -28,6 +31,15 @@ from tests.unit.test_connection_limits import RecordingTransport
 from tests.unit.waits import BOUND_S
 
 MiB = 1024 * 1024
+
+
+@pytest.fixture(scope="module", params=["asyncio", "uvloop"])
+def event_loop_policy(request: pytest.FixtureRequest) -> asyncio.AbstractEventLoopPolicy:
+    if request.param == "uvloop":
+        import uvloop
+
+        return uvloop.EventLoopPolicy()
+    return asyncio.DefaultEventLoopPolicy()
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +90,11 @@ async def _read_frame(reader: asyncio.StreamReader) -> bytes:
 
 async def test_pipelined_requests_and_a_large_produce_over_tls_are_answered_intact(
     tls_server: tuple[Server, ssl.SSLContext],
+    event_loop_policy: asyncio.AbstractEventLoopPolicy,
 ) -> None:
     server, client = tls_server
+    loop_package = type(asyncio.get_running_loop()).__module__.split(".")[0]
+    assert loop_package == type(event_loop_policy).__module__.split(".")[0]
     server.context.topics.create("big", 1, {})
     builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30)
     now_ms = int(time.time() * 1000)
@@ -153,3 +168,55 @@ async def test_responses_ready_together_are_one_write_of_a_tls_connection(
         assert transport.correlation_ids() == list(range(10))
         assert transport.calls == expected_calls  # one buffer: one TLS record or a few
         connection.connection_lost(None)
+
+
+async def _produce_over_tls(port: int, client: ssl.SSLContext, index: int) -> bytes:
+    """One ~1.5 MiB produce request to topic "budget" (correlation id `index`), written in
+    pieces; its answer."""
+    now_ms = int(time.time() * 1000)
+    builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30)
+    for i in range(1500):
+        builder.append(i, now_ms, b"k", bytes([(i + index) % 251]) * 1000, [])
+    request = produce_frame("budget", {0: bytes(builder.build())}, 9, index)
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", port, ssl=client, server_hostname="localhost"
+    )
+    try:
+        for pos in range(0, len(request), 50_000):
+            writer.write(request[pos : pos + 50_000])
+            await asyncio.sleep(0)
+        await writer.drain()
+        async with asyncio.timeout(BOUND_S):
+            return await _read_frame(reader)
+    finally:
+        writer.close()
+
+
+async def test_large_tls_frames_waiting_for_the_byte_budget_come_through_intact(
+    tmp_path: Path,
+    pki_files: tuple[Path, Path, Path],
+) -> None:
+    """With queued_request_bytes_max below two large frames, connections sending them at
+    once wait for each other's bytes (frame_budget.py); a waiting connection keeps what
+    it read instead of allocating its frame (buffered_framing.py, keep_rest), and every
+    frame still arrives intact (CRC-checked on append)."""
+    ca, cert, key = pki_files
+    async for server in started_server(
+        tmp_path / "data",
+        listeners=f"SSL://127.0.0.1:{free_port()}",
+        ssl_certificate_file=str(cert),
+        ssl_key_file=str(key),
+        message_bytes_max=4 * MiB,
+        queued_request_bytes_max=2 * MiB,
+    ):
+        client = ssl.create_default_context(cafile=str(ca))
+        server.context.topics.create("budget", 1, {})
+        (secure,) = server.listeners
+        answers = await asyncio.gather(
+            *(_produce_over_tls(secure.spec.port, client, i) for i in range(4))
+        )
+        for index, answer in enumerate(answers):
+            assert struct.unpack_from(">i", answer)[0] == index
+            error_at = 4 + 1 + 1 + 7 + 1 + 4
+            assert struct.unpack_from(">h", answer, error_at)[0] == 0
+        assert server.context.topics.get("budget").partitions[0].log.next_offset == 6000
