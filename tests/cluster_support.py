@@ -7,6 +7,7 @@ lost. The module-scoped fixture is `cluster_fixture` (tests bind it with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.coordinator.runtime.partitioning import shard_for
+from tests.netns import VethNamespace
 from tests.postgres_server import PostgresServer, postgres_server
 from tests.support import ServerProcess
 
@@ -43,11 +45,26 @@ def node_args(dsn: str, node_id: int) -> list[str]:
 
 
 class Cluster:
-    def __init__(self, pg: PostgresServer, directory: Path) -> None:
+    """Three nodes on `pg`; with `ns` (tests/netns.py), node `ns_node` runs in that network
+    namespace at its inner address and reaches PostgreSQL and the others through the veth
+    pair, whose host end the other nodes listen at."""
+
+    def __init__(
+        self, pg: PostgresServer, directory: Path, ns: VethNamespace | None = None, ns_node: int = 3
+    ) -> None:
         self.pg = pg
-        self.nodes = {
-            i: ServerProcess(directory / f"node{i}", node_args(pg.dsn, i)) for i in (1, 2, 3)
-        }
+        self.ns = ns
+        self.nodes = {i: self._node(directory, i, ns_node) for i in (1, 2, 3)}
+
+    def _node(self, directory: Path, i: int, ns_node: int) -> ServerProcess:
+        ns = self.ns
+        if ns is None:
+            return ServerProcess(directory / f"node{i}", node_args(self.pg.dsn, i))
+        if i != ns_node:
+            args = node_args(self.pg.dsn_at(ns.host_address), i)
+            return ServerProcess(directory / f"node{i}", args, host=ns.host_address)
+        args = node_args(self.pg.dsn_at(ns.host_address), i)
+        return ServerProcess(directory / f"node{i}", args, host=ns.inner_address, prefix=ns.prefix)
 
     @property
     def bootstrap(self) -> str:
@@ -280,8 +297,16 @@ def check_nothing_lost(cluster: Cluster, group: str, load: CommitLoad) -> None:
 
 
 def cluster_fixture() -> Iterator[Cluster]:
-    with postgres_server() as pg:
-        c = Cluster(pg, pg.directory.parent)
+    with running_cluster() as c:
+        yield c
+
+
+@contextlib.contextmanager
+def running_cluster(ns: VethNamespace | None = None) -> Iterator[Cluster]:
+    """Three started nodes splitting the shards, the topic created on each (`Cluster`)."""
+    more_addresses = [] if ns is None else [ns.host_address]
+    with postgres_server(more_addresses=more_addresses) as pg:
+        c = Cluster(pg, pg.directory.parent, ns)
         try:
             for node in c.nodes.values():
                 node.start()
