@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,20 +50,27 @@ class Cluster:
     pair, whose host end the other nodes listen at."""
 
     def __init__(
-        self, pg: PostgresServer, directory: Path, ns: VethNamespace | None = None, ns_node: int = 3
+        self,
+        pg: PostgresServer,
+        directory: Path,
+        ns: VethNamespace | None = None,
+        ns_node: int = 3,
+        extra_args: Sequence[str] = (),
     ) -> None:
+        """`extra_args`: more `serve` arguments for every node."""
         self.pg = pg
         self.ns = ns
+        self.extra_args = list(extra_args)
         self.nodes = {i: self._node(directory, i, ns_node) for i in (1, 2, 3)}
 
     def _node(self, directory: Path, i: int, ns_node: int) -> ServerProcess:
         ns = self.ns
         if ns is None:
-            return ServerProcess(directory / f"node{i}", node_args(self.pg.dsn, i))
+            args = node_args(self.pg.dsn, i) + self.extra_args
+            return ServerProcess(directory / f"node{i}", args)
+        args = node_args(self.pg.dsn_at(ns.host_address), i) + self.extra_args
         if i != ns_node:
-            args = node_args(self.pg.dsn_at(ns.host_address), i)
             return ServerProcess(directory / f"node{i}", args, host=ns.host_address)
-        args = node_args(self.pg.dsn_at(ns.host_address), i)
         return ServerProcess(directory / f"node{i}", args, host=ns.inner_address, prefix=ns.prefix)
 
     @property
@@ -302,11 +309,13 @@ def cluster_fixture() -> Iterator[Cluster]:
 
 
 @contextlib.contextmanager
-def running_cluster(ns: VethNamespace | None = None) -> Iterator[Cluster]:
+def running_cluster(
+    ns: VethNamespace | None = None, extra_args: Sequence[str] = ()
+) -> Iterator[Cluster]:
     """Three started nodes splitting the shards, the topic created on each (`Cluster`)."""
     more_addresses = [] if ns is None else [ns.host_address]
     with postgres_server(more_addresses=more_addresses) as pg:
-        c = Cluster(pg, pg.directory.parent, ns)
+        c = Cluster(pg, pg.directory.parent, ns, extra_args=extra_args)
         try:
             for node in c.nodes.values():
                 node.start()

@@ -36,10 +36,12 @@ from ..config import Config
 from ..observability.logging import get_logger
 from ..runtime.log_runner import CoordinatorShardRunner, ShardState
 from ..runtime.shard_family import ShardFamily
+from ..server.listener import Listener
 from ..topics.context import Node
 from . import shard_store
 from .lease_ownership import LeaseOwnership
 from .leases import LeaseManager, NodeInfo, lock_hold_ms, open_pool
+from .peer_auth import PeerListeners
 from .replicated_commit import PgThread, ReplicatedCommitter
 from .schema import group_shard_resource, txn_shard_resource
 
@@ -69,6 +71,8 @@ class ClusterNode:
         self.nodes: list[Node] = []
         self._loads: dict[int, asyncio.Task[None]] = {}
         self._snapshots: asyncio.Task[None] | None = None
+        # The peer listener and the other nodes' (peer_auth.py): opened by open_peers.
+        self.peers = PeerListeners(config, self.lock_hold_ms)
 
     async def _database_cluster_id(self) -> str:
         """The cluster id every node of the database derives alike, from the database's
@@ -118,6 +122,13 @@ class ClusterNode:
         self.ownership.leases = self.leases
         await self.leases.start()
         self._snapshots = asyncio.ensure_future(self._snapshot_loop())
+
+    async def open_peers(self, app: Any) -> Listener:
+        """Before start(): the listener other nodes send this one requests at."""
+        return await self.peers.open(app)
+
+    def peer_address(self, node_id: int) -> str:
+        return self.peers.address(node_id)
 
     def _list_nodes(self) -> None:
         assert self.leases is not None
@@ -212,6 +223,7 @@ class ClusterNode:
 
     async def stop(self) -> None:
         """Hand the leases back (their shards stop first) and mark this node dead."""
+        await self.peers.close()
         if self._snapshots is not None:
             self._snapshots.cancel()
             await asyncio.gather(self._snapshots, return_exceptions=True)
