@@ -94,7 +94,11 @@ class PeerListeners:
             password = peer_password(await cluster_secret(conn))
             use_peer_password(password)
             services = PeerServices(password, app.security)
-            spec = dataclasses.replace(first.spec, protocol="SASL_PLAINTEXT")
+            # Served as the first listener (its node and context), named apart in the
+            # authentication metrics and logs.
+            spec = dataclasses.replace(
+                first.spec, name=PEER_LISTENER_NAME, protocol="SASL_PLAINTEXT"
+            )
             served = type(first)(spec, first.node, first.context)
 
             def connection(host: str) -> PeerConnection | None:
@@ -105,7 +109,10 @@ class PeerListeners:
                 return peer
 
             self.listener = await Listener.start(
-                first.spec.host, self.config.cluster_peer_port, connection, name="cluster-peer"
+                first.spec.host,
+                self.config.cluster_peer_port,
+                connection,
+                name=PEER_LISTENER_NAME,
             )
             port = self.listener.sockets[0].getsockname()[1]
             await conn.execute(_REGISTER, self.config.node_id, first.node.host, port)
