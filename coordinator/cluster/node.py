@@ -36,7 +36,6 @@ from ..config import Config
 from ..observability.logging import get_logger
 from ..runtime.log_runner import CoordinatorShardRunner, ShardState
 from ..runtime.shard_family import ShardFamily
-from ..server.listener import Listener
 from ..topics.context import Node
 from . import shard_store
 from .lease_ownership import LeaseOwnership
@@ -71,7 +70,8 @@ class ClusterNode:
         self.nodes: list[Node] = []
         self._loads: dict[int, asyncio.Task[None]] = {}
         self._snapshots: asyncio.Task[None] | None = None
-        # The peer listener and the other nodes' (peer_auth.py): opened by open_peers.
+        # Where the nodes' peer listeners are (peer_auth.py; this node's is opened by
+        # server/peer_sasl.open_peer_listener).
         self.peers = PeerListeners(config, self.lock_hold_ms)
 
     async def _database_cluster_id(self) -> str:
@@ -122,10 +122,6 @@ class ClusterNode:
         self.ownership.leases = self.leases
         await self.leases.start()
         self._snapshots = asyncio.ensure_future(self._snapshot_loop())
-
-    async def open_peers(self, app: Any) -> Listener:
-        """Before start(): the listener other nodes send this one requests at."""
-        return await self.peers.open(app)
 
     def peer_address(self, node_id: int) -> str:
         return self.peers.address(node_id)

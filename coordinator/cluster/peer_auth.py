@@ -1,11 +1,12 @@
 """serve --cluster: the cluster's secret and the nodes' peer listeners, in PostgreSQL; the
-authentication itself is server/peer_sasl.py's.
+listener and the authentication are server/peer_sasl.py's.
 
 Theory of operation. The first node to start on a database creates `cluster_secret`'s one
 row (32 random bytes); every node reads it at start and derives the peer password from it
 (peer_sasl.peer_password), so only processes that can read the cluster's database (the
 nodes, and whoever administers the database) can pass for a node. Each node then opens
-its peer listener and registers its address in `cluster_peer_listeners`; `PeerListeners`
+its peer listener (peer_sasl.open_peer_listener) and registers its address in
+`cluster_peer_listeners`; `PeerListeners`
 keeps every node's address as last read (once per lease renew interval), which app._peer
 answers from. A node restarted on another port re-registers: its peers find it at the
 next read (meanwhile a request to it fails and is retried as for a node that is down).
@@ -14,7 +15,6 @@ next read (meanwhile a request to it fails and is retried as for a node that is 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import secrets
 from typing import Any
 
@@ -22,13 +22,10 @@ import asyncpg
 
 from ..config import Config
 from ..observability.logging import get_logger
-from ..server.listener import Listener
-from ..server.peer_sasl import PeerConnection, PeerServices, peer_password, use_peer_password
 from .leases import session_settings
 
 log = get_logger("groupcoord.cluster")
 
-PEER_LISTENER_NAME = "CLUSTER_PEER"
 SECRET_BYTES = 32
 # Creating the tables takes this advisory lock: nodes starting together would otherwise
 # race in CREATE TABLE IF NOT EXISTS (a unique violation in the catalog).
@@ -63,13 +60,13 @@ async def cluster_secret(conn: Any) -> bytes:
 
 
 class PeerListeners:
-    """This node's peer listener and every node's peer address (module docstring)."""
+    """Every node's peer listener address, and this node's registration (module
+    docstring)."""
 
     def __init__(self, config: Config, lock_hold_ms: int) -> None:
         self.config = config
         self.lock_hold_ms = lock_hold_ms
         self.addresses: dict[int, str] = {}
-        self.listener: Listener | None = None
         self._refresh: asyncio.Task[None] | None = None
 
     def address(self, node_id: int) -> str:
@@ -84,44 +81,25 @@ class PeerListeners:
             self.config.cluster, server_settings=session_settings(self.lock_hold_ms)
         )
 
-    async def open(self, app: Any) -> Listener:
-        """Read the secret, listen at the first listener's host (`cluster_peer_port`), its
-        connections seen as the first listener's but authenticated by peer_sasl.py, and
-        register the address; then keep the addresses read."""
-        first = app.listeners[0]
+    async def read_secret(self) -> bytes:
+        """The cluster's secret (created by the first node that asks)."""
         conn = await self._connect()
         try:
-            password = peer_password(await cluster_secret(conn))
-            use_peer_password(password)
-            services = PeerServices(password, app.security)
-            # Served as the first listener (its node and context), named apart in the
-            # authentication metrics and logs.
-            spec = dataclasses.replace(
-                first.spec, name=PEER_LISTENER_NAME, protocol="SASL_PLAINTEXT"
-            )
-            served = type(first)(spec, first.node, first.context)
+            return await cluster_secret(conn)
+        finally:
+            await conn.close()
 
-            def connection(host: str) -> PeerConnection | None:
-                if app.stopping or app.limits.admit(host) is not None:
-                    return None
-                peer = PeerConnection(app, admitted_host=host, listener=served)
-                peer.peer_services = services
-                return peer
-
-            self.listener = await Listener.start(
-                first.spec.host,
-                self.config.cluster_peer_port,
-                connection,
-                name=PEER_LISTENER_NAME,
-            )
-            port = self.listener.sockets[0].getsockname()[1]
-            await conn.execute(_REGISTER, self.config.node_id, first.node.host, port)
+    async def register(self, host: str, port: int) -> None:
+        """This node's peer listener is at host:port; from now on the addresses of every
+        node are read once per renew interval."""
+        conn = await self._connect()
+        try:
+            await conn.execute(_REGISTER, self.config.node_id, host, port)
             await self._read(conn)
         finally:
             await conn.close()
-        log.info("peer listener", host=first.node.host, port=port)
+        log.info("peer listener", host=host, port=port)
         self._refresh = asyncio.ensure_future(self._refresh_loop())
-        return self.listener
 
     async def _read(self, conn: Any) -> None:
         rows = await conn.fetch(_LISTENERS)

@@ -79,6 +79,7 @@ from .fd_limits import RESERVED_FDS, apply_fd_limits
 from .frame_budget import FrameBudget
 from .listener import Listener
 from .peer_ends import LeaderEnds, WorkerPartitionEnds
+from .peer_sasl import open_peer_listener
 from .recovery_report import (
     clean_shutdown_marked,
     mark_clean_shutdown,
@@ -398,7 +399,7 @@ class Server:
             self._list_workers()
             await self._open_worker_channel()
         if self.cluster is not None:  # peers authenticate there (cluster/peer_auth.py)
-            self._sockets.append(await self.cluster.open_peers(self))
+            self._sockets.append(await open_peer_listener(self, self.cluster.peers))
             await self.cluster.start([served.node for served in self.listeners])
         if self.topic_sync is not None and self.ownership is not None:
             self.topic_changes.load()

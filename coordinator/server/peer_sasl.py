@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import hashlib
 import hmac
 import struct
@@ -35,9 +36,11 @@ from groupcoord.protocol.client_codec import decode_response, encode_request
 from ..security.scram import ScramClient, ScramCredential, credential_from_password
 from .connection import Connection
 from .endpoints import ServedListener
+from .listener import Listener
 from .sasl_auth import SaslAuthenticator
 from .worker_layout import WORKER_PRINCIPAL
 
+PEER_LISTENER_NAME = "CLUSTER_PEER"
 PEER_USER = "groupcoord-node"
 PEER_MECHANISM = "SCRAM-SHA-512"
 PEER_CLIENT_ID = "groupcoord-node"
@@ -104,6 +107,36 @@ class PeerConnection(Connection):
 
     def _start_security(self, listener: ServedListener) -> None:
         PeerAuthenticator(self, self.peer_services, listener.spec.name)
+
+
+async def open_peer_listener(app: Any, peers: Any) -> Listener:
+    """serve --cluster, before the leases: read the cluster's secret, listen at the first
+    listener's host (`cluster_peer_port`), and register the address (`peers`:
+    cluster/peer_auth.PeerListeners). Its connections are served as the first listener's
+    (its node and context) once authenticated here."""
+    first = app.listeners[0]
+    password = peer_password(await peers.read_secret())
+    use_peer_password(password)
+    services = PeerServices(password, app.security)
+    spec = dataclasses.replace(first.spec, name=PEER_LISTENER_NAME, protocol="SASL_PLAINTEXT")
+    served = ServedListener(spec, first.node, first.context)
+
+    def connection(host: str) -> PeerConnection | None:
+        if app.stopping or app.limits.admit(host) is not None:
+            return None
+        peer = PeerConnection(app, admitted_host=host, listener=served)
+        peer.peer_services = services
+        return peer
+
+    listener = await Listener.start(
+        first.spec.host, app.config.cluster_peer_port, connection, name=PEER_LISTENER_NAME
+    )
+    try:
+        await peers.register(first.node.host, listener.sockets[0].getsockname()[1])
+    except BaseException:
+        listener.close()
+        raise
+    return listener
 
 
 async def _exchange(reader: Any, writer: Any, api_key: int, version: int, body: Any) -> Any:
