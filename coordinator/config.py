@@ -111,6 +111,15 @@ class Config:
             "at most half the lease duration (broker.heartbeat.interval.ms)"
         },
     )
+    cluster_peer_port: int = field(
+        default=0,
+        metadata={
+            "help": "serve --cluster: the port of the node's peer listener, at its first "
+            "listener's host, where the other nodes send it transaction markers and "
+            "forwarded work, authenticated by SCRAM with a secret kept in the database "
+            "(0: any free port, registered in the database; Kafka's inter-broker listener)"
+        },
+    )
     log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
     log_repeat_window_ms: int = field(
         default=10_000,

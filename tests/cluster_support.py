@@ -7,10 +7,11 @@ lost. The module-scoped fixture is `cluster_fixture` (tests bind it with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.coordinator.runtime.partitioning import shard_for
+from tests.netns import VethNamespace
 from tests.postgres_server import PostgresServer, postgres_server
 from tests.rawclient import RawClient, request_class
 from tests.support import ServerProcess, free_port
@@ -45,21 +47,33 @@ def node_args(dsn: str, node_id: int) -> list[str]:
 
 
 class Cluster:
-    """`secured`: each node also has a SASL_PLAINTEXT listener with SCRAM-SHA-256
-    (`sasl_bootstrap(i)`) and an authorizer that allows what no ACL names."""
+    """Three nodes on `pg`; with `ns` (tests/netns.py), node `ns_node` runs in that network
+    namespace at its inner address and reaches PostgreSQL and the others through the veth
+    pair, whose host end the other nodes listen at. `secured`: each node also has a
+    SASL_PLAINTEXT listener with SCRAM-SHA-256 (`sasl_bootstrap(i)`) and an authorizer that
+    allows what no ACL names."""
 
-    def __init__(self, pg: PostgresServer, directory: Path, secured: bool = False) -> None:
+    def __init__(
+        self,
+        pg: PostgresServer,
+        directory: Path,
+        ns: VethNamespace | None = None,
+        ns_node: int = 3,
+        extra_args: Sequence[str] = (),
+        secured: bool = False,
+    ) -> None:
+        """`extra_args`: more `serve` arguments for every node."""
         self.pg = pg
-        self.nodes = {
-            i: ServerProcess(directory / f"node{i}", node_args(pg.dsn, i)) for i in (1, 2, 3)
-        }
+        self.ns = ns
+        self.extra_args = list(extra_args)
+        self.nodes = {i: self._node(directory, i, ns_node) for i in (1, 2, 3)}
         self.sasl_ports: dict[int, int] = {}
         if secured:
             for i, node in self.nodes.items():
                 self.sasl_ports[i] = free_port()
                 listeners = (
-                    f"PLAINTEXT://127.0.0.1:{node.port},"
-                    f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_ports[i]}"
+                    f"PLAINTEXT://{node.host}:{node.port},"
+                    f"SASL_PLAINTEXT://{node.host}:{self.sasl_ports[i]}"
                 )
                 node.extra_args += [
                     *("--set", f"listeners={listeners}"),
@@ -68,8 +82,18 @@ class Cluster:
                     *("--set", "allow_everyone_if_no_acl_found=true"),
                 ]
 
+    def _node(self, directory: Path, i: int, ns_node: int) -> ServerProcess:
+        ns = self.ns
+        if ns is None:
+            args = node_args(self.pg.dsn, i) + self.extra_args
+            return ServerProcess(directory / f"node{i}", args)
+        args = node_args(self.pg.dsn_at(ns.host_address), i) + self.extra_args
+        if i != ns_node:
+            return ServerProcess(directory / f"node{i}", args, host=ns.host_address)
+        return ServerProcess(directory / f"node{i}", args, host=ns.inner_address, prefix=ns.prefix)
+
     def sasl_bootstrap(self, node_id: int) -> str:
-        return f"127.0.0.1:{self.sasl_ports[node_id]}"
+        return f"{self.nodes[node_id].host}:{self.sasl_ports[node_id]}"
 
     @property
     def bootstrap(self) -> str:
@@ -302,12 +326,24 @@ def check_nothing_lost(cluster: Cluster, group: str, load: CommitLoad) -> None:
 
 
 def cluster_fixture(topic_on_every_node: bool = False, secured: bool = False) -> Iterator[Cluster]:
-    """Three nodes and topic TOPIC, created through node 1 (topics follow the metadata
-    store in PostgreSQL). `topic_on_every_node`: CreateTopics sent to every node, as
-    before topics followed the store (a node that has it already answers
-    TOPIC_ALREADY_EXISTS, taken as done)."""
-    with postgres_server() as pg:
-        c = Cluster(pg, pg.directory.parent, secured=secured)
+    with running_cluster(topic_on_every_node=topic_on_every_node, secured=secured) as c:
+        yield c
+
+
+@contextlib.contextmanager
+def running_cluster(
+    ns: VethNamespace | None = None,
+    extra_args: Sequence[str] = (),
+    topic_on_every_node: bool = False,
+    secured: bool = False,
+) -> Iterator[Cluster]:
+    """Three started nodes splitting the shards and topic TOPIC, created through node 1
+    (topics follow the metadata store in PostgreSQL). `topic_on_every_node`: CreateTopics
+    sent to every node, as before topics followed the store (a node that has it already
+    answers TOPIC_ALREADY_EXISTS, taken as done)."""
+    more_addresses = [] if ns is None else [ns.host_address]
+    with postgres_server(more_addresses=more_addresses) as pg:
+        c = Cluster(pg, pg.directory.parent, ns, extra_args=extra_args, secured=secured)
         try:
             for node in c.nodes.values():
                 node.start()

@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -46,15 +46,22 @@ def pg_bin(name: str) -> str:
 class PostgresServer:
     """One PostgreSQL cluster in `directory`, listening on 127.0.0.1:`port` only."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, more_addresses: Sequence[str] = ()) -> None:
+        """`more_addresses`: addresses it listens at besides 127.0.0.1 (a veth's host end,
+        tests/netns.py), each trusted like loopback."""
         self.directory = directory
+        self.more_addresses = list(more_addresses)
         self.data_dir = directory / "pgdata"
         self.port = free_port()
         self._as_postgres = os.getuid() == 0
 
     @property
     def dsn(self) -> str:
-        return f"postgresql://{USER}@127.0.0.1:{self.port}/{DATABASE}"
+        return self.dsn_at("127.0.0.1")
+
+    def dsn_at(self, address: str) -> str:
+        """The DSN by another of its addresses (`more_addresses`)."""
+        return f"postgresql://{USER}@{address}:{self.port}/{DATABASE}"
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         command = list(args)
@@ -85,10 +92,14 @@ class PostgresServer:
         )
         with open(self.data_dir / "postgresql.conf", "a") as conf:
             conf.write(
-                f"listen_addresses = '127.0.0.1'\nport = {self.port}\n"
+                f"listen_addresses = '{','.join(['127.0.0.1', *self.more_addresses])}'\n"
+                f"port = {self.port}\n"
                 f"unix_socket_directories = '{self.directory}'\n"
                 "max_connections = 200\nshared_buffers = 128MB\n"
             )
+        with open(self.data_dir / "pg_hba.conf", "a") as hba:
+            for address in self.more_addresses:
+                hba.write(f"host all all {address}/30 trust\n")
 
     def start(self) -> None:
         self._run(
@@ -139,7 +150,9 @@ class PostgresServer:
 
 
 @contextlib.contextmanager
-def postgres_server(directory: Path | None = None) -> Iterator[PostgresServer]:
+def postgres_server(
+    directory: Path | None = None, more_addresses: Sequence[str] = ()
+) -> Iterator[PostgresServer]:
     """A started PostgreSQL with an empty `groupcoord` database; stopped (immediate) on exit.
     Without `directory`, in a temp directory of its own, not under pytest's basetemp: a
     pytest session starting meanwhile (another run on the machine) chmods
@@ -147,10 +160,10 @@ def postgres_server(directory: Path | None = None) -> Iterator[PostgresServer]:
     then no longer traverse, so a later pg_ctl (a restart) would fail with Permission denied."""
     if directory is None:
         with tempfile.TemporaryDirectory(prefix="groupcoord-pg-") as top:
-            with postgres_server(Path(top) / "pg") as server:
+            with postgres_server(Path(top) / "pg", more_addresses) as server:
                 yield server
         return
-    server = PostgresServer(directory)
+    server = PostgresServer(directory, more_addresses)
     server.init()
     server.start()
     try:

@@ -106,10 +106,16 @@ class ServerProcess:
         data_dir: Path,
         extra_args: list[str] | None = None,
         rlimits: dict[int, tuple[int, int]] | None = None,
+        host: str = "127.0.0.1",
+        prefix: Sequence[str] = (),
     ) -> None:
+        """`host`: the address it listens at (its Kafka and metrics listeners); `prefix`:
+        the command it runs under (e.g. `ip netns exec NAME`: tests/netns.py)."""
         self.data_dir = data_dir
         self.extra_args = extra_args or []
         self.rlimits = rlimits or {}
+        self.host = host
+        self.prefix = list(prefix)
         self.port = free_port()
         self.metrics_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -117,11 +123,12 @@ class ServerProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout_s: float = 60) -> ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
+            *self.prefix,
             sys.executable,
             "-m",
             "groupcoord.coordinator",
@@ -131,7 +138,7 @@ class ServerProcess:
             "--data-dir",
             str(self.data_dir),
             "--metrics-listen",
-            f"127.0.0.1:{self.metrics_port}",
+            f"{self.host}:{self.metrics_port}",
             *self.extra_args,
         ]
         log = open(self.log_path, "ab")
@@ -161,7 +168,7 @@ class ServerProcess:
     def healthy(self) -> bool:
         try:
             with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.metrics_port}/health", timeout=1
+                f"http://{self.host}:{self.metrics_port}/health", timeout=1
             ) as r:
                 return bool(r.status == 200)
         except OSError:
@@ -169,7 +176,7 @@ class ServerProcess:
 
     def metrics_text(self) -> str:
         with urllib.request.urlopen(
-            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
+            f"http://{self.host}:{self.metrics_port}/metrics", timeout=5
         ) as r:
             return str(r.read().decode())
 

@@ -45,6 +45,7 @@ from . import shard_store
 from .lease_ownership import LeaseOwnership
 from .leases import LeaseManager, NodeInfo, lock_hold_ms, open_pool
 from .metadata_sync import ClusterMetadata, stored_cluster_id
+from .peer_auth import PeerListeners
 from .replicated_commit import PgThread, ReplicatedCommitter
 from .schema import group_shard_resource, txn_shard_resource
 
@@ -76,6 +77,9 @@ class ClusterNode:
         self.nodes: list[Node] = []
         self._loads: dict[int, asyncio.Task[None]] = {}
         self._snapshots: asyncio.Task[None] | None = None
+        # Where the nodes' peer listeners are (peer_auth.py; this node's is opened by
+        # server/peer_sasl.open_peer_listener).
+        self.peers = PeerListeners(config, self.lock_hold_ms)
 
     def follow_metadata(
         self,
@@ -127,6 +131,9 @@ class ClusterNode:
         self.ownership.leases = self.leases
         await self.leases.start()
         self._snapshots = asyncio.ensure_future(self._snapshot_loop())
+
+    def peer_address(self, node_id: int) -> str:
+        return self.peers.address(node_id)
 
     def _list_nodes(self) -> None:
         assert self.leases is not None
@@ -221,6 +228,7 @@ class ClusterNode:
 
     async def stop(self) -> None:
         """Hand the leases back (their shards stop first) and mark this node dead."""
+        await self.peers.close()
         if self._snapshots is not None:
             self._snapshots.cancel()
             await asyncio.gather(self._snapshots, return_exceptions=True)

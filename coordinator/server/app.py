@@ -79,6 +79,7 @@ from .fd_limits import RESERVED_FDS, apply_fd_limits
 from .frame_budget import FrameBudget
 from .listener import Listener
 from .peer_ends import LeaderEnds, WorkerPartitionEnds
+from .peer_sasl import open_peer_listener
 from .recovery_report import (
     clean_shutdown_marked,
     mark_clean_shutdown,
@@ -400,7 +401,8 @@ class Server:
         if self.ownership is not None:
             self._list_workers()
             await self._open_worker_channel()
-        if self.cluster is not None:
+        if self.cluster is not None:  # peers authenticate there (cluster/peer_auth.py)
+            self._sockets.append(await open_peer_listener(self, self.cluster.peers))
             await self.cluster.start([served.node for served in self.listeners])
         if self.topic_sync is not None and self.ownership is not None:
             self.topic_changes.load()
@@ -528,14 +530,12 @@ class Server:
 
     def _peer(self, node_id: int) -> tuple[int, str]:
         """serve --workers: worker `node_id` at its channel's address (worker_channel.py);
-        serve --cluster: node `node_id`'s first listener, host:port over TCP."""
+        serve --cluster: node `node_id`'s peer listener, host:port over TCP (peer_sasl.py)."""
         if self.ownership is not None:
             index = self.ownership.node_ids.index(node_id)
             return node_id, channel_address(self._cluster_id, index)
-        for peer_id, host, port in self.listeners[0].node.brokers:
-            if peer_id == node_id:
-                return node_id, f"{host}:{port}"
-        raise OSError(f"node {node_id} is not listed (not live)")
+        assert self.cluster is not None
+        return node_id, self.cluster.peer_address(node_id)
 
     async def _open_worker_channel(self) -> None:
         """serve --workers: listen on this worker's channel (worker_channel.py), its

@@ -41,9 +41,10 @@ class AuthServices:
         # else None: the ACL APIs answer SECURITY_DISABLED (server/acl_api.py).
         self.acls: AclStore | None = None
         if config.authorizer_enabled:
-            # serve --workers: the workers' own principal is a super user, as Kafka's
-            # brokers' usually is (worker_channel.py).
-            workers = f";{WORKER_PRINCIPAL}" if config.worker_index >= 0 else ""
+            # serve --workers / --cluster: the nodes' own principal is a super user, as
+            # Kafka's brokers' usually is (worker_channel.py, peer_sasl.py).
+            nodes = config.worker_index >= 0 or bool(config.cluster)
+            workers = f";{WORKER_PRINCIPAL}" if nodes else ""
             authorizer = StandardAuthorizer.from_settings(
                 config.super_users + workers,
                 config.allow_everyone_if_no_acl_found,

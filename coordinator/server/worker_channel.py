@@ -33,6 +33,7 @@ from typing import Any
 
 from ..observability.logging import get_logger
 from .connection import Connection
+from .peer_sasl import open_peer
 from .worker_layout import WORKER_PRINCIPAL
 
 log = get_logger("groupcoord.worker_channel")
@@ -89,10 +90,10 @@ def listening_socket(address: str, backlog: int) -> socket.socket:
 async def open_channel(address: str, timeout_s: float) -> tuple[Any, Any]:
     """A connection to a peer's channel (reader, writer); OSError / TimeoutError. An
     address of the abstract namespace (leading NUL) is a worker's channel; "host:port" is
-    a cluster node's first listener over TCP (serve --cluster)."""
+    a cluster node's peer listener over TCP, authenticated (serve --cluster: peer_sasl.py)."""
     if not address.startswith("\0"):
         host, _, port = address.rpartition(":")
-        return await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout_s)
+        return await open_peer(host, int(port), timeout_s)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.setblocking(False)
     try:

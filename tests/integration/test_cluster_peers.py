@@ -1,0 +1,129 @@
+"""Cluster nodes authenticate the requests they send each other (issue 22; server/
+peer_sasl.py, cluster/peer_auth.py): three `serve --cluster` nodes on a real PostgreSQL
+with the authorizer on, where ordinary clients (User:ANONYMOUS) have no right on the
+cluster resource:
+- a transaction coordinated by one node that commits offsets of a group another node
+  coordinates completes: its WriteTxnMarkers to that node goes to the node's peer
+  listener, authenticated by SCRAM with the cluster's secret, as the inter-node principal;
+- an ordinary client's WriteTxnMarkers to any node gets CLUSTER_AUTHORIZATION_FAILED;
+- the peer listener takes nothing from a client that does not know the secret: a wrong
+  password fails the SCRAM exchange, an unauthenticated request is never answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from groupcoord.coordinator.server.peer_sasl import open_peer, peer_password
+from tests.cluster_support import (
+    PARTITIONS,
+    TOPIC,
+    Cluster,
+    committed,
+    running_cluster,
+)
+from tests.integration.txn_support import write_markers
+from tests.rawclient import RawClient
+
+pytestmark = pytest.mark.integration
+
+CLUSTER_AUTHORIZATION_FAILED = 31
+AUTHORIZED = [
+    "--set",
+    "authorizer_enabled=true",
+    "--set",
+    "allow_everyone_if_no_acl_found=true",
+]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with running_cluster(extra_args=AUTHORIZED) as c:
+        # One ACL on the cluster resource (for someone else): from then on ordinary
+        # clients have no right there (allow_everyone_if_no_acl_found covers only
+        # resources without ACLs). ACLs are per node until they follow the database.
+        binding = AclBinding(
+            ResourceType.BROKER,
+            "kafka-cluster",
+            ResourcePatternType.LITERAL,
+            "User:admin",
+            "*",
+            AclOperation.DESCRIBE,
+            AclPermissionType.ALLOW,
+        )
+        for node in c.nodes.values():
+            admin = AdminClient({"bootstrap.servers": node.bootstrap})
+            for future in admin.create_acls([binding]).values():
+                future.result(30)
+        yield c
+
+
+def peer_listeners(cluster: Cluster) -> dict[int, tuple[str, int]]:
+    rows = cluster.query("SELECT node_id, host, port FROM cluster_peer_listeners")
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def test_ordinary_client_cannot_write_markers(cluster: Cluster) -> None:
+    for node in cluster.nodes.values():
+        with RawClient(node.bootstrap) as client:
+            errors = write_markers(client, [(1000, 0, True, {TOPIC: [0, 1]})])
+        assert set(errors.values()) == {CLUSTER_AUTHORIZATION_FAILED}, errors
+
+
+def test_transaction_markers_cross_nodes_authenticated(cluster: Cluster) -> None:
+    group = next(f"peer-g{i}" for i in range(1000) if cluster.owner(f"peer-g{i}")[0] != -1)
+    group_owner = cluster.owner(group)[0]
+    txn_id = next(
+        f"peer-tx{i}"
+        for i in range(1000)
+        if cluster.owner(f"peer-tx{i}")[0] not in (-1, group_owner)
+    )
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for i in range(20):
+        producer.produce(TOPIC, value=b"v%d" % i, partition=i % PARTITIONS)
+    member = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    producer.send_offsets_to_transaction(
+        [TopicPartition(TOPIC, p, 7) for p in range(PARTITIONS)],
+        member.consumer_group_metadata(),
+        60,
+    )
+    producer.commit_transaction(60)
+    member.close()
+    # The offsets are committed once the group's node took the coordinator's marker.
+    assert committed(cluster.bootstrap, group) == dict.fromkeys(range(PARTITIONS), 7)
+
+
+def test_peer_listener_refuses_whoever_lacks_the_secret(cluster: Cluster) -> None:
+    listeners = peer_listeners(cluster)
+    assert sorted(listeners) == [1, 2, 3]
+    host, port = listeners[1]
+    secret = bytes(cluster.query("SELECT secret FROM cluster_secret")[0][0])
+
+    async def attempt(password: str) -> None:
+        _reader, writer = await open_peer(host, port, 10, password=password)
+        writer.close()
+
+    asyncio.run(attempt(peer_password(secret)))  # what a node does
+    with pytest.raises(ConnectionRefusedError, match="authentication failed"):
+        asyncio.run(attempt(peer_password(b"a guess")))
+    # A client that does not authenticate first is closed without an answer (as on any
+    # SASL listener), its request not served.
+    with RawClient(f"{host}:{port}") as client, pytest.raises((OSError, EOFError, ConnectionError)):
+        write_markers(client, [(1000, 0, True, {TOPIC: [0]})])
+    with socket.create_connection((host, port), 10):
+        pass  # still listening
