@@ -209,12 +209,23 @@ class LagMetrics:
         kept = self._labels if level is self._labels_level else {}
         self._labels, self._labels_level = {}, level
         now = self._labels
+        # At partition level a new series' labels start as those of its group and topic
+        # (a first scrape renders every series' labels: one prefix each pair).
+        prefixes: dict[tuple[str, str | None], str] = {}
+        partition_level = level is LagLevel.PARTITION
         for start in range(0, len(series), _LINES):
             for one in series[start : start + _LINES]:
                 key = (one.group, one.topic, one.partition)
                 text = kept.get(key)
                 if text is None:
-                    text = _label_text(one, level)
+                    if partition_level:
+                        pair = key[:2]
+                        prefix = prefixes.get(pair)
+                        if prefix is None:
+                            prefix = prefixes[pair] = _partition_label_prefix(one)
+                        text = f'{prefix}{one.partition}"}}'
+                    else:
+                        text = _label_text(one, level)
                 now[key] = text
                 labels.append(text)
             await slicer.step()
@@ -303,6 +314,11 @@ def _label_text(series: LagSeries, level: LagLevel) -> str:
     if level is LagLevel.TOPIC:
         return f'{{group="{group}",topic="{topic}"}}'
     return f'{{group="{group}",topic="{topic}",partition="{series.probe.partition}"}}'
+
+
+def _partition_label_prefix(series: LagSeries) -> str:
+    """_label_text at partition level up to the partition number's quote."""
+    return f'{{group="{_escape(series.group)}",topic="{_escape(series.probe.topic)}",partition="'
 
 
 def _helps(level: LagLevel) -> tuple[str, str]:

@@ -122,8 +122,12 @@ class LagStatuses:
     def __init__(self, intervals: int, min_distance_ms: int) -> None:
         self.intervals = intervals
         self.min_distance_ms = min_distance_ms
-        self._windows: dict[tuple[str, str, int], CommitWindow] = {}
-        self._seen: dict[tuple[str, str, int], CommitWindow] = {}
+        # A group-partition's window, or while it has held one commit only, that commit
+        # (offset, commit_ms, lag): one commit is OK whatever the lag, and the first
+        # measurement after a start offers every group-partition once, so it makes
+        # tuples rather than windows (a window and its evaluation cost ~2 us each).
+        self._windows: dict[tuple[str, str, int], CommitWindow | tuple[int, int, int]] = {}
+        self._seen: dict[tuple[str, str, int], CommitWindow | tuple[int, int, int]] = {}
         self._counts: dict[str, dict[PartitionStatus, int]] = {}
 
     def offer(self, rows: list[LagRow], now_ms: int) -> None:
@@ -132,15 +136,31 @@ class LagStatuses:
         intervals, min_distance_ms = self.intervals, self.min_distance_ms
         group = None
         per_group: dict[PartitionStatus, int] = {}
+        ok = PartitionStatus.OK
         for row in rows:
             key = row[:3]  # group, topic, partition
             window = windows.get(key)
-            if window is None:
-                window = CommitWindow(intervals)
             records = row.records
-            window.observe(row.committed, row.commit_ms, records, min_distance_ms)
-            seen[key] = window
-            status = window.status(records, now_ms) if records > 0 else PartitionStatus.OK
+            if window is None:
+                seen[key] = (row.committed, row.commit_ms, records)
+                status = ok
+            elif type(window) is tuple and (
+                row.commit_ms == window[1] or row.commit_ms - window[1] < min_distance_ms
+            ):
+                # The same commit, kept as first seen, or one replacing it within the
+                # min-distance (CommitWindow.observe's rules).
+                if row.commit_ms != window[1]:
+                    window = (row.committed, row.commit_ms, records)
+                seen[key] = window
+                status = ok
+            else:
+                if type(window) is tuple:
+                    first = window
+                    window = CommitWindow(intervals)
+                    window.entries.append(first)
+                window.observe(row.committed, row.commit_ms, records, min_distance_ms)
+                seen[key] = window
+                status = window.status(records, now_ms) if records > 0 else ok
             if row.group != group:  # a group's rows usually come together
                 group = row.group
                 per_group = counts.get(group)  # type: ignore[assignment]
