@@ -100,9 +100,10 @@ class LagMetrics:
         self.clock_ms = clock_ms
         self.statuses = LagStatuses(status_intervals, status_min_distance_ms)
         self._text = _render_empty()
-        # Label text by (group, topic, partition) of the series last rendered, at
-        # _labels_level.
-        self._labels: dict[tuple[str, str | None, int | None], str] = {}
+        # Label text by (group, topic), then partition, of the series last rendered, at
+        # _labels_level. Nested rather than keyed by triples: a first scrape would keep
+        # 10,000 new tuples, which the collector then walks in one pass of a few ms.
+        self._labels: dict[tuple[str, str | None], dict[int | None, str]] = {}
         self._labels_level = LagLevel.PARTITION
 
     def text(self) -> bytes:
@@ -209,24 +210,27 @@ class LagMetrics:
         kept = self._labels if level is self._labels_level else {}
         self._labels, self._labels_level = {}, level
         now = self._labels
-        # At partition level a new series' labels start as those of its group and topic
-        # (a first scrape renders every series' labels: one prefix each pair).
-        prefixes: dict[tuple[str, str | None], str] = {}
         partition_level = level is LagLevel.PARTITION
+        group = topic = prefix = None
+        kept_pair: dict[int | None, str] = {}
+        now_pair: dict[int | None, str] = {}
         for start in range(0, len(series), _LINES):
             for one in series[start : start + _LINES]:
-                key = (one.group, one.topic, one.partition)
-                text = kept.get(key)
+                if one.group != group or one.topic != topic:  # a pair's series come together
+                    group, topic, prefix = one.group, one.topic, None
+                    pair = (group, topic)
+                    kept_pair = kept.get(pair, {})
+                    now_pair = now.setdefault(pair, {})
+                text = kept_pair.get(one.partition)
                 if text is None:
                     if partition_level:
-                        pair = key[:2]
-                        prefix = prefixes.get(pair)
+                        # A new series' labels: its group and topic's, then the partition's.
                         if prefix is None:
-                            prefix = prefixes[pair] = _partition_label_prefix(one)
+                            prefix = _partition_label_prefix(one)
                         text = f'{prefix}{one.partition}"}}'
                     else:
                         text = _label_text(one, level)
-                now[key] = text
+                now_pair[one.partition] = text
                 labels.append(text)
             await slicer.step()
         prefix = _PREFIX[level]
