@@ -88,31 +88,41 @@ def _walk(
             last_full = len(buf) - HEADER_SIZE
             if last_full < 0:
                 return None
-        base, length, magic, last_delta = step_fields(buf, rel)
-        if magic != MAGIC_V2 or length < _MIN_BATCH_LENGTH or last_delta < 0:
-            return None
-        pos += length + LOG_OVERHEAD
+        while True:  # over the batches before the one holding `target`, within `buf`
+            base, length, magic, last_delta = step_fields(buf, rel)
+            if magic != MAGIC_V2 or length < _MIN_BATCH_LENGTH or last_delta < 0:
+                return None
+            last = base + last_delta
+            if target <= last:
+                break
+            rel += length + LOG_OVERHEAD
+            if rel > last_full:
+                break
+        if target > last:  # the next whole header is past `buf`: read on
+            pos = buf_start + rel
+            if pos > end:  # the batch before runs past the segment
+                return None
+            continue
+        pos = buf_start + rel + length + LOG_OVERHEAD
         if pos > end:
             return None
-        last = base + last_delta
-        if target <= last:
-            attributes, base_ms, max_ms = time_fields(buf, rel)
-            timestamp = max_ms if attributes & TIMESTAMP_TYPE_MASK else base_ms
-            while target <= last:
-                out[i] = timestamp
-                i += 1
-                if i == stop:
-                    return i
-                target = offsets[i]
-            if pos >= entry_pos:
-                entry_offset, entry_pos = segment.next_index_entry(pos)
-            if target >= entry_offset:
-                # The next offset is at or past an index entry ahead: start from its
-                # entry (index entries are batch boundaries).
-                jump = segment.lookup_position(target)
-                if jump > pos:
-                    if jump > buf_start + len(buf):  # past what was read: read afresh
-                        chunk_bytes = _CHUNK_BYTES // 2
-                    pos = jump
-                entry_offset, entry_pos = segment.next_index_entry(pos)
+        attributes, base_ms, max_ms = time_fields(buf, rel)
+        timestamp = max_ms if attributes & TIMESTAMP_TYPE_MASK else base_ms
+        while target <= last:
+            out[i] = timestamp
+            i += 1
+            if i == stop:
+                return i
+            target = offsets[i]
+        if pos >= entry_pos:
+            entry_offset, entry_pos = segment.next_index_entry(pos)
+        if target >= entry_offset:
+            # The next offset is at or past an index entry ahead: start from its entry
+            # (index entries are batch boundaries).
+            jump = segment.lookup_position(target)
+            if jump > pos:
+                if jump > buf_start + len(buf):  # past what was read: read afresh
+                    chunk_bytes = _CHUNK_BYTES // 2
+                pos = jump
+            entry_offset, entry_pos = segment.next_index_entry(pos)
     return i

@@ -155,3 +155,27 @@ def test_a_walk_through_one_large_segment_answers_what_one_read_each_does(
         expected.append(one_each._read(found.log, offset))
     assert None not in expected
     assert PartitionEnds(topics).timestamps_ms("t", 0, offsets) == expected
+
+
+def test_a_walk_meeting_a_damaged_header_answers_what_one_read_each_does(
+    topics: TopicRegistry,
+) -> None:
+    """A batch in the middle of a segment whose magic byte is damaged (written behind the
+    log's back): the walk gives up and the offsets are looked up one by one, as a read
+    does, so the offsets whose lookup passes the damage have no timestamp."""
+    topics.create("t", 1, {})
+    _append_many(topics, 0, 400, log_append=False)
+    found = topics.partition("t", 0)
+    assert found is not None and found.log is not None
+    segment = found.log.segments_snapshot()[3]
+    positions = [position for position, _ in segment.iter_headers()]
+    with open(segment.path(), "r+b") as file:
+        file.seek(positions[250] + 16)  # the magic byte
+        file.write(b"\x07")
+    offsets = list(range(0, found.high_watermark, 3))
+    got = PartitionEnds(topics).timestamps_ms("t", 0, offsets)
+    one_each = PartitionEnds(topics)
+    expected = [one_each._read(found.log, offset) for offset in offsets]
+    assert got == expected
+    assert None in got
+    assert got[0] is not None
