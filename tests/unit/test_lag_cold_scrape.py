@@ -13,7 +13,6 @@ import asyncio
 import gc
 import random
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -33,9 +32,11 @@ NOW_MS = 10_000_000
 Committed = list[tuple[str, str, int, int, int]]
 
 
-@pytest.fixture
-def topics(tmp_path: Path) -> Iterator[TopicRegistry]:
-    config = load_config(overrides={"data_dir": str(tmp_path), "metrics_listen": ""}, environ={})
+@pytest.fixture(scope="module")
+def topics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TopicRegistry]:
+    """One log for the module's tests (they only read it)."""
+    data_dir = tmp_path_factory.mktemp("lag_cold")
+    config = load_config(overrides={"data_dir": str(data_dir), "metrics_listen": ""}, environ={})
     registry = TopicRegistry(config)
     registry.load()
     topic = registry.create("t", PARTITIONS, {})
