@@ -5,9 +5,10 @@ on a partition at once: coordinator/topics/lag_reads.py).
 Looking offsets up one at a time costs an index bisect, a header walk from the index entry
 and a read each: tens of microseconds an offset, so a first scrape of 10,000 lagging
 group-partitions took half a second. Sorted, the offsets of one partition are answered by
-one walk that reads each header between them once (8 KiB reads, several headers a read),
-and jumps ahead through the sparse offset index where the next offset is further than the
-next index entry, so a far-behind group costs no more than a lookup of its own."""
+one walk that reads each header between them once (reads of 8 KiB, doubled up to 64 KiB
+while the walk reads on), and jumps ahead through the sparse offset index where the next
+offset is at or past the next index entry (checked against that entry, not looked up for
+every offset), so a far-behind group costs no more than a lookup of its own."""
 
 from __future__ import annotations
 
@@ -29,7 +30,10 @@ from .segment import Segment
 _STEP_FIELDS = header_struct("base_offset", "batch_length", "magic", "last_offset_delta")
 _TIME_FIELDS = header_struct("attributes", "base_timestamp", "max_timestamp")
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+# A walk's first read; each read that follows the one before without a jump is twice
+# the size, up to the most (a first scrape walks whole partitions: fewer, larger reads).
 _CHUNK_BYTES = 8 * 1024
+_MAX_CHUNK_BYTES = 64 * 1024
 
 
 def batch_timestamps(log: PartitionLog, offsets: Sequence[int]) -> list[int | None] | None:
@@ -68,36 +72,57 @@ def _walk(
     time_fields = _TIME_FIELDS.unpack_from
     target = offsets[i]
     pos = segment.lookup_position(target)
+    # The next index entry past `pos`: a jump through the index helps only an offset at
+    # or above it (a lookup per offset asked costs more than this check).
+    entry_offset, entry_pos = segment.next_index_entry(pos)
     buf = b""
     buf_start = pos
     last_full = -1  # the last position in `buf` where a whole header starts
+    chunk_bytes = _CHUNK_BYTES // 2  # doubled before each read
     while pos < end:
         rel = pos - buf_start
         if rel > last_full:
-            buf = segment.pread(pos, min(_CHUNK_BYTES, end - pos))
+            chunk_bytes = min(2 * chunk_bytes, _MAX_CHUNK_BYTES)
+            buf = segment.pread(pos, min(chunk_bytes, end - pos))
             buf_start, rel = pos, 0
             last_full = len(buf) - HEADER_SIZE
             if last_full < 0:
                 return None
-        base, length, magic, last_delta = step_fields(buf, rel)
-        if magic != MAGIC_V2 or length < _MIN_BATCH_LENGTH or last_delta < 0:
-            return None
-        pos += length + LOG_OVERHEAD
+        while True:  # over the batches before the one holding `target`, within `buf`
+            base, length, magic, last_delta = step_fields(buf, rel)
+            if magic != MAGIC_V2 or length < _MIN_BATCH_LENGTH or last_delta < 0:
+                return None
+            last = base + last_delta
+            if target <= last:
+                break
+            rel += length + LOG_OVERHEAD
+            if rel > last_full:
+                break
+        if target > last:  # the next whole header is past `buf`: read on
+            pos = buf_start + rel
+            if pos > end:  # the batch before runs past the segment
+                return None
+            continue
+        pos = buf_start + rel + length + LOG_OVERHEAD
         if pos > end:
             return None
-        last = base + last_delta
-        if target <= last:
-            attributes, base_ms, max_ms = time_fields(buf, rel)
-            timestamp = max_ms if attributes & TIMESTAMP_TYPE_MASK else base_ms
-            while target <= last:
-                out[i] = timestamp
-                i += 1
-                if i == stop:
-                    return i
-                target = offsets[i]
-            # The next offset may be far ahead: start from its index entry if that is
-            # past this batch (index entries are batch boundaries).
+        attributes, base_ms, max_ms = time_fields(buf, rel)
+        timestamp = max_ms if attributes & TIMESTAMP_TYPE_MASK else base_ms
+        while target <= last:
+            out[i] = timestamp
+            i += 1
+            if i == stop:
+                return i
+            target = offsets[i]
+        if pos >= entry_pos:
+            entry_offset, entry_pos = segment.next_index_entry(pos)
+        if target >= entry_offset:
+            # The next offset is at or past an index entry ahead: start from its entry
+            # (index entries are batch boundaries).
             jump = segment.lookup_position(target)
             if jump > pos:
+                if jump > buf_start + len(buf):  # past what was read: read afresh
+                    chunk_bytes = _CHUNK_BYTES // 2
                 pos = jump
+            entry_offset, entry_pos = segment.next_index_entry(pos)
     return i

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
@@ -595,6 +596,15 @@ class Segment:
         except InvalidBatch as exc:
             raise self._damage(pos, str(exc)) from None
         return None
+
+    def next_index_entry(self, position: int) -> tuple[int, int]:
+        """(offset, position) of the first sparse index entry past `position`; a walk
+        from `position` gains from the index (lookup_position) only for an offset at or
+        above it. (sys.maxsize, sys.maxsize) past the last entry."""
+        k = bisect_right(self._index_pos, position)
+        if k == len(self._index_pos):
+            return sys.maxsize, sys.maxsize
+        return self.base_offset + self._index_rel[k], self._index_pos[k]
 
     def timestamp_scan_position(self, timestamp_ms: int, min_offset: int) -> int:
         """Where a search for the first record with timestamp >= `timestamp_ms` (and

@@ -16,7 +16,12 @@ when a commit arrives, else only against the time now), the timestamps of first 
 records (topics/lag_reads.py, by offset). What it reads once per partition rather than per
 group-partition: the high watermark, and the timestamps not cached, found for every group
 behind on the partition in one walk of its headers (storage/batch_timestamps.py). Rows are
-tuples, and the text is rendered a family at a time by comprehension. tests/unit/
+tuples, and the text is rendered a family at a time by comprehension. A first scrape
+(after a start, or of offsets not cached) reads the headers it must in one walk a
+partition, keeps a group-partition's first commit as a tuple (no window to evaluate:
+one commit is OK), and keeps labels and windows by (group, topic) then partition, so it
+leaves about one object per group-partition for the cyclic collector (by triples, ~7:
+a collector pass of ~5 ms fell inside one of its steps). tests/unit/
 test_lag_output.py holds the text byte for byte as it was before these changes."""
 
 from __future__ import annotations
@@ -100,9 +105,10 @@ class LagMetrics:
         self.clock_ms = clock_ms
         self.statuses = LagStatuses(status_intervals, status_min_distance_ms)
         self._text = _render_empty()
-        # Label text by (group, topic, partition) of the series last rendered, at
-        # _labels_level.
-        self._labels: dict[tuple[str, str | None, int | None], str] = {}
+        # Label text by (group, topic), then partition, of the series last rendered, at
+        # _labels_level. Nested rather than keyed by triples: a first scrape would keep
+        # 10,000 new tuples, which the collector then walks in one pass of a few ms.
+        self._labels: dict[tuple[str, str | None], dict[int | None, str]] = {}
         self._labels_level = LagLevel.PARTITION
 
     def text(self) -> bytes:
@@ -209,13 +215,27 @@ class LagMetrics:
         kept = self._labels if level is self._labels_level else {}
         self._labels, self._labels_level = {}, level
         now = self._labels
+        partition_level = level is LagLevel.PARTITION
+        group = topic = prefix = None
+        kept_pair: dict[int | None, str] = {}
+        now_pair: dict[int | None, str] = {}
         for start in range(0, len(series), _LINES):
             for one in series[start : start + _LINES]:
-                key = (one.group, one.topic, one.partition)
-                text = kept.get(key)
+                if one.group != group or one.topic != topic:  # a pair's series come together
+                    group, topic, prefix = one.group, one.topic, None
+                    pair = (group, topic)
+                    kept_pair = kept.get(pair, {})
+                    now_pair = now.setdefault(pair, {})
+                text = kept_pair.get(one.partition)
                 if text is None:
-                    text = _label_text(one, level)
-                now[key] = text
+                    if partition_level:
+                        # A new series' labels: its group and topic's, then the partition's.
+                        if prefix is None:
+                            prefix = _partition_label_prefix(one)
+                        text = f'{prefix}{one.partition}"}}'
+                    else:
+                        text = _label_text(one, level)
+                now_pair[one.partition] = text
                 labels.append(text)
             await slicer.step()
         prefix = _PREFIX[level]
@@ -303,6 +323,11 @@ def _label_text(series: LagSeries, level: LagLevel) -> str:
     if level is LagLevel.TOPIC:
         return f'{{group="{group}",topic="{topic}"}}'
     return f'{{group="{group}",topic="{topic}",partition="{series.probe.partition}"}}'
+
+
+def _partition_label_prefix(series: LagSeries) -> str:
+    """_label_text at partition level up to the partition number's quote."""
+    return f'{{group="{_escape(series.group)}",topic="{_escape(series.probe.topic)}",partition="'
 
 
 def _helps(level: LagLevel) -> tuple[str, str]:

@@ -113,6 +113,10 @@ def group_status(partitions: list[PartitionStatus]) -> GroupStatus:
     return GroupStatus(worst)
 
 
+# A group-partition's commits: a window, or its one commit (LagStatuses).
+Window = CommitWindow | tuple[int, int, int]
+
+
 class LagStatuses:
     """The windows of every group-partition with a committed offset, kept across
     measurements. A measurement offers its rows in chunks (`offer`, so the caller can yield
@@ -122,30 +126,58 @@ class LagStatuses:
     def __init__(self, intervals: int, min_distance_ms: int) -> None:
         self.intervals = intervals
         self.min_distance_ms = min_distance_ms
-        self._windows: dict[tuple[str, str, int], CommitWindow] = {}
-        self._seen: dict[tuple[str, str, int], CommitWindow] = {}
+        # A group-partition's window, or while it has held one commit only, that commit
+        # (offset, commit_ms, lag): one commit is OK whatever the lag, and the first
+        # measurement after a start offers every group-partition once, so it makes
+        # tuples rather than windows (a window and its evaluation cost ~2 us each). By
+        # (group, topic), then partition: keyed by triples, a first measurement would keep
+        # 10,000 new tuples more for the collector to walk.
+        self._windows: dict[tuple[str, str], dict[int, Window]] = {}
+        self._seen: dict[tuple[str, str], dict[int, Window]] = {}
         self._counts: dict[str, dict[PartitionStatus, int]] = {}
 
     def offer(self, rows: list[LagRow], now_ms: int) -> None:
         """Offer each group-partition's latest commit and its lag now."""
         windows, seen, counts = self._windows, self._seen, self._counts
         intervals, min_distance_ms = self.intervals, self.min_distance_ms
-        group = None
+        group = topic = None
         per_group: dict[PartitionStatus, int] = {}
+        before: dict[int, Window] = {}
+        now: dict[int, Window] = {}
+        ok = PartitionStatus.OK
         for row in rows:
-            key = row[:3]  # group, topic, partition
-            window = windows.get(key)
-            if window is None:
-                window = CommitWindow(intervals)
+            if row.group != group or row.topic != topic:  # a pair's rows usually come together
+                if row.group != group:
+                    per_group = counts.get(row.group)  # type: ignore[assignment]
+                    if per_group is None:
+                        per_group = counts[row.group] = {}
+                group, topic = row.group, row.topic
+                pair = (group, topic)
+                before = windows.get(pair, {})
+                now = seen.setdefault(pair, {})
+            partition = row.partition
+            window = before.get(partition)
             records = row.records
-            window.observe(row.committed, row.commit_ms, records, min_distance_ms)
-            seen[key] = window
-            status = window.status(records, now_ms) if records > 0 else PartitionStatus.OK
-            if row.group != group:  # a group's rows usually come together
-                group = row.group
-                per_group = counts.get(group)  # type: ignore[assignment]
-                if per_group is None:
-                    per_group = counts[group] = {}
+            if window is None:
+                now[partition] = (row.committed, row.commit_ms, records)
+                status = ok
+            elif isinstance(window, tuple) and (
+                row.commit_ms == window[1] or row.commit_ms - window[1] < min_distance_ms
+            ):
+                # The same commit, kept as first seen, or one replacing it within the
+                # min-distance (CommitWindow.observe's rules).
+                if row.commit_ms != window[1]:
+                    window = (row.committed, row.commit_ms, records)
+                now[partition] = window
+                status = ok
+            else:
+                if isinstance(window, tuple):
+                    first = window
+                    window = CommitWindow(intervals)
+                    window.entries.append(first)
+                window.observe(row.committed, row.commit_ms, records, min_distance_ms)
+                now[partition] = window
+                status = window.status(records, now_ms) if records > 0 else ok
             per_group[status] = per_group.get(status, 0) + 1
 
     def finish(self) -> dict[str, dict[PartitionStatus, int]]:

@@ -66,27 +66,24 @@ class PartitionEnds:
         if current is None:
             current = self._current[partition_key] = {}
         previous = self._previous.get(partition_key, current)
+        wanted = [log_start if offset < log_start else offset for offset in offsets]
+        missing = {
+            offset
+            for offset in wanted
+            if offset < high_watermark and offset not in current and offset not in previous
+        }
+        if missing:
+            ascending = sorted(missing)
+            current.update(zip(ascending, self._read_all(log, ascending), strict=True))
         out: list[int | None] = []
-        missing: dict[int, list[int]] = {}  # offset -> where in `out` it goes
-        for offset in offsets:
-            if offset < log_start:
-                offset = log_start
+        for offset in wanted:
             if offset >= high_watermark:
                 out.append(None)
             elif offset in current:
                 out.append(current[offset])
-            elif offset in previous:
+            else:  # read in the scrape before
                 read = current[offset] = previous[offset]
                 out.append(read)
-            else:
-                missing.setdefault(offset, []).append(len(out))
-                out.append(None)
-        if missing:
-            wanted = sorted(missing)
-            for offset, read in zip(wanted, self._read_all(log, wanted), strict=True):
-                current[offset] = read
-                for at in missing[offset]:
-                    out[at] = read
         return out
 
     def _read_all(self, log: PartitionLog, offsets: list[int]) -> list[int | None]:

@@ -133,3 +133,49 @@ def test_a_partitions_offsets_cost_one_walk_of_its_headers(topics: TopicRegistry
         Segment.pread = real_pread  # type: ignore[method-assign]
     assert None not in read
     assert reads <= size_bytes // (8 * 1024) + 2
+
+
+@pytest.mark.parametrize("spacing", [1, 7, 150])
+def test_a_walk_through_one_large_segment_answers_what_one_read_each_does(
+    topics: TopicRegistry, spacing: int
+) -> None:
+    """One segment of ~40 index entries, offsets asked every `spacing` offsets: the walk
+    jumps through the index where an entry lies ahead of it, and reads on in larger
+    reads where it does not; the answers are a lookup's each."""
+    topics.create("t", 1, {})
+    _append_many(topics, 0, 1500, log_append=True)
+    found = topics.partition("t", 0)
+    assert found is not None and found.log is not None
+    assert found.log.segment_count == 1
+    offsets = list(range(3, found.high_watermark, spacing))
+    one_each = PartitionEnds(topics)
+    expected = []
+    for offset in offsets:
+        one_each.begin_scrape()
+        expected.append(one_each._read(found.log, offset))
+    assert None not in expected
+    assert PartitionEnds(topics).timestamps_ms("t", 0, offsets) == expected
+
+
+def test_a_walk_meeting_a_damaged_header_answers_what_one_read_each_does(
+    topics: TopicRegistry,
+) -> None:
+    """A batch in the middle of a segment whose magic byte is damaged (written behind the
+    log's back): the walk gives up and the offsets are looked up one by one, as a read
+    does, so the offsets whose lookup passes the damage have no timestamp."""
+    topics.create("t", 1, {})
+    _append_many(topics, 0, 400, log_append=False)
+    found = topics.partition("t", 0)
+    assert found is not None and found.log is not None
+    segment = found.log.segments_snapshot()[3]
+    positions = [position for position, _ in segment.iter_headers()]
+    with open(segment.path(), "r+b") as file:
+        file.seek(positions[250] + 16)  # the magic byte
+        file.write(b"\x07")
+    offsets = list(range(0, found.high_watermark, 3))
+    got = PartitionEnds(topics).timestamps_ms("t", 0, offsets)
+    one_each = PartitionEnds(topics)
+    expected = [one_each._read(found.log, offset) for offset in offsets]
+    assert got == expected
+    assert None in got
+    assert got[0] is not None

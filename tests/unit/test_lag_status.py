@@ -3,6 +3,9 @@ caching_test.go it mirrors: a window of (offset, commit time, lag) entries and t
 
 from __future__ import annotations
 
+import itertools
+import random
+
 import pytest
 
 from groupcoord.coordinator.observability.lag import LagRow
@@ -83,3 +86,49 @@ def test_statuses_across_measurements_drop_removed_offsets() -> None:
     statuses.finish()
     statuses.offer([row("g", 40, 9500, 50)], 9600)
     assert statuses.finish() == {"g": {PartitionStatus.OK: 1}}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_statuses_are_those_of_a_window_per_group_partition(seed: int) -> None:
+    """LagStatuses keeps a first commit as a tuple and makes its window at the second
+    (a first scrape makes no windows): the statuses are those of one CommitWindow per
+    group-partition observing every commit, for commits repeated, moved within and past
+    the min-distance, gone back in time, and group-partitions coming and going."""
+    rng = random.Random(seed)
+    intervals = rng.choice([1, 2, 3, 10])
+    min_distance_ms = rng.choice([0, 500, 1000])
+    statuses = LagStatuses(intervals, min_distance_ms)
+    windows: dict[tuple[str, str, int], CommitWindow] = {}
+    commits: dict[tuple[str, str, int], tuple[int, int]] = {}
+    now_ms = 10_000
+    for _ in range(25):
+        now_ms += rng.choice([0, 300, 1500, 6000])
+        rows = []
+        for key in itertools.product(["g1", "g2", "g3"], ["t", "u"], range(3)):
+            if rng.random() < 0.15:
+                continue  # not committed, or deleted: its window goes
+            offset, commit_ms = commits.get(key, (rng.randrange(100), now_ms - 100))
+            draw = rng.random()
+            if draw < 0.4:
+                offset += rng.randrange(-3, 10)
+                commit_ms = now_ms - rng.choice([0, 100, 999, 1000, 1001])
+            elif draw < 0.5:
+                commit_ms -= rng.choice([1, 600])
+            commits[key] = (offset, commit_ms)
+            lag = rng.choice([0, 1, 5, 50])
+            rows.append(LagRow(*key, offset, offset + lag, lag, commit_ms))
+        if rng.random() < 0.3:
+            rng.shuffle(rows)
+        expected: dict[str, dict[PartitionStatus, int]] = {}
+        seen = {}
+        for r in rows:
+            one = seen[r[:3]] = windows.get(r[:3]) or CommitWindow(intervals)
+            one.observe(r.committed, r.commit_ms, r.records, min_distance_ms)
+            status = one.status(r.records, now_ms) if r.records > 0 else PartitionStatus.OK
+            counts = expected.setdefault(r.group, {})
+            counts[status] = counts.get(status, 0) + 1
+        windows = seen
+        size = rng.randrange(1, 6)
+        for start in range(0, len(rows), size):
+            statuses.offer(rows[start : start + size], now_ms)
+        assert statuses.finish() == expected

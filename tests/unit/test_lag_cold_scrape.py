@@ -1,0 +1,121 @@
+"""The structure of a first lag scrape (issue 20's target: the first scrape after a start
+within the loop-time budget too; tests/bench/bench_lag.py prints the figures), on a real
+partition log, without timing anything: how many segment reads it makes (one walk of each
+partition's headers, not one lookup per group-partition; none for timestamps cached by
+the scrape before), and how many objects the collector tracks that it leaves behind (kept
+from one scrape to the next: label texts, Burrow's windows). Keyed by a tuple per
+group-partition, those were ~5 tracked objects each, enough that a first scrape of 10,000
+group-partitions set off a collector pass of ~5 ms inside one of its steps."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import random
+from collections.abc import Iterator
+
+import pytest
+
+from groupcoord.coordinator.config import load_config
+from groupcoord.coordinator.observability.lag_metrics import LagMetrics
+from groupcoord.coordinator.topics.lag_reads import PartitionEnds
+from groupcoord.coordinator.topics.registry import TopicRegistry
+from groupcoord.protocol.batches import split_batches
+from groupcoord.storage.segment import Segment
+from tests.support import make_batch
+
+GROUPS = 30
+PARTITIONS = 20
+BATCHES = 200
+ROWS = GROUPS * PARTITIONS
+NOW_MS = 10_000_000
+Committed = list[tuple[str, str, int, int, int]]
+
+
+@pytest.fixture(scope="module")
+def topics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TopicRegistry]:
+    """One log for the module's tests (they only read it)."""
+    data_dir = tmp_path_factory.mktemp("lag_cold")
+    config = load_config(overrides={"data_dir": str(data_dir), "metrics_listen": ""}, environ={})
+    registry = TopicRegistry(config)
+    registry.load()
+    topic = registry.create("t", PARTITIONS, {})
+    for partition in topic.partitions:
+        for i in range(BATCHES):
+            buf = bytearray(make_batch(1, start_ts_ms=NOW_MS - 60_000 + i))
+            partition.log.append(buf, split_batches(buf))
+        partition.log.flush()
+    yield registry
+    registry.close()
+
+
+def _lag(topics: TopicRegistry, commit_ms: list[int]) -> LagMetrics:
+    """Every group committed on every partition at a random offset behind the end (each
+    first unconsumed record's header is read), at commit_ms[0] (changed by the test)."""
+    rng = random.Random(7)
+    offsets = {(g, p): rng.randrange(BATCHES) for g in range(GROUPS) for p in range(PARTITIONS)}
+
+    def sources() -> Iterator[tuple[Committed, dict[str, int]]]:
+        for shard in range(3):
+            committed = [
+                (f"g{g}", "t", p, offsets[g, p], commit_ms[0])
+                for g in range(shard, GROUPS, 3)
+                for p in range(PARTITIONS)
+            ]
+            yield committed, {f"g{g}": 1 for g in range(shard, GROUPS, 3)}
+
+    return LagMetrics(sources, PartitionEnds(topics), series_max=10_000, clock_ms=lambda: NOW_MS)
+
+
+def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    reads = [0]
+    real_pread = Segment.pread
+
+    def pread(self: Segment, position: int, size: int) -> bytes:
+        reads[0] += 1
+        return real_pread(self, position, size)
+
+    monkeypatch.setattr(Segment, "pread", pread)
+    return reads
+
+
+def test_first_scrape_walks_each_partition_once_and_the_next_reads_nothing(
+    topics: TopicRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lag = _lag(topics, [NOW_MS - 5_000])
+    reads = _counting_reads(monkeypatch)
+    text = asyncio.run(lag.scrape()).decode()
+    assert text.count("groupcoord_group_lag_seconds{") == ROWS  # every age was read
+    # One forward walk a partition (8 KiB reads over its ~16 KiB of headers), where one
+    # lookup per group-partition would make ROWS reads or more.
+    sizes = [p.log.size_bytes for p in topics.get("t").partitions]  # type: ignore[union-attr]
+    assert 0 < reads[0] <= sum(size // 8192 + 2 for size in sizes)
+    assert reads[0] < ROWS // 10
+    reads[0] = 0
+    assert asyncio.run(lag.scrape()).decode() == text
+    assert reads[0] == 0  # the timestamps of unchanged offsets are cached
+
+
+def test_state_kept_between_scrapes_is_about_one_tracked_object_per_group_partition(
+    topics: TopicRegistry,
+) -> None:
+    commit_ms = [NOW_MS - 5_000]
+    lag = _lag(topics, commit_ms)
+    gc.collect()
+    gc.disable()
+    try:
+        before = gc.get_count()[0]
+        asyncio.run(lag.scrape())
+        first = gc.get_count()[0] - before
+        # A second commit each: Burrow's windows are made now.
+        commit_ms[0] += 2_000
+        text = asyncio.run(lag.scrape()).decode()
+    finally:
+        gc.enable()
+    # New tracked objects (allocations less deallocations counted by the collector: what
+    # its next pass walks): a first commit per group-partition, a few per group and topic,
+    # and what a scrape's own freeing leaves uncounted. Keyed by triples, with a window
+    # per first commit, it was ~7 a group-partition.
+    assert first <= 3 * ROWS, first
+    # Two commits, the last longer ago than the window spans: STOPPED, from the windows.
+    assert f'groupcoord_group_partitions_status{{group="g0",status="STOPPED"}} {PARTITIONS}' in text
