@@ -9,7 +9,9 @@ gen-0 collection of 44,000 objects with 320,000 references took 23-53 ms, in the
 offload's worker thread, which holds the GIL: the loop stalls as long); once built, what
 is kept is walked again by gen-1 and gen-2 collections. What such work makes dies by
 reference counting (it makes no cycles), so nothing is lost by collecting afterwards: what
-other tasks make meanwhile waits for the next collection.
+other tasks make meanwhile waits for the next collection. A pause lasts as long as its
+work, which must be bounded: a plugin assignor's computation (its cost unknown, it may
+hang) runs with the GC on.
 
 Pauses nest (two loads, or a load and an offload, may overlap), from any thread.
 """
