@@ -26,7 +26,6 @@ records into bytes.
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
 from collections.abc import Awaitable, Callable
 from enum import Enum
@@ -49,6 +48,7 @@ from ..observability.logging import get_logger
 from ..observability.metrics import ServerMetrics
 from ..observability.storage_damage import report_damage_removed
 from . import clock as clocks
+from .gc_pause import pause_gc, resume_gc
 from .timers import LoopTimer
 
 log = get_logger("groupcoord.shard")
@@ -188,11 +188,11 @@ class CoordinatorShardRunner:
         # (groups, offset dicts): the cyclic collector would walk the kept ones over and
         # over (3% of a 10 M record load at the server's thresholds, more at the defaults).
         # Loading makes no cycles; what other tasks make meanwhile waits for the next pass.
-        _pause_gc()
+        pause_gc()
         try:
             count = await self._replay_log(now_ms)
         finally:
-            _resume_gc()
+            resume_gc()
         self.loaded_records = count
         self.state = ShardState.ACTIVE
         now_ms = self.clock_ms()
@@ -481,10 +481,6 @@ class CoordinatorShardRunner:
             await clocks.sleep(self.clock, RELOAD_RETRY_S)
 
 
-_gc_pauses = 0
-_gc_was_enabled = False
-
-
 def _build(builder: Any, batch: _Batch, timestamp: int) -> bytearray:
     """The batch's records in `builder`, built: a bytearray (the log stamps the base offset
     into it)."""
@@ -493,19 +489,3 @@ def _build(builder: Any, batch: _Batch, timestamp: int) -> bytearray:
         append(delta, timestamp, key, value, [])  # offset delta, ts, key, value, headers
     data: bytearray = builder.build()
     return data
-
-
-def _pause_gc() -> None:
-    """Disable the cyclic GC until the matching _resume_gc (loads may overlap)."""
-    global _gc_pauses, _gc_was_enabled
-    if _gc_pauses == 0:
-        _gc_was_enabled = gc.isenabled()
-        gc.disable()
-    _gc_pauses += 1
-
-
-def _resume_gc() -> None:
-    global _gc_pauses
-    _gc_pauses -= 1
-    if _gc_pauses == 0 and _gc_was_enabled:
-        gc.enable()

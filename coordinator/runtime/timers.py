@@ -30,6 +30,7 @@ from typing import Any
 from ..groups.result import OffloadFinish, Result, TimerCallback
 from ..observability.logging import get_logger
 from .clock import Cancellable, LoopClock
+from .gc_pause import without_gc
 from .plugin_threads import plugin_threads
 
 log = get_logger("groupcoord.coordinator")
@@ -135,13 +136,15 @@ class LoopTimer:
         """`compute` in the loop's default executor, or for `plugin` code in a plugin
         thread (plugin_threads.py): a thread, which with the GIL shares the CPU, but the
         interpreter switches threads every few hundred microseconds, so the loop keeps
-        answering meanwhile. `finish` then runs as a shard event. What compute raises is
-        logged here (the shard does no I/O), then handed to finish."""
+        answering meanwhile; a built-in computation runs with the GC paused (gc_pause.py:
+        a collection in the thread would hold the GIL while it walks the structures being
+        built). `finish` then runs as a shard event. What compute raises is logged here
+        (the shard does no I/O), then handed to finish."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = (
             asyncio.wrap_future(plugin_threads.submit(compute))
             if plugin
-            else loop.run_in_executor(None, compute)
+            else loop.run_in_executor(None, without_gc(compute))
         )
         self._offloads[key] = future
 

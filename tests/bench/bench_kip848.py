@@ -883,6 +883,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.warmup = 0.5 if args.quick else 1.0
     args.settle = 1.0 if args.quick else 2.0
     args.session_ms = 60_000  # classic members of phase 3 (bench_groups' default)
+    args.open_batch = 200  # bench_groups' default: forming connections opened at once
     return args
 
 

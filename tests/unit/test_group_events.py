@@ -39,6 +39,29 @@ def test_timeline_keeps_the_last_events_of_each_group_within_a_total() -> None:
     assert len(events._order) <= 2 * 5 + 64
 
 
+def test_events_a_groups_own_limit_dropped_are_not_kept_alive() -> None:
+    """One busy group (a mass join and expiry: three events per member) under a large
+    shard total: the shard-wide order drops what the group's limit dropped, so it holds
+    about what the timelines hold (it held up to 2 x the total: 200,000 events, each a
+    few tracked objects that every gen-2 collection walks)."""
+    events = GroupEvents(timeline_events=100, total_max=100_000)
+    for i in range(20_000):
+        events.emit("mass", "member_expired", i, f"m{i}", "session timeout", 1000 + i, {"n": i})
+    assert events.held() == 100
+    assert [e.generation_or_epoch for e in events.timeline("mass") or []] == list(
+        range(19_900, 20_000)
+    )
+    assert len(events._order) <= 2 * 100 + 64
+    # The shard total still evicts the oldest held events first.
+    small = GroupEvents(timeline_events=3, total_max=4)
+    for group in "abc":
+        for i in range(3):
+            small.emit(group, "member_joined", i, None, "JoinGroup", 1000 + i)
+    assert small.timeline("a") is None
+    assert [e.generation_or_epoch for e in small.timeline("b") or []] == [2]
+    assert small.held() == 4
+
+
 def test_a_zero_limit_keeps_nothing_but_still_hands_events_to_the_sink() -> None:
     events = GroupEvents(timeline_events=0, total_max=100)
     seen: list[str] = []

@@ -22,13 +22,17 @@ from typing import NamedTuple
 from groupcoord.protocol.records import (
     ConsumerGroupMemberMetadataValue,
     ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
+    RecordType,
+    decode_value,
+    encode_value,
 )
 
 from ..assignors import BUILTIN_ASSIGNOR_NAMES, MemberSubscription, PartitionAssignor
 from ..assignors.spec import TopicMetadata
-from ..result import Record, Result
+from ..result import Result
 from ..sliced_copy import SlicedCopy
 from .change import GroupChange, HeartbeatError
 from .group import ConsumerGroup, TopicAssignment
@@ -43,12 +47,15 @@ from .targets import (
     topic_ids_of,
 )
 
-# Members whose offloaded target is written per shard event (~1 ms of replay each).
-OFFLOAD_SLICE = 200
+# Members whose offloaded target is written per shard event (~1 ms of replay, plus the
+# values' decoding, 3-6 us each: 200 members a slice before they came back as bytes).
+OFFLOAD_SLICE = 150
 OFFLOAD_SLICE_PARTITIONS = 20_000
 # Entries of a large group's inputs copied per shard event before its computation starts
 # (~0.2 us each when cold: about 1 ms an event).
 SNAPSHOT_SLICE = 5_000
+# The record type of TargetAssignmentMember values (decoded from the offload's bytes).
+_TARGET_MEMBER = RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER.value
 # A failed computation is tried again after this, doubled per failure in a row, up to the max.
 ASSIGNMENT_RETRY_MS = 1_000
 ASSIGNMENT_RETRY_MAX_MS = 60_000
@@ -322,7 +329,16 @@ class TargetScheduling(TargetAssignment):
                     f"its target of epoch {kept_epoch}; next attempt in {retry_ms} ms."
                 ) from e
             instances = {m: s.instance_id for m, s in members.items() if s.instance_id}
-            return _Offloaded(records, instances, frozenset(members))
+            # The records leave the thread encoded (bytes are not tracked by the cyclic
+            # GC), each decoded when its slice is written: as objects, 20,000 members'
+            # records (a key, a value and a tuple each) were young when the GC resumed,
+            # and the collection that walked them held the loop 20-50 ms.
+            return _Offloaded(
+                [key.member_id for key, _ in records],
+                [encode_value(value) for _, value in records],
+                instances,
+                frozenset(members),
+            )
 
         def finish(value: object, finish_ms: int) -> Result:
             if self.groups.get(gid) is not group or group.assigning_epoch != group_epoch:
@@ -359,15 +375,19 @@ class TargetScheduling(TargetAssignment):
         replaced meanwhile renamed to their successor), TargetAssignmentMetadata last."""
         gid = group.group_id
         result = Result()
-        records = computed.records
+        member_ids, values = computed.member_ids, computed.values
         end, partitions = start, 0
         # A slice ends at OFFLOAD_SLICE members or OFFLOAD_SLICE_PARTITIONS partitions.
-        while end < len(records) and end - start < OFFLOAD_SLICE:
-            key, value = records[end]
+        while end < len(member_ids) and end - start < OFFLOAD_SLICE:
+            member_id = member_ids[end]
+            value = decode_value(_TARGET_MEMBER, values[end])
+            assert isinstance(value, ConsumerGroupTargetAssignmentMemberValue)
             end += 1
-            if key.member_id in group.metadata:
-                result.records.append((key, value))
-            elif (successor := computed.successor(group, key.member_id)) is not None:
+            if member_id in group.metadata:
+                result.records.append(
+                    (ConsumerGroupTargetAssignmentMemberKey(gid, member_id), value)
+                )
+            elif (successor := computed.successor(group, member_id)) is not None:
                 # A static replacement (B.4.4) moved no epoch, so this target is the one
                 # the group settles on: the successor inherited the replaced member's old
                 # target and must take its new one, or it keeps partitions the new
@@ -378,7 +398,7 @@ class TargetScheduling(TargetAssignment):
             partitions += sum(len(tp.partitions) for tp in value.topic_partitions)
             if partitions >= OFFLOAD_SLICE_PARTITIONS:
                 break
-        if end < len(records):
+        if end < len(member_ids):
 
             def more(now_ms: int) -> Result:
                 if self.groups.get(gid) is not group or group.assigning_epoch != group_epoch:
@@ -426,10 +446,12 @@ class _Snapshot(NamedTuple):
 
 
 class _Offloaded(NamedTuple):
-    """A target computed off the loop: its TargetAssignmentMember records, the instance
-    ids of the static members it was computed for, and all the member ids it covers."""
+    """A target computed off the loop: its TargetAssignmentMember records (the member ids
+    and, aligned, the values encoded), the instance ids of the static members it was
+    computed for, and all the member ids it covers."""
 
-    records: list[Record]
+    member_ids: list[str]
+    values: list[bytes]
     instances: dict[str, str]
     members: frozenset[str]
 
