@@ -34,6 +34,7 @@ from tests.cluster_support import (
     Cluster,
     committed,
     running_cluster,
+    until,
 )
 from tests.integration.txn_support import write_markers
 from tests.rawclient import RawClient
@@ -54,7 +55,8 @@ def cluster() -> Iterator[Cluster]:
     with running_cluster(extra_args=AUTHORIZED) as c:
         # One ACL on the cluster resource (for someone else): from then on ordinary
         # clients have no right there (allow_everyone_if_no_acl_found covers only
-        # resources without ACLs). ACLs are per node until they follow the database.
+        # resources without ACLs). ACLs follow the metadata store: made once, through node 1,
+        # and every node refuses ordinary clients once its image has it.
         binding = AclBinding(
             ResourceType.BROKER,
             "kafka-cluster",
@@ -64,11 +66,17 @@ def cluster() -> Iterator[Cluster]:
             AclOperation.DESCRIBE,
             AclPermissionType.ALLOW,
         )
-        for node in c.nodes.values():
-            admin = AdminClient({"bootstrap.servers": node.bootstrap})
-            for future in admin.create_acls([binding]).values():
-                future.result(30)
+        admin = AdminClient({"bootstrap.servers": c.nodes[1].bootstrap})
+        for future in admin.create_acls([binding]).values():
+            future.result(30)
+        until(lambda: all(markers_refused(n.bootstrap) for n in c.nodes.values()), "the ACL")
         yield c
+
+
+def markers_refused(bootstrap: str) -> bool:
+    with RawClient(bootstrap) as client:
+        errors = write_markers(client, [(1000, 0, True, {TOPIC: [0, 1]})])
+    return set(errors.values()) == {CLUSTER_AUTHORIZATION_FAILED}
 
 
 def peer_listeners(cluster: Cluster) -> dict[int, tuple[str, int]]:
