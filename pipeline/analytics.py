@@ -54,7 +54,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .commit_files import TIMELINE_DDL, clear_staging, decode_to_files, promote, staging_dir
+from .commit_files import (
+    ARROW_SETTINGS,
+    TIMELINE_DDL,
+    clear_staging,
+    decode_to_files,
+    promote,
+    staging_dir,
+)
 from .coordinator_log import DECODED_SCHEMA, STREAM_DDL, decode_batches
 from .group_timeline import EVENT_COLUMNS, GroupTimeline
 from .lag_probe import LAG_COLUMNS, lag_rows
@@ -210,6 +217,8 @@ class AnalyticsBatches:
         table_dir = self.output / "offset_commits"
         clear_staging(table_dir)
         staging = staging_dir(table_dir, batch_id)
+        for name, value in ARROW_SETTINGS.items():
+            batch.sparkSession.conf.set(name, value)
         rows = batch.mapInArrow(decode_to_files(staging), TIMELINE_DDL).toArrow()
         promote(staging, table_dir, batch_id)
         return rows.cast(DECODED_SCHEMA)

@@ -60,6 +60,11 @@ COMMITS_SCHEMA = pa.schema(
 )
 # What the decode tasks return: the timeline's rows, as decoded.
 TIMELINE_DDL = DECODED_DDL
+# Spark settings of the decode step, set on the micro-batch's session (the stream's clone of
+# the user's: their other queries keep their own): no byte limit on the Arrow batches sent to
+# the tasks' Python workers. While one is set (256 MB by default) Spark measures the batch
+# being built after every row; spark.sql.execution.arrow.maxRecordsPerBatch still bounds it.
+ARROW_SETTINGS = {"spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1)}
 # Rows buffered per Parquet row group (a micro-batch's Arrow batches are 10,000 rows).
 ROW_GROUP_ROWS = 200_000
 

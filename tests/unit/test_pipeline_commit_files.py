@@ -160,3 +160,43 @@ def test_the_job_splits_long_ranges_of_a_log_partition_over_tasks(
     assert conf == {analytics.DEPRECATED_OFFSET_FETCHING: "true"}
     analytics.source_stream(spark, "broker:9092", {"maxRecordsPerPartition": "10"})
     assert reader.options["maxRecordsPerPartition"] == "10"
+
+
+class _MicroBatch:
+    """A micro-batch as foreachBatch hands it over, run here: mapInArrow calls the function
+    on the batch's Arrow batches as one task would; its session records settings."""
+
+    def __init__(self, batches: list[pa.RecordBatch]) -> None:
+        self.batches = batches
+        self.settings: dict[str, str] = {}
+        self.sparkSession = type(  # noqa: N815 (PySpark's name)
+            "Session", (), {"conf": type("Conf", (), {"set": staticmethod(self._set)})()}
+        )()
+        self.settings_at_run: dict[str, str] = {}
+
+    def _set(self, name: str, value: str) -> None:
+        self.settings[name] = value
+
+    def mapInArrow(self, function: Any, schema: str) -> Any:  # noqa: N802 (PySpark's name)
+        assert schema == coordinator_log.DECODED_DDL
+        self.settings_at_run = dict(self.settings)
+        out = pa.Table.from_batches(list(function(iter(self.batches))), DECODED_SCHEMA)
+        return type("Frame", (), {"toArrow": lambda _: out})()
+
+
+def test_a_micro_batch_is_decoded_by_its_tasks_and_its_commits_promoted(
+    tmp_path: Path,
+) -> None:
+    """The driver's side: the tasks run with Arrow batches unbounded in bytes (set on the
+    micro-batch's session, the stream's own), the batch's commits land in batch_id=N/ once
+    (a second attempt replaces the first), and the timeline's rows come back."""
+    whole = _batch(RECORDS)
+    batches = analytics.AnalyticsBatches("unused:9092", tmp_path)
+    for _attempt in range(2):
+        micro = _MicroBatch([whole])
+        rows = batches.decode_and_write_commits(micro, 7)
+        assert micro.settings_at_run == {"spark.sql.execution.arrow.maxBytesPerBatch": "2147483647"}
+    table = tmp_path / "offset_commits"
+    assert sorted(p.name for p in table.iterdir()) == ["batch_id=7"]
+    assert pq.read_table(table / "batch_id=7").num_rows == 7
+    assert rows.schema == DECODED_SCHEMA and rows.num_rows > 0
