@@ -178,7 +178,8 @@ class AnalyticsBatches:
         self, bootstrap: str, output: Path, clock_ms: Callable[[], int] | None = None
     ) -> None:
         self.bootstrap = bootstrap
-        self.output = Path(output)
+        # Absolute: the tasks that write offset_commits run in other processes.
+        self.output = Path(output).absolute()
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self._timeline: GroupTimeline | None = None
         # Seconds spent per step, over every batch (logged at INFO after each batch).
