@@ -15,13 +15,16 @@ Kafka connector, that maintains three Parquet tables under a directory the user 
     (or: groupcoord-pipeline analytics --bootstrap-server broker:9092 --output DIR --once)
 
 Theory of operation. The query reads the log with the connector (startingOffsets earliest,
-so a first run reads all the history the log still holds), decodes it with mapInArrow
-(coordinator_log.py: the server's codec, a batch at a time), and hands each micro-batch to
-`AnalyticsBatches` (foreachBatch). Each table is partitioned by the micro-batch id
-(`batch_id=N/`), and a batch writes only its own directories, replacing whatever an earlier
-attempt of the same batch left. Spark re-runs a batch after a failure with the same offsets
-(its offset log), so the rows are the same: the output is exactly once, and a restart from
-the checkpoint writes no duplicate row.
+so a first run reads all the history the log still holds; a long range of one log partition
+split over several tasks, MAX_RECORDS_PER_TASK) and hands each micro-batch to
+`AnalyticsBatches` (foreachBatch). Its tasks decode the batch with mapInArrow
+(coordinator_log.py: the server's codec, a batch at a time) and write the offset_commits
+rows themselves with pyarrow, returning only what the group timeline replays
+(commit_files.py); the driver derives group_events and lag from those. Each table is
+partitioned by the micro-batch id (`batch_id=N/`), and a batch writes only its own
+directories, replacing whatever an earlier attempt of the same batch left. Spark re-runs a
+batch after a failure with the same offsets (its offset log), so the rows are the same: the
+output is exactly once, and a restart from the checkpoint writes no duplicate row.
 
 The timeline and the live offsets are driver state across batches. Each batch also writes
 what it fed the timeline (`_timeline_input/batch_id=N/`, hidden from readers by its leading
@@ -51,7 +54,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .coordinator_log import DECODED_SCHEMA, OFFSET_COMMIT_TYPES, STREAM_DDL, decode_batches
+from .commit_files import (
+    ARROW_SETTINGS,
+    TIMELINE_DDL,
+    clear_staging,
+    decode_to_files,
+    promote,
+    staging_dir,
+)
+from .coordinator_log import DECODED_SCHEMA, STREAM_DDL, decode_batches
 from .group_timeline import EVENT_COLUMNS, GroupTimeline
 from .lag_probe import LAG_COLUMNS, lag_rows
 
@@ -91,26 +102,23 @@ LAG_SCHEMA = pa.schema(
 )
 assert tuple(EVENT_SCHEMA.names) == EVENT_COLUMNS and tuple(LAG_SCHEMA.names) == LAG_COLUMNS
 
-# offset_commits' columns, from the decoded rows.
-_COMMIT_COLUMNS = (
-    "`group`",
-    "topic",
-    "topic_partition AS partition",
-    "committed_offset AS offset",
-    "commit_timestamp_ms",
-    "leader_epoch",
-    "metadata",
-    "expire_timestamp_ms",
-    "tombstone AS deleted",
-    "partition AS log_partition",
-    "offset AS log_offset",
-    "timestamp_ms AS log_timestamp_ms",
-)
+# Connector options the job sets unless the caller's say otherwise (Spark's
+# KafkaOffsetRangeCalculator): a long range of one log partition (a busy group's shard holds
+# nearly all of a log) is read by several tasks at once, so a run over a long history uses
+# every core rather than one. `minPartitions` is Spark's default parallelism.
+MAX_RECORDS_PER_TASK = 250_000
 
 
 def decoded_stream(spark: Any, bootstrap: str, options: dict[str, str] | None = None) -> Any:
     """The streaming DataFrame of decoded `__consumer_offsets` records
-    (coordinator_log.DECODED_DDL); `options`: more of the connector's (kafka.* included).
+    (coordinator_log.STREAM_DDL); `options`: more of the connector's (kafka.* included)."""
+    return source_stream(spark, bootstrap, options).mapInArrow(decode_batches, STREAM_DDL)
+
+
+def source_stream(spark: Any, bootstrap: str, options: dict[str, str] | None = None) -> Any:
+    """The streaming DataFrame of `__consumer_offsets` records as the decoder takes them
+    (coordinator_log.SOURCE_COLUMNS); `options`: more of the connector's (kafka.* included),
+    over the job's own (MAX_RECORDS_PER_TASK).
 
     Spark's connector leaves internal topics out of what it reads (its admin-based offset
     reader drops every topic Metadata marks internal, as Kafka marks this one), so the job
@@ -127,16 +135,26 @@ def decoded_stream(spark: Any, bootstrap: str, options: dict[str, str] | None = 
         # Compaction and offset expiry remove records: not data loss for the analytics.
         .option("failOnDataLoss", "false")
     )
-    for name, value in (options or {}).items():
+    settings = {
+        "maxRecordsPerPartition": str(MAX_RECORDS_PER_TASK),
+        "minPartitions": str(spark.sparkContext.defaultParallelism),
+        **(options or {}),
+    }
+    for name, value in settings.items():
         reader = reader.option(name, value)
-    return decoded(reader.load())
+    return source_columns(reader.load())
+
+
+def source_columns(source: Any) -> Any:
+    """The Kafka source's DataFrame (streaming or not) as the decoder takes it."""
+    return source.selectExpr(
+        "partition", "offset", "unix_millis(timestamp) AS timestamp_ms", "key", "value"
+    )
 
 
 def decoded(source: Any) -> Any:
     """The Kafka source's DataFrame (streaming or not) decoded: STREAM_DDL's columns."""
-    return source.selectExpr(
-        "partition", "offset", "unix_millis(timestamp) AS timestamp_ms", "key", "value"
-    ).mapInArrow(decode_batches, STREAM_DDL)
+    return source_columns(source).mapInArrow(decode_batches, STREAM_DDL)
 
 
 def offsets_partitions(bootstrap: str, timeout_s: float = 30.0) -> int:
@@ -160,7 +178,8 @@ class AnalyticsBatches:
         self, bootstrap: str, output: Path, clock_ms: Callable[[], int] | None = None
     ) -> None:
         self.bootstrap = bootstrap
-        self.output = Path(output)
+        # Absolute: the tasks that write offset_commits run in other processes.
+        self.output = Path(output).absolute()
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self._timeline: GroupTimeline | None = None
         # Seconds spent per step, over every batch (logged at INFO after each batch).
@@ -168,13 +187,13 @@ class AnalyticsBatches:
         self._next_batch = -1  # the batch the in-memory timeline expects next
 
     def __call__(self, batch: Any, batch_id: int) -> None:
+        """`batch`: the micro-batch of source_stream's rows."""
         batch_id = int(batch_id)
-        batch.persist()
         step = _Steps(self.timings)
         try:
-            self._write_commits(batch, batch_id)
+            rows = self.decode_and_write_commits(batch, batch_id)
             step("offset_commits")
-            rows = _timeline_input(batch)
+            rows = rows.sort_by([("partition", "ascending"), ("offset", "ascending")])
             step("timeline_input")
             timeline = self._timeline_before(batch_id)
             step("timeline_rebuild")
@@ -192,17 +211,18 @@ class AnalyticsBatches:
         except BaseException:
             self._timeline = None  # rebuilt from the tables at the next attempt
             raise
-        finally:
-            batch.unpersist()
 
-    def _write_commits(self, batch: Any, batch_id: int) -> None:
-        types = ",".join(str(t) for t in OFFSET_COMMIT_TYPES)
-        commits = batch.where(
-            f"NOT timeline_only AND error IS NULL AND record_type IN ({types})"
-        ).selectExpr(*_COMMIT_COLUMNS)
-        target = self.output / "offset_commits" / f"batch_id={batch_id}"
-        # Spark's overwrite replaces an earlier attempt's files of this batch only.
-        commits.write.mode("overwrite").parquet(str(target))
+    def decode_and_write_commits(self, batch: Any, batch_id: int) -> pa.Table:
+        """Decode the batch in Spark's tasks, which write its offset_commits rows
+        (commit_files.py); the rows the timeline replays (DECODED_SCHEMA), collected."""
+        table_dir = self.output / "offset_commits"
+        clear_staging(table_dir)
+        staging = staging_dir(table_dir, batch_id)
+        for name, value in ARROW_SETTINGS.items():
+            batch.sparkSession.conf.set(name, value)
+        rows = batch.mapInArrow(decode_to_files(staging), TIMELINE_DDL).toArrow()
+        promote(staging, table_dir, batch_id)
+        return rows.cast(DECODED_SCHEMA)
 
     def _timeline_before(self, batch_id: int) -> GroupTimeline:
         """The timeline as after batch `batch_id - 1`: the one in memory when it is, else one
@@ -227,14 +247,6 @@ class _Steps:
         now = time.perf_counter()
         self.timings[name] = round(self.timings.get(name, 0.0) + now - self.last, 3)
         self.last = now
-
-
-def _timeline_input(batch: Any) -> pa.Table:
-    """What the timeline replays of a batch (group_timeline.py): every record but the
-    commits superseded within the batch by a later commit of the same key, as the decoder
-    marked them (coordinator_log.TimelineMarks); sorted by log partition and offset."""
-    table = batch.where("to_timeline").drop("to_timeline", "timeline_only").toArrow()
-    return table.cast(DECODED_SCHEMA).sort_by([("partition", "ascending"), ("offset", "ascending")])
 
 
 def _write_table(table_dir: Path, batch_id: int, rows: pa.Table) -> None:
@@ -284,7 +296,7 @@ def start_analytics(
     output.mkdir(parents=True, exist_ok=True)
     batches = batches or AnalyticsBatches(bootstrap, output)
     writer = (
-        decoded_stream(spark, bootstrap, options)
+        source_stream(spark, bootstrap, options)
         .writeStream.queryName(query_name)
         .foreachBatch(batches)
         .option("checkpointLocation", str(checkpoint or output / CHECKPOINT))

@@ -86,7 +86,7 @@ def decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
     memo: dict[bytes, tuple[str, str, int]] = {}
     marks = TimelineMarks()
     for batch in batches:
-        decoded, commits = _decode(batch, memo)
+        decoded, commits = decode_with_commits(batch, memo)
         yield marks.mark(decoded, commits)
     latest = marks.latest()
     if latest is not None:
@@ -96,7 +96,7 @@ def decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
 def decode_batch(batch: pa.RecordBatch, memo: dict[bytes, tuple[str, str, int]]) -> pa.RecordBatch:
     """One batch (module docstring; DECODED_SCHEMA); `memo`: OffsetCommit key bytes -> their
     fields."""
-    return _decode(batch, memo)[0]
+    return decode_with_commits(batch, memo)[0]
 
 
 @dataclass(frozen=True)
@@ -109,9 +109,11 @@ class _Commits:
     keys: list[bytes]
 
 
-def _decode(
+def decode_with_commits(
     batch: pa.RecordBatch, memo: dict[bytes, tuple[str, str, int]]
 ) -> tuple[pa.RecordBatch, _Commits]:
+    """`decode_batch`'s batch, and which of its rows are commits of which key (for
+    TimelineMarks)."""
     n = batch.num_rows
     keys = batch.column("key")
     values = batch.column("value")

@@ -11,7 +11,8 @@ Printed:
    (committed through confluent-kafka, --per-request partitions per OffsetCommit), then in
    one local[2] SparkSession (its start-up, paid once, excluded), each part of the job alone
    as a batch read of the log (`--parts`): the connector's read (rows to Spark's noop
-   sink), read + mapInArrow decode, read + decode + the offset_commits Parquet write; and
+   sink), read + mapInArrow decode (rows back to Spark), read + decode in the tasks that
+   write offset_commits (what the job runs, commit_files.py); and
    the whole job (availableNow, all three tables), with its steps. Each with its wall time,
    the CPU seconds of Spark's processes (the JVM, its Python workers, this driver) and of
    the server, and records per wall second and per CPU second: on this shared 2-core
@@ -40,9 +41,11 @@ from confluent_kafka import Consumer, TopicPartition
 
 from groupcoord.pipeline.analytics import (
     DEPRECATED_OFFSET_FETCHING,
+    MAX_RECORDS_PER_TASK,
     OFFSETS_TOPIC,
     AnalyticsBatches,
     decoded,
+    source_columns,
     start_analytics,
 )
 from groupcoord.pipeline.coordinator_log import decode_batch
@@ -232,7 +235,11 @@ def parts(
             .option("startingOffsets", "earliest")
             .option("endingOffsets", "latest")
         )
-        for name, value in options.items():
+        split = {  # the job's own (analytics.source_stream)
+            "maxRecordsPerPartition": str(MAX_RECORDS_PER_TASK),
+            "minPartitions": str(spark.sparkContext.defaultParallelism),
+        }
+        for name, value in {**split, **options}.items():
             if name != "maxOffsetsPerTrigger":
                 reader = reader.option(name, value)
         return reader.load()
@@ -244,8 +251,10 @@ def parts(
     meter("connector read", lambda: noop(source()))
     meter("read + mapInArrow decode", lambda: noop(decoded(source())))
     meter(
-        "read + decode + offset_commits Parquet",
-        lambda: AnalyticsBatches(bootstrap, tmp / "parts")._write_commits(decoded(source()), 0),
+        "read + decode in tasks writing offset_commits",
+        lambda: AnalyticsBatches(bootstrap, tmp / "parts").decode_and_write_commits(
+            source_columns(source()), 0
+        ),
     )
 
 

@@ -25,6 +25,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from groupcoord.pipeline import cli
+from groupcoord.pipeline.analytics import start_analytics
+from groupcoord.pipeline.commit_files import ARROW_SETTINGS
 from tests.integration.test_clients import create_topic
 from tests.jvm.spark_session import require_spark, spark_session_or_fail
 from tests.support import ServerProcess, serving
@@ -290,11 +292,36 @@ def test_analytics_tables_restart_and_report(
     assert [r["lag_records"] for r in table(output, "lag") if r["group"] == "classic"] == [
         PER_PARTITION - 2
     ] * PARTITIONS + [PER_PARTITION - 15] * PARTITIONS
+    # The same log with every log partition split over several tasks (the job splits a
+    # busy group's shard so, MAX_RECORDS_PER_TASK), in one batch: the same rows.
+    split = tmp_path / "split"
+    query = start_analytics(
+        spark, bootstrap, split, once=True, options={"maxRecordsPerPartition": "4"}
+    )
+    query.awaitTermination()
+    query.stop()
+    assert query.exception() is None, query.exception()
+    for name in ("offset_commits", "group_events"):
+        assert unbatched(table(split, name)) == unbatched(table(output, name)), name
+    # The job's Spark settings went to its micro-batches' session, not the user's.
+    for name, value in ARROW_SETTINGS.items():
+        assert spark.conf.get(name) != value, name
+
     png = tmp_path / "classic.png"
     assert (
         cli.main(["report", "--output", str(output), "--group", "classic", "--png", str(png)]) == 0
     )
     assert_drawn(png)
+
+
+def unbatched(rows: list[dict[str, Any]]) -> list[str]:
+    """The rows of the test's groups without their batch id, comparable across runs (each
+    run's connector also joins a group of its own, which a later run reads)."""
+    return sorted(
+        repr({k: v for k, v in r.items() if k != "batch_id"})
+        for r in rows
+        if r["group"] in ("known", "doomed", "classic", "kip848", "late")
+    )
 
 
 def assert_drawn(png: Path) -> None:
