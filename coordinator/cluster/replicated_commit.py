@@ -1,4 +1,4 @@
-"""Group commit whose durability is PostgreSQL: a shard's round is one fenced transaction.
+"""Group commit whose durability is PostgreSQL: a round of all shards is one transaction.
 
 Theory of operation. In cluster mode a coordinator shard keeps its local log (the runner
 appends to it, reads and replays it as everywhere else), but that log is only a cache: the
@@ -6,8 +6,9 @@ durable copy is the shard's rows in PostgreSQL (shard_store.py). `ReplicatedComm
 the server's GroupCommitter with one change: in a round, the logs of leased shards
 (`replicas`, by directory) are not fsynced but *shipped*: on the flusher thread, for each
 such log, the flush is begun (which snapshots the log end it covers), the batches between
-what was shipped and that end are read back from the log and written to PostgreSQL, one
-fenced transaction per shard, the shards of a round in parallel; only then is the flush
+what was shipped and that end are read back from the log, and the round's batches of ALL
+its shards are written to PostgreSQL in one transaction (shard_store.append_round: each
+shard behind its own fencing guard, a refused shard failing alone); only then is the flush
 ended, advancing the log's durable offset, which is what wakes the round's waiters. So a
 reply leaves only once its records are in the database, and the durable offset never
 passes what the database holds. A shipping that fails (the database away, or Fenced: the
@@ -36,7 +37,7 @@ from groupcoord.storage import GroupCommitter, LogConfig, PartitionLog
 
 from . import shard_store
 from .leases import LOCK_HOLD_MS_DEFAULT, session_settings
-from .shard_store import ShardImage
+from .shard_store import ShardImage, ShardWrite
 
 _T = TypeVar("_T")
 
@@ -160,17 +161,31 @@ class ReplicatedCommitter(GroupCommitter):
             shipping.append((i, log_, replica, plan, batches))
         if not shipping:
             return results
-        try:
-            outcomes: list[Any] = self.pg.run(
-                self._ship_all([(replica, batches) for _, _, replica, _, batches in shipping]),
-                self.ship_timeout_s,
-            )
-        except Exception as e:  # the database did not answer in time
-            outcomes = [e] * len(shipping)
-        for (i, log_, replica, plan, batches), outcome in zip(shipping, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                log_.abort_flush(plan, outcome)
-                results[i] = outcome
+        writes = [
+            ShardWrite(replica.resource, replica.lease, replica.epoch, replica.next_seq, batches)
+            for _, _, replica, _, batches in shipping
+            if batches
+        ]
+        outcome: list[bool] | BaseException = []
+        if writes:
+            try:
+                outcome = self.pg.run(self._ship_round(writes), self.ship_timeout_s)
+            except Exception as e:  # the database refused the round or did not answer
+                outcome = e
+        written = iter(outcome if isinstance(outcome, list) else ())
+        for i, log_, replica, plan, batches in shipping:
+            error: BaseException | None = None
+            if batches:
+                if isinstance(outcome, BaseException):
+                    error = outcome
+                elif not next(written):
+                    error = shard_store.Fenced(
+                        f"{replica.lease}: node {self.node_id} no longer holds epoch"
+                        f" {replica.epoch}"
+                    )
+            if error is not None:
+                log_.abort_flush(plan, error)
+                results[i] = error
                 continue
             if batches:
                 replica.next_seq += len(batches)
@@ -184,24 +199,9 @@ class ReplicatedCommitter(GroupCommitter):
                 results[i] = e
         return results
 
-    async def _ship_all(self, work: list[tuple[Replica, list[bytes]]]) -> list[Any]:
-        return await asyncio.gather(
-            *(self._ship(replica, batches) for replica, batches in work), return_exceptions=True
-        )
-
-    async def _ship(self, replica: Replica, batches: list[bytes]) -> None:
-        if not batches:
-            return
+    async def _ship_round(self, writes: list[ShardWrite]) -> list[bool]:
         async with self.pg.pool.acquire() as conn:
-            await shard_store.append(
-                conn,
-                replica.resource,
-                replica.lease,
-                self.node_id,
-                replica.epoch,
-                replica.next_seq,
-                batches,
-            )
+            return await shard_store.append_round(conn, self.node_id, writes)
 
     # -- taking a shard over and giving it up ---------------------------------------------------
 
