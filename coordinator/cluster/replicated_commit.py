@@ -240,8 +240,7 @@ class ReplicatedCommitter(GroupCommitter):
         end, seq = replica.shipped
         start = log_.log_start_offset
         loop = asyncio.get_running_loop()
-        batches = await loop.run_in_executor(None, log_batches, log_, start, end)
-        data = b"".join(batches)
+        data = await loop.run_in_executor(None, _snapshot_of, log_, start, end)
         tail_then = replica.tail_batches
         await self.pg.call(self._write_snapshot(replica, seq, data))
         replica.tail_batches = max(replica.tail_batches - tail_then, 0)
@@ -254,22 +253,34 @@ class ReplicatedCommitter(GroupCommitter):
             )
 
 
+def _snapshot_of(log_: PartitionLog, start: int, end: int) -> bytes:
+    return shard_store.compress_snapshot(log_batches(log_, start, end))
+
+
 def _rebuild_log(directory: Path, log_config: LogConfig, image: ShardImage) -> int:
-    """Replace `directory` by a log of `image`'s batches; returns its end offset."""
+    """Replace `directory` by a log of `image`'s batches, written in one append (one write);
+    returns its end offset.
+
+    Not fsynced: the log is a cache of the database's copy, and a restart restores it from
+    there again. Rolled and flushed without fsync instead (end_flush's data_synced), so the
+    recovery point passes the batches and the runner's PartitionLog.open does not scan
+    them (CRC) again before its replay reads (and checks) them."""
     shutil.rmtree(directory, ignore_errors=True)
     log_ = PartitionLog.open(directory, log_config)
     try:
-        for blob in image.batches:
-            data = bytearray(blob)
-            headers = []
-            pos = 0
-            while pos < len(data):
-                header = parse_header(data, pos)
-                headers.append(header)
-                pos += header.size_bytes
-            if headers:
-                log_.append(data, headers)
-        log_.flush()
+        data = bytearray(image.batches())
+        headers = []
+        pos = 0
+        while pos < len(data):
+            header = parse_header(data, pos)
+            headers.append(header)
+            pos += header.size_bytes
+        if headers:
+            log_.append(data, headers)
+            log_.roll()
+            plan = log_.begin_flush()
+            if plan is not None:
+                log_.end_flush(plan, data_synced=True)
         return log_.next_offset
     finally:
         log_.close()
