@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import asyncpg
+
 from groupcoord.coordinator.cluster.leases import LeaseManager, NodeInfo, open_pool
 from groupcoord.coordinator.cluster.replicated_commit import PgThread, ReplicatedCommitter
 from groupcoord.coordinator.cluster.schema import group_shard_resource
@@ -98,11 +100,27 @@ def postgres_cpu_seconds() -> float:
     return total
 
 
+def database_of(dsn: str, name: str) -> str:
+    """`dsn` with database `name`, created if needed: the baseline's code and ours keep
+    their rows apart (their stored forms may differ, e.g. the snapshot's)."""
+
+    async def create() -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            if not await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+                await conn.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await conn.close()
+
+    asyncio.run(create())
+    return dsn.rsplit("/", 1)[0] + "/" + name
+
+
 def run_commits(mode: str, args: argparse.Namespace, root: Path, dsn: str) -> dict[str, float]:
     port = free_ports(1)
     extra = ["--set", "offsets_partitions=50"]
     if mode != "local":
-        extra += ["--cluster", dsn, "--node-id", "1"]
+        extra += ["--cluster", database_of(dsn, f"bench_{mode}"), "--node-id", "1"]
     data = root / f"{mode}-{time.monotonic_ns()}"
     repo = Path(args.baseline) if mode == "base" else REPO_ROOT
     with run_groupcoord(port, data, extra, repo_root=repo) as peer:
@@ -132,7 +150,6 @@ async def takeover(dsn: str, records: int, root: Path) -> dict[str, float]:
     pool = await open_pool(dsn)
     async with pool.acquire() as conn:
         await create_tables(conn)
-        await conn.execute("DELETE FROM shard_batches; DELETE FROM shard_snapshots")
     lease = group_shard_resource(0)
     nodes = []
     for node_id in (1, 2):
@@ -231,9 +248,14 @@ def main(argv: list[str] | None = None) -> int:
                     results[mode].append(run_commits(mode, args, root, pg.dsn))
             if args.baseline:
                 loads["base"] = takeover_with(
-                    args.baseline, pg.dsn, args.records, root / "takeover-base"
+                    args.baseline,
+                    database_of(pg.dsn, "takeover_base"),
+                    args.records,
+                    root / "takeover-base",
                 )
-            loads["cluster"] = takeover_with(None, pg.dsn, args.records, root / "takeover")
+            loads["cluster"] = takeover_with(
+                None, database_of(pg.dsn, "takeover_cluster"), args.records, root / "takeover"
+            )
     names = list(results["local"][0])
     print(f"{'mode':>8} {'run':>3} " + " ".join(f"{n:>26}" for n in names))
     for mode, runs in results.items():
