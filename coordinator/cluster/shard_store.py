@@ -80,6 +80,9 @@ _LOAD_SNAPSHOT = "SELECT seq, data FROM shard_snapshots WHERE resource = $1"
 _LOAD_TAIL = "SELECT seq, data FROM shard_batches WHERE resource = $1 AND seq > $2 ORDER BY seq"
 
 
+_LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"
+
+
 class Fenced(Exception):
     """This node no longer holds the shard's lease at the epoch it wrote with: the write was
     refused (another node owns the shard now, or will)."""
@@ -102,7 +105,11 @@ class ShardImage:
 
     def batches(self) -> bytes:
         """The snapshot's batches then the tail's, as one buffer."""
-        snapshot = lz4.frame.decompress(self.snapshot_lz4) if self.snapshot_lz4 else b""
+        snapshot = self.snapshot_lz4
+        if snapshot.startswith(_LZ4_FRAME_MAGIC):
+            snapshot = lz4.frame.decompress(snapshot)
+        # else: stored as plain batches (written before snapshots were compressed; a batch
+        # starts with its base offset, never that high)
         return b"".join([snapshot, *self.tail])
 
 
