@@ -55,12 +55,16 @@ ALTER TABLE shard_snapshots ALTER COLUMN data SET STORAGE EXTERNAL;
 # of the shards whose guard returned a row ($5 resource, $6 seq, $7 data), tagged with
 # their epoch. The guard's rows stay locked until the statement's transaction commits, so
 # no lease moves while the round is in flight; the resources it returns are the ones
-# written.
+# written. The rows are locked in lease order (sorted, then locked), the order the lease
+# renewal locks them in (leases.py's _RENEW): a round and a renewal of the same leases
+# never lock them crosswise (a deadlock, PostgreSQL failing one of them: the renewal, so
+# leases lapsed, or the round, so all its shards' commits failed).
 _GUARDED_ROUND = """
 WITH guard AS (
     SELECT w.resource, w.epoch FROM leases l
       JOIN unnest($2::text[], $3::text[], $4::bigint[]) AS w (resource, lease, epoch)
         ON l.resource = w.lease AND l.owner_node = $1 AND l.epoch = w.epoch
+     ORDER BY l.resource
        FOR SHARE OF l
 ), written AS (
     INSERT INTO shard_batches (resource, seq, epoch, data)
