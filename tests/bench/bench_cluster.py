@@ -48,7 +48,7 @@ from groupcoord.coordinator.groups.config import GroupConfig
 from groupcoord.coordinator.runtime.runner import ShardRunner, ShardState
 from groupcoord.storage import LogConfig
 from tests.bench.bench_data_plane import create_topics
-from tests.bench.bench_workers import TOPIC, closed_loop, wait_listening
+from tests.bench.bench_workers import SHARDS, TOPIC, closed_loop, wait_listening
 from tests.bench.peers import REPO_ROOT, run_groupcoord
 from tests.postgres_server import postgres_server
 from tests.support import free_ports
@@ -116,9 +116,26 @@ def database_of(dsn: str, name: str) -> str:
     return dsn.rsplit("/", 1)[0] + "/" + name
 
 
+async def wait_for_leases(dsn: str, count: int, timeout_s: float = 120) -> None:
+    """Until node 1 holds `count` live shard leases."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            held = await conn.fetchval(
+                "SELECT count(*) FROM leases WHERE owner_node = 1 AND expires_at > now()"
+            )
+            if held >= count:
+                return
+            await asyncio.sleep(0.2)
+        raise RuntimeError(f"node 1 holds {held} of {count} leases after {timeout_s} s")
+    finally:
+        await conn.close()
+
+
 def run_commits(mode: str, args: argparse.Namespace, root: Path, dsn: str) -> dict[str, float]:
     port = free_ports(1)
-    extra = ["--set", "offsets_partitions=50"]
+    extra = ["--set", f"offsets_partitions={SHARDS}"]
     if mode != "local":
         extra += ["--cluster", database_of(dsn, f"bench_{mode}"), "--node-id", "1"]
     data = root / f"{mode}-{time.monotonic_ns()}"
@@ -126,7 +143,9 @@ def run_commits(mode: str, args: argparse.Namespace, root: Path, dsn: str) -> di
     with run_groupcoord(port, data, extra, repo_root=repo) as peer:
         wait_listening(port)
         create_topics(str(peer), [(TOPIC, args.inflight)])
-        time.sleep(2)  # cluster mode: the node takes and loads its leases
+        if mode != "local":  # the node takes its leases, then loads their shards
+            asyncio.run(wait_for_leases(database_of(dsn, f"bench_{mode}"), SHARDS))
+        time.sleep(2)
         pg0 = postgres_cpu_seconds()
         result = asyncio.run(closed_loop([port], peer.pid, args))
         result["postgres_cpu_s"] = postgres_cpu_seconds() - pg0 if mode != "local" else 0.0
