@@ -61,10 +61,17 @@ ON CONFLICT (node_id) DO UPDATE
    SET host = EXCLUDED.host, port = EXCLUDED.port, rack = EXCLUDED.rack,
        alive_until = EXCLUDED.alive_until
 """
+# The rows are locked first, in resource order (sorted, then locked), the order in which
+# a round of writes locks them FOR SHARE (shard_store.py's guard): a renewal and a round
+# of the same leases never wait for each other crosswise (a deadlock).
 _RENEW = """
 UPDATE leases AS l SET expires_at = now() + $2 * interval '1 millisecond'
-  FROM unnest($3::text[], $4::bigint[]) AS h(resource, epoch)
- WHERE l.resource = h.resource AND l.epoch = h.epoch AND l.owner_node = $1
+  FROM (SELECT k.resource FROM leases k
+          JOIN unnest($3::text[], $4::bigint[]) AS h(resource, epoch)
+            ON k.resource = h.resource AND k.epoch = h.epoch AND k.owner_node = $1
+         ORDER BY k.resource
+           FOR NO KEY UPDATE OF k) AS held
+ WHERE l.resource = held.resource
 RETURNING l.resource
 """
 _LIVE_NODES = """

@@ -5,11 +5,12 @@ shard starts NOT_OWNED (requests answered NOT_COORDINATOR). When the node acquir
 n's lease (`group-shard:n`: shard n of both families, lease_ownership.py) it loads both
 shards in the background: their local logs are rebuilt from the database's snapshot and
 tail (replicated_commit.py's restore), then replayed by the runner's ordinary load;
-meanwhile they answer COORDINATOR_LOAD_IN_PROGRESS. From then on each group-commit round
-of theirs is one fenced transaction in the database. When the lease is lost (not renewed
-in time, or handed back to a node that joined) the shards stop at once: nothing of theirs
-is shipped again, their parked and unacknowledged requests are answered NOT_COORDINATOR,
-and they are NOT_OWNED until acquired again.
+meanwhile they answer COORDINATOR_LOAD_IN_PROGRESS. From then on their records go to the
+database with the node's group-commit rounds: one transaction per round for all the
+node's shards, each shard fenced by its own lease epoch (replicated_commit.py). When the
+lease is lost (not renewed in time, or handed back to a node that joined) the shards stop
+at once: nothing of theirs is shipped again, their parked and unacknowledged requests are
+answered NOT_COORDINATOR, and they are NOT_OWNED until acquired again.
 
 Snapshots: a shard whose tail in the database grew past SNAPSHOT_TAIL_BATCHES batches
 since its last snapshot gets a new one (its local log, as compacted here), so a takeover

@@ -1,4 +1,4 @@
-"""Group commit whose durability is PostgreSQL: a shard's round is one fenced transaction.
+"""Group commit whose durability is PostgreSQL: a round of all shards is one transaction.
 
 Theory of operation. In cluster mode a coordinator shard keeps its local log (the runner
 appends to it, reads and replays it as everywhere else), but that log is only a cache: the
@@ -6,8 +6,9 @@ durable copy is the shard's rows in PostgreSQL (shard_store.py). `ReplicatedComm
 the server's GroupCommitter with one change: in a round, the logs of leased shards
 (`replicas`, by directory) are not fsynced but *shipped*: on the flusher thread, for each
 such log, the flush is begun (which snapshots the log end it covers), the batches between
-what was shipped and that end are read back from the log and written to PostgreSQL, one
-fenced transaction per shard, the shards of a round in parallel; only then is the flush
+what was shipped and that end are read back from the log, and the round's batches of ALL
+its shards are written to PostgreSQL in one transaction (shard_store.append_round: each
+shard behind its own fencing guard, a refused shard failing alone); only then is the flush
 ended, advancing the log's durable offset, which is what wakes the round's waiters. So a
 reply leaves only once its records are in the database, and the durable offset never
 passes what the database holds. A shipping that fails (the database away, or Fenced: the
@@ -36,7 +37,7 @@ from groupcoord.storage import GroupCommitter, LogConfig, PartitionLog
 
 from . import shard_store
 from .leases import LOCK_HOLD_MS_DEFAULT, session_settings
-from .shard_store import ShardImage
+from .shard_store import ShardImage, ShardWrite
 
 _T = TypeVar("_T")
 
@@ -160,17 +161,31 @@ class ReplicatedCommitter(GroupCommitter):
             shipping.append((i, log_, replica, plan, batches))
         if not shipping:
             return results
-        try:
-            outcomes: list[Any] = self.pg.run(
-                self._ship_all([(replica, batches) for _, _, replica, _, batches in shipping]),
-                self.ship_timeout_s,
-            )
-        except Exception as e:  # the database did not answer in time
-            outcomes = [e] * len(shipping)
-        for (i, log_, replica, plan, batches), outcome in zip(shipping, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                log_.abort_flush(plan, outcome)
-                results[i] = outcome
+        writes = [
+            ShardWrite(replica.resource, replica.lease, replica.epoch, replica.next_seq, batches)
+            for _, _, replica, _, batches in shipping
+            if batches
+        ]
+        outcome: list[bool] | BaseException = []
+        if writes:
+            try:
+                outcome = self.pg.run(self._ship_round(writes), self.ship_timeout_s)
+            except Exception as e:  # the database refused the round or did not answer
+                outcome = e
+        written = iter(outcome if isinstance(outcome, list) else ())
+        for i, log_, replica, plan, batches in shipping:
+            error: BaseException | None = None
+            if batches:
+                if isinstance(outcome, BaseException):
+                    error = outcome
+                elif not next(written):
+                    error = shard_store.Fenced(
+                        f"{replica.lease}: node {self.node_id} no longer holds epoch"
+                        f" {replica.epoch}"
+                    )
+            if error is not None:
+                log_.abort_flush(plan, error)
+                results[i] = error
                 continue
             if batches:
                 replica.next_seq += len(batches)
@@ -184,24 +199,9 @@ class ReplicatedCommitter(GroupCommitter):
                 results[i] = e
         return results
 
-    async def _ship_all(self, work: list[tuple[Replica, list[bytes]]]) -> list[Any]:
-        return await asyncio.gather(
-            *(self._ship(replica, batches) for replica, batches in work), return_exceptions=True
-        )
-
-    async def _ship(self, replica: Replica, batches: list[bytes]) -> None:
-        if not batches:
-            return
+    async def _ship_round(self, writes: list[ShardWrite]) -> list[bool]:
         async with self.pg.pool.acquire() as conn:
-            await shard_store.append(
-                conn,
-                replica.resource,
-                replica.lease,
-                self.node_id,
-                replica.epoch,
-                replica.next_seq,
-                batches,
-            )
+            return await shard_store.append_round(conn, self.node_id, writes)
 
     # -- taking a shard over and giving it up ---------------------------------------------------
 
@@ -240,8 +240,7 @@ class ReplicatedCommitter(GroupCommitter):
         end, seq = replica.shipped
         start = log_.log_start_offset
         loop = asyncio.get_running_loop()
-        batches = await loop.run_in_executor(None, log_batches, log_, start, end)
-        data = b"".join(batches)
+        data = await loop.run_in_executor(None, _snapshot_of, log_, start, end)
         tail_then = replica.tail_batches
         await self.pg.call(self._write_snapshot(replica, seq, data))
         replica.tail_batches = max(replica.tail_batches - tail_then, 0)
@@ -254,22 +253,31 @@ class ReplicatedCommitter(GroupCommitter):
             )
 
 
+def _snapshot_of(log_: PartitionLog, start: int, end: int) -> bytes:
+    return shard_store.compress_snapshot(log_batches(log_, start, end))
+
+
 def _rebuild_log(directory: Path, log_config: LogConfig, image: ShardImage) -> int:
-    """Replace `directory` by a log of `image`'s batches; returns its end offset."""
+    """Replace `directory` by a log of `image`'s batches, written in one append (one write);
+    returns its end offset.
+
+    Not flushed: the log is a cache of the database's copy, and a restart restores it from
+    there again; the runner's PartitionLog.open then checks the batches (CRC) as after a
+    crash. (Flushing cost more: with 100 shards restored at once on a loaded machine, the
+    fsyncs of rolling and recording a recovery point held up the lease tick past the
+    local deadline in bench_cluster, and every lease lapsed.)"""
     shutil.rmtree(directory, ignore_errors=True)
     log_ = PartitionLog.open(directory, log_config)
     try:
-        for blob in image.batches:
-            data = bytearray(blob)
-            headers = []
-            pos = 0
-            while pos < len(data):
-                header = parse_header(data, pos)
-                headers.append(header)
-                pos += header.size_bytes
-            if headers:
-                log_.append(data, headers)
-        log_.flush()
+        data = bytearray(image.batches())
+        headers = []
+        pos = 0
+        while pos < len(data):
+            header = parse_header(data, pos)
+            headers.append(header)
+            pos += header.size_bytes
+        if headers:
+            log_.append(data, headers)
         return log_.next_offset
     finally:
         log_.close()

@@ -350,7 +350,11 @@ def groupcoord_command(
 
 @contextlib.contextmanager
 def run_groupcoord(
-    port: int, data_dir: Path, extra_args: Sequence[str] = (), fsync_free: bool = False
+    port: int,
+    data_dir: Path,
+    extra_args: Sequence[str] = (),
+    fsync_free: bool = False,
+    repo_root: Path = REPO_ROOT,
 ) -> Iterator[str]:
     """Start our server on 127.0.0.1:``port``; yield its bootstrap string (a :class:`Peer`).
 
@@ -359,12 +363,14 @@ def run_groupcoord(
     (``peer.metrics_url``); output goes to ``<data_dir>.log``. On exit it gets
     SIGTERM, then SIGKILL after 10 s. ``fsync_free``: fsyncs made no-ops in the server
     (fsync_free/sitecustomize.py, syncfs off), to measure what the disk costs.
+    ``repo_root``: the checkout whose code runs (a bench compares another branch's, e.g.
+    main's, side by side).
     """
     metrics_port = free_port()
     while metrics_port == port:
         metrics_port = free_port()
     env = dict(os.environ)
-    paths = [str(REPO_ROOT), env.get("PYTHONPATH", "")]
+    paths = [str(repo_root), env.get("PYTHONPATH", "")]
     if fsync_free:
         paths.insert(0, str(Path(__file__).resolve().parent / "fsync_free"))
         extra_args = [*extra_args, "--set", "syncfs_min_logs=0"]
@@ -377,7 +383,7 @@ def run_groupcoord(
         data_dir,
         grace=10.0,
         env=env,
-        cwd=REPO_ROOT,
+        cwd=repo_root,
         metrics_url=f"http://127.0.0.1:{metrics_port}",
     ) as peer:
         yield peer

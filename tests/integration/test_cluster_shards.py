@@ -178,3 +178,107 @@ async def test_rounds_in_the_database_takeover_fencing_and_snapshot(
         for node in (a, b, c):
             await node.close()
         await pool.close()
+
+
+async def test_a_round_of_several_shards_is_one_transaction_and_a_stale_one_fails_alone(
+    pg: PostgresServer, tmp_path: Path
+) -> None:
+    """One node's round covers all its shards with pending records in ONE database
+    transaction (their rows share one transaction id, xmin), each shard behind its own
+    lease's guard: when one shard's lease moved (its epoch is stale), the others of the same
+    round commit and only that shard's commits fail."""
+    pool = await open_pool(pg.dsn)
+    async with pool.acquire() as conn:
+        await create_tables(conn)
+    shards = (11, 12, 13)
+    lease_of = {n: group_shard_resource(n) for n in shards}
+    resource_of = {n: f"round-shard-{n}" for n in shards}
+    pg_thread = PgThread(pg.dsn, pool_size=2)
+    committer = ReplicatedCommitter(pg_thread, 7)
+    runners: dict[int, ShardRunner] = {}
+    for n in shards:
+        runners[n] = ShardRunner(
+            n,
+            tmp_path / f"s{n}",
+            GroupConfig(),
+            LogConfig(),
+            committer,
+            clock=ManualClock(wall_ms=1_000_000),
+        )
+        runners[n].state = ShardState.NOT_OWNED
+
+    async def acquired(lease: str, epoch: int) -> None:
+        n = int(lease.split(":")[1])
+        runner = runners[n]
+
+        async def restore() -> None:
+            await committer.restore(resource_of[n], lease, epoch, runner.directory, LogConfig())
+
+        runner.restore = restore
+        await runner.load()
+
+    leases = LeaseManager(
+        pool,
+        NodeInfo(7, "127.0.0.1", 7),
+        lambda: list(lease_of.values()),
+        1500,
+        300,
+        on_acquired=acquired,
+    )
+
+    async def round_of_commits(offset: int) -> dict[int, Any]:
+        """One commit on every shard, issued in one loop turn (so one round); the replies."""
+        replies = {n: Replies() for n in shards}
+        for n in shards:
+            commit(runners[n], f"g{n}", 0, offset, replies[n])
+        for n in shards:
+            await replies[n].wait(1)
+        return {n: replies[n][0] for n in shards}
+
+    async def rows_of_the_shards() -> dict[tuple[str, int], str]:
+        """(resource, seq) -> the id of the transaction that wrote the row."""
+        async with pool.acquire() as conn:
+            found = await conn.fetch(
+                "SELECT resource, seq, xmin::text AS xid FROM shard_batches"
+                " WHERE resource = ANY($1::text[])",
+                list(resource_of.values()),
+            )
+        return {(row["resource"], row["seq"]): row["xid"] for row in found}
+
+    try:
+        await leases.start()
+        # Other tests' nodes may still count as live for a lease duration: then this node
+        # takes its fair share first and the rest once they are gone.
+        await until(
+            lambda: all(r.state is ShardState.ACTIVE for r in runners.values()),
+            "node 7 loading all three shards",
+        )
+        replies = await round_of_commits(100)
+        assert all(r.topics[0].partitions[0].error == 0 for r in replies.values())
+        first = await rows_of_the_shards()
+        assert {resource for resource, _ in first} == set(resource_of.values())
+        assert len(set(first.values())) == 1  # one transaction for the round
+
+        # Shard 12's lease moves to another node (epoch + 1): node 7's next round of the
+        # three shards is refused for shard 12 alone.
+        async with pool.acquire() as conn:
+            await conn.execute(
+                "UPDATE leases SET owner_node = 99, epoch = epoch + 1,"
+                " expires_at = now() + interval '1 hour' WHERE resource = $1",
+                lease_of[12],
+            )
+        replies = await round_of_commits(200)
+        assert replies[11].topics[0].partitions[0].error == 0
+        assert replies[13].topics[0].partitions[0].error == 0
+        assert isinstance(replies[12], StorageFailure) and "no longer holds" in str(replies[12])
+        second = {k: v for k, v in (await rows_of_the_shards()).items() if k not in first}
+        assert sorted(resource for resource, _ in second) == [resource_of[11], resource_of[13]]
+        assert len(set(second.values())) == 1
+        assert offsets(runners[11])[("g11", "t", 0)] == 200
+    finally:
+        await leases.stop(release=False)
+        for runner in runners.values():
+            await runner.close()
+        await committer.close()
+        pg_thread.close()
+        await pool.close()
