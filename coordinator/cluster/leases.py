@@ -202,10 +202,15 @@ class LeaseManager:
 
     async def _run(self) -> None:
         interval_s = self.renew_interval_ms / 1000
+        started = time.monotonic()
         while not self._stopping:
-            await asyncio.sleep(interval_s)
+            # Ticks start every interval, not an interval after the last one ended: a tick
+            # that took long (the first, acquiring every lease on a loaded machine) must not
+            # push the next renewal past the local deadline.
+            await asyncio.sleep(max(0.0, started + interval_s - time.monotonic()))
             if self._stopping:
                 return
+            started = time.monotonic()
             try:
                 await asyncio.wait_for(self.tick(), timeout=max(interval_s, 1.0) * 2)
             except asyncio.CancelledError:
