@@ -18,10 +18,10 @@ loads one snapshot and a short tail.
 Every live node is listed to clients (Metadata, DescribeCluster, FindCoordinator's
 answers) at the address it registered: its first listener's advertised address.
 
-Seams left for the rest of issue 22 item 2b: topic partitions and metadata stay in the
-local data directory (lease_ownership.py: every node leads the partitions it knows), so
-topics must be created on every node; `PARTITION_LEASES` is where partition leases join
-`resources()` once the partition store in PostgreSQL is picked here instead.
+Topic partitions are leased too (`partition:<topic>:<p>`, partition_leases.py): each is
+led by the node holding its lease, its batches stored in PostgreSQL. Topics themselves
+are still in each node's data directory (the metadata store follows), so topics must be
+created on every node.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from ..runtime.shard_family import ShardFamily
 from ..topics.context import Node
 from . import shard_store
 from .lease_ownership import LeaseOwnership
-from .leases import LeaseManager, NodeInfo, lock_hold_ms, open_pool
+from .leases import LeaseManager, NodeInfo, lock_hold_ms, open_pool, resource_kind
+from .partition_leases import PARTITION_KIND, PartitionLeadership, RoutingCommitter
 from .replicated_commit import PgThread, ReplicatedCommitter
 from .schema import group_shard_resource, txn_shard_resource
 
@@ -47,9 +48,9 @@ log = get_logger("groupcoord.cluster")
 
 SNAPSHOT_TAIL_BATCHES = 2_000
 LOAD_RETRY_S = 1.0
-# The partition store in PostgreSQL leases partitions (`partition:t:p`); the local store
-# (today's) does not: every node leads what it knows (lease_ownership.py).
-PARTITION_LEASES = False
+# Topic partitions are leased (`partition:t:p`) and stored in PostgreSQL
+# (partition_leases.py); False: every node leads what its data directory holds.
+PARTITION_LEASES = True
 
 
 class ClusterNode:
@@ -69,6 +70,7 @@ class ClusterNode:
         self.nodes: list[Node] = []
         self._loads: dict[int, asyncio.Task[None]] = {}
         self._snapshots: asyncio.Task[None] | None = None
+        self.partitions: PartitionLeadership | None = None  # attach_topics
 
     async def _database_cluster_id(self) -> str:
         """The cluster id every node of the database derives alike, from the database's
@@ -85,8 +87,17 @@ class ClusterNode:
         return base64.urlsafe_b64encode(name.bytes).decode().rstrip("=")
 
     def make_committer(self, **kwargs: Any) -> ReplicatedCommitter:
-        self.committer = ReplicatedCommitter(self.pg, self.config.node_id, **kwargs)
+        self.committer = RoutingCommitter(self.pg, self.config.node_id, **kwargs)
         return self.committer
+
+    def attach_topics(self, registry: Any) -> None:
+        """Lead the registry's partitions by leases, stored in PostgreSQL."""
+        if PARTITION_LEASES:
+            self.partitions = PartitionLeadership(
+                registry, self.config.node_id, self.config.log_retention_check_interval_ms
+            )
+            self.ownership.serves = self.partitions.serves
+            registry.ownership = self.ownership
 
     def attach(self, groups: ShardFamily[Any], txns: ShardFamily[Any]) -> None:
         """Take over the shard families: every shard NOT_OWNED until its lease is ours."""
@@ -96,7 +107,8 @@ class ClusterNode:
             family.disown(lambda _shard: False)
 
     def resources(self) -> Sequence[str]:
-        return [group_shard_resource(n) for n in range(self.shard_count)]
+        shards = [group_shard_resource(n) for n in range(self.shard_count)]
+        return shards if self.partitions is None else shards + self.partitions.resources()
 
     async def start(self, nodes: list[Node]) -> None:
         """Register at the first listener's address and start leasing (after listening)."""
@@ -105,6 +117,9 @@ class ClusterNode:
         pool = await open_pool(self.config.cluster, lock_hold_ms=self.lock_hold_ms)
         async with pool.acquire() as conn:
             await shard_store.create_tables(conn)
+        if self.partitions is not None:
+            assert isinstance(self.committer, RoutingCommitter)
+            await self.partitions.start(pool, self.committer)
         self.leases = LeaseManager(
             pool,
             NodeInfo(self.config.node_id, me.host, me.port),
@@ -116,11 +131,15 @@ class ClusterNode:
             on_tick=self._list_nodes,
         )
         self.ownership.leases = self.leases
+        if self.partitions is not None:
+            self.partitions.give_back = self.leases.give_back
         await self.leases.start()
         self._snapshots = asyncio.ensure_future(self._snapshot_loop())
 
     def _list_nodes(self) -> None:
         assert self.leases is not None
+        if self.partitions is not None:
+            self.partitions.tick()
         brokers = tuple((n.node_id, n.host, n.port) for n in self.leases.live)
         for node in self.nodes:
             node.brokers = brokers
@@ -136,6 +155,10 @@ class ClusterNode:
         return pairs
 
     async def _acquired(self, lease: str, epoch: int) -> None:
+        if resource_kind(lease) == PARTITION_KIND:
+            assert self.partitions is not None
+            await self.partitions.acquired(lease, epoch)
+            return
         shard = int(lease.split(":", 1)[1])
         for runner, resource in self._runners(shard):
             runner.state = ShardState.LOADING
@@ -176,6 +199,10 @@ class ClusterNode:
                     await asyncio.sleep(LOAD_RETRY_S)
 
     async def _lost(self, lease: str) -> None:
+        if resource_kind(lease) == PARTITION_KIND:
+            assert self.partitions is not None
+            await self.partitions.lost(lease)
+            return
         shard = int(lease.split(":", 1)[1])
         task = self._loads.pop(shard, None)
         if task is not None and not task.done():
@@ -217,6 +244,9 @@ class ClusterNode:
             await asyncio.gather(self._snapshots, return_exceptions=True)
         if self.leases is not None:
             await self.leases.stop(release=True)
+        if self.partitions is not None:
+            await self.partitions.stop()
+        if self.leases is not None:
             await self.leases.pool.close()
 
     def close(self) -> None:

@@ -271,6 +271,7 @@ class PgPartitionStore:
             config=config,
             tail_cache_bytes=self._tail_cache_bytes,
         )
+        partition_log.store = self
         return LoadedPartition(partition_log, headers, time.perf_counter() - started)
 
     # -- durability (the committer interface) -----------------------------------------
