@@ -203,10 +203,12 @@ def test_sigkill_of_a_busy_partitions_leader(cluster: Cluster) -> None:
     # The killed leader's epoch is refused by the database's guard: it cannot write.
     refused = cluster.query(FENCED_WRITE_GUARD, f"partition:{TOPIC}:0", owner, epoch)
     assert refused == []
-    victim.start()
-    until(lambda: owner in cluster.held("partition"), "the restarted node leading again")
+    victim.start()  # it rejoins (4 partitions on 3 nodes: the others may keep theirs)
+    until(lambda: sorted(cluster.held().values()) == [2, 2, 2], "the shards split again")
+    wait_all_led(cluster)
 
 
+@pytest.mark.slow
 def test_sigstop_of_a_leader_past_its_lease(cluster: Cluster) -> None:
     wait_all_led(cluster)
     owner, epoch = cluster.partition_owner(TOPIC, 1)
@@ -227,7 +229,7 @@ def test_sigstop_of_a_leader_past_its_lease(cluster: Cluster) -> None:
             os.killpg(paused.proc.pid, signal.SIGCONT)
         # Awake: it lost the lease and writes nothing at its old epoch.
         assert cluster.query(FENCED_WRITE_GUARD, f"partition:{TOPIC}:1", owner, epoch) == []
-        until(lambda: owner in cluster.held("partition"), "the paused node leading a share")
+        until(lambda: cluster.held().get(owner, 0) >= 1, "the paused node taking a share")
         produce.wait_acked(200)
     finally:
         produce.stop()
