@@ -30,6 +30,7 @@ from groupcoord.protocol.batches import (
     LOG_OVERHEAD,
     BatchHeader,
     batch_size_at,
+    parse_header,
     set_base_offset_and_leader_epoch,
 )
 from groupcoord.storage import LEADER_EPOCH, LogClosed, LogConfig, OffsetOutOfRange
@@ -249,6 +250,28 @@ class PgPartitionLog:
             if remaining <= 0:
                 break
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    # -- what metrics and the lag scrape read of a local log -------------------------------
+
+    @property
+    def size_bytes(self) -> int:
+        """The bytes held in memory (the rows are PostgreSQL's to count)."""
+        return self._tail_bytes + sum(len(row.data) for row in self.unflushed)
+
+    @property
+    def generation(self) -> int:
+        """Batches are never rewritten here (no compaction): one per load."""
+        return self.epoch
+
+    def segments_snapshot(self) -> Any:
+        """No segment files: the lag scrape reads headers one by one (`batch_headers`)."""
+        raise NotInMemory(f"{self.resource}: no segments")
+
+    def batch_headers(self, offset: int) -> Iterator[BatchHeader]:
+        """Headers of the batches from the one holding `offset`, from memory (NotInMemory
+        below it)."""
+        for row in self._rows_from(offset):
+            yield parse_header(row.data)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """Lookups by timestamp read rows: await `offset_for_timestamp_stored`."""

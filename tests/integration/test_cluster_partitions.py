@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.coordinator.cluster.schema import FENCED_WRITE_GUARD
 from tests.cluster_support import (
@@ -240,3 +240,36 @@ def test_sigstop_of_a_leader_past_its_lease(cluster: Cluster) -> None:
     assert set(produce.acked[1]) <= set(mine), "an acknowledged record lost"
     offsets_contiguous(cluster, 1)
     assert paused.alive()
+
+
+def test_offsets_by_timestamp_from_the_rows_and_delete_topics_drops_them(
+    cluster: Cluster,
+) -> None:
+    topic = "timed"
+    for node in cluster.nodes.values():
+        admin = AdminClient({"bootstrap.servers": node.bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    until(lambda: cluster.partition_owner(topic, 0)[0] != -1, "the new partition leased")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    base_ms = 1_700_000_000_000
+    for i in range(10):
+        producer.produce(topic, b"r%d" % i, partition=0, timestamp=base_ms + 1000 * i)
+    assert producer.flush(60) == 0
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "times"})
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])  # learns its leader
+        until(lambda: consumer.poll(1.0) is not None, "a record read")
+        # Lookups by timestamp read the rows in PostgreSQL.
+        found = consumer.offsets_for_times([TopicPartition(topic, 0, base_ms + 4500)], timeout=30)
+        assert found[0].offset == 5
+        found = consumer.offsets_for_times([TopicPartition(topic, 0, base_ms + 99_000)], timeout=30)
+        assert found[0].offset in (-1, 10)  # none at or after it: the log end (librdkafka)
+    finally:
+        consumer.close()
+    rows = "SELECT count(*) FROM partition_batches WHERE topic = $1"
+    assert cluster.query(rows, topic)[0][0] > 0
+    for node in cluster.nodes.values():
+        admin = AdminClient({"bootstrap.servers": node.bootstrap})
+        admin.delete_topics([topic])[topic].result(30)
+    until(lambda: cluster.query(rows, topic)[0][0] == 0, "the deleted topic's rows dropped")
+    until(lambda: cluster.partition_owner(topic, 0)[0] == -1, "its lease handed back")
