@@ -76,3 +76,8 @@ class PartitionFenced(StorageError):
     """serve --cluster: this node's lease on the partition moved (or was re-acquired at a
     higher epoch), so the database refused the write: it no longer leads the partition
     (NOT_LEADER_OR_FOLLOWER)."""
+
+
+class NotInMemory(StorageError):
+    """serve --cluster: a partition log in PostgreSQL no longer holds the offset's batches
+    in memory; the caller reads them from the database (awaiting `read_stored`)."""

@@ -117,12 +117,22 @@ class Cluster:
         )
         return (rows[0][0], rows[0][1]) if rows else (-1, -1)
 
-    def held(self) -> dict[int, int]:
-        """Valid leases per node."""
+    def held(self, kind: str = "group-shard") -> dict[int, int]:
+        """Valid leases of one kind (`group-shard`, `partition`) per node."""
         rows = self.query(
-            "SELECT owner_node, count(*) FROM leases WHERE expires_at > now() GROUP BY 1"
+            "SELECT owner_node, count(*) FROM leases"
+            " WHERE expires_at > now() AND resource LIKE $1 || ':%' GROUP BY 1",
+            kind,
         )
         return {r[0]: r[1] for r in rows}
+
+    def partition_owner(self, topic: str, partition: int) -> tuple[int, int]:
+        """(owner node, epoch) of the partition's lease, if valid now; (-1, -1) if none."""
+        rows = self.query(
+            "SELECT owner_node, epoch FROM leases WHERE resource = $1 AND expires_at > now()",
+            f"partition:{topic}:{partition}",
+        )
+        return (rows[0][0], rows[0][1]) if rows else (-1, -1)
 
     def epochs_in_order(self, group: str) -> list[int]:
         """The writer epochs of the group shard's rows, by seq (one writer at a time:
@@ -358,6 +368,10 @@ def running_cluster(
                             raise
             until(lambda: sorted(c.held().values()) == [2, 2, 2], "three nodes splitting shards")
             until(lambda: all(has_topic(n.bootstrap, TOPIC) for n in c.nodes.values()), TOPIC)
+            until(
+                lambda: sum(c.held("partition").values()) == PARTITIONS,
+                "every partition leased",
+            )
             yield c
         finally:
             for node in c.nodes.values():

@@ -7,17 +7,18 @@ same shard is the same node, and the transaction coordinator's work on offsets o
 shard stays local. The transaction shard's records are stored under `txn-shard:n`, fenced
 by that lease (node.py).
 
-Topic partitions: with the local partition store (this node's data directory; the store in
-PostgreSQL is issue 22 item 2b's other half) every node leads every partition of the
-topics it knows, as a single node does; that is the seam `partition_leader` /
-`owns_partition`, which the partition store in the database replaces by `partition:t:p`
-leases (node.py's PARTITION_LEASES).
+Topic partitions: `partition:<topic>:<p>` leases (partition_leases.py); the leader is the
+lease's owner (-1 while none), and this node owns a partition once it holds the lease and
+loaded the partition (`serves`). Without partition leases (`serves` None) every node
+leads every partition of the topics it knows, as a single node does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .leases import LeaseManager
-from .schema import group_shard_resource
+from .schema import group_shard_resource, partition_resource
 
 
 class LeaseOwnership:
@@ -27,6 +28,8 @@ class LeaseOwnership:
     def __init__(self, node_id: int) -> None:
         self._node_id = node_id
         self.leases: LeaseManager | None = None
+        # (topic, partition) -> served here now; None: every partition is (no leases).
+        self.serves: Callable[[str, int], bool] | None = None
 
     @property
     def node_id(self) -> int:
@@ -43,8 +46,12 @@ class LeaseOwnership:
         return leases is not None and leases.epoch_of(group_shard_resource(shard)) is not None
 
     def partition_leader(self, topic: str, partition: int) -> int:
-        """This node: topic partitions are in its local store (module docstring)."""
-        return self._node_id
+        """The node holding the partition's lease; -1 while nobody does (module docstring)."""
+        if self.serves is None:
+            return self._node_id
+        leases = self.leases
+        owner = None if leases is None else leases.owner_of(partition_resource(topic, partition))
+        return -1 if owner is None else owner
 
     def owns_partition(self, topic: str, partition: int) -> bool:
-        return True
+        return self.serves is None or self.serves(topic, partition)

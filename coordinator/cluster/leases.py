@@ -332,6 +332,13 @@ class LeaseManager:
         await conn.execute(_RELEASE, resource, self.me.node_id, epoch)
         log.info("lease released", node_id=self.me.node_id, resource=resource, epoch=epoch)
 
+    async def give_back(self, resource: str) -> None:
+        """Hand `resource` back now (on_lost first): it is gone from the cluster (a
+        deleted topic's partition), so it is not renewed until it lapses."""
+        if resource in self.held:
+            async with self.pool.acquire() as conn:
+                await self._release(conn, resource)
+
     async def stop(self, release: bool = True) -> None:
         """Stop ticking; `release`: hand every lease back and mark this node dead (a clean
         shutdown), so others take over at their next tick."""

@@ -23,10 +23,8 @@ Metadata (topics, configs, ACLs, SCRAM credentials, the cluster id) lives in the
 store in PostgreSQL and every node's local copy follows it (metadata_sync.py): a topic
 created on one node is served by all, with one topic id.
 
-Seam left for the rest of issue 22 item 2b: topic partitions stay in the local data
-directory (lease_ownership.py: every node leads the partitions it knows);
-`PARTITION_LEASES` is where partition leases join `resources()` once the partition store
-in PostgreSQL is picked here instead.
+Topic partitions are leased too (`partition:<topic>:<p>`, partition_leases.py): each is
+led by the node holding its lease, its batches stored in PostgreSQL.
 """
 
 from __future__ import annotations
@@ -44,8 +42,9 @@ from ..topics.context import Node
 from ..topics.registry import TopicRegistry
 from . import shard_store
 from .lease_ownership import LeaseOwnership
-from .leases import LeaseManager, NodeInfo, lock_hold_ms, open_pool
+from .leases import LeaseManager, NodeInfo, lock_hold_ms, open_pool, resource_kind
 from .metadata_sync import ClusterMetadata, stored_cluster_id
+from .partition_leases import PARTITION_KIND, PartitionLeadership, RoutingCommitter
 from .peer_auth import PeerListeners
 from .replicated_commit import PgThread, ReplicatedCommitter
 from .schema import group_shard_resource, txn_shard_resource
@@ -54,9 +53,9 @@ log = get_logger("groupcoord.cluster")
 
 SNAPSHOT_TAIL_BATCHES = 2_000
 LOAD_RETRY_S = 1.0
-# The partition store in PostgreSQL leases partitions (`partition:t:p`); the local store
-# (today's) does not: every node leads what it knows (lease_ownership.py).
-PARTITION_LEASES = False
+# Topic partitions are leased (`partition:t:p`) and stored in PostgreSQL
+# (partition_leases.py); False: every node leads what its data directory holds.
+PARTITION_LEASES = True
 
 
 class ClusterNode:
@@ -81,6 +80,7 @@ class ClusterNode:
         # Where the nodes' peer listeners are (peer_auth.py; this node's is opened by
         # server/peer_sasl.open_peer_listener).
         self.peers = PeerListeners(config, self.lock_hold_ms)
+        self.partitions: PartitionLeadership | None = None  # attach_topics
 
     def follow_metadata(
         self,
@@ -97,8 +97,17 @@ class ClusterNode:
         self.metadata.wrap(handlers)
 
     def make_committer(self, **kwargs: Any) -> ReplicatedCommitter:
-        self.committer = ReplicatedCommitter(self.pg, self.config.node_id, **kwargs)
+        self.committer = RoutingCommitter(self.pg, self.config.node_id, **kwargs)
         return self.committer
+
+    def attach_topics(self, registry: Any) -> None:
+        """Lead the registry's partitions by leases, stored in PostgreSQL."""
+        if PARTITION_LEASES:
+            self.partitions = PartitionLeadership(
+                registry, self.config.node_id, self.config.log_retention_check_interval_ms
+            )
+            self.ownership.serves = self.partitions.serves
+            registry.ownership = self.ownership
 
     def attach(self, groups: ShardFamily[Any], txns: ShardFamily[Any]) -> None:
         """Take over the shard families: every shard NOT_OWNED until its lease is ours."""
@@ -108,7 +117,8 @@ class ClusterNode:
             family.disown(lambda _shard: False)
 
     def resources(self) -> Sequence[str]:
-        return [group_shard_resource(n) for n in range(self.shard_count)]
+        shards = [group_shard_resource(n) for n in range(self.shard_count)]
+        return shards if self.partitions is None else shards + self.partitions.resources()
 
     async def start(self, nodes: list[Node]) -> None:
         """Register at the first listener's address and start leasing (after listening)."""
@@ -119,6 +129,9 @@ class ClusterNode:
         pool = await open_pool(self.config.cluster, lock_hold_ms=self.lock_hold_ms)
         async with pool.acquire() as conn:
             await shard_store.create_tables(conn)
+        if self.partitions is not None:
+            assert isinstance(self.committer, RoutingCommitter)
+            await self.partitions.start(pool, self.committer)
         self.leases = LeaseManager(
             pool,
             NodeInfo(self.config.node_id, me.host, me.port),
@@ -130,6 +143,8 @@ class ClusterNode:
             on_tick=self._list_nodes,
         )
         self.ownership.leases = self.leases
+        if self.partitions is not None:
+            self.partitions.give_back = self.leases.give_back
         await self.leases.start()
         self._snapshots = asyncio.ensure_future(self._snapshot_loop())
 
@@ -138,6 +153,8 @@ class ClusterNode:
 
     def _list_nodes(self) -> None:
         assert self.leases is not None
+        if self.partitions is not None:
+            self.partitions.tick()
         brokers = tuple((n.node_id, n.host, n.port) for n in self.leases.live)
         for node in self.nodes:
             node.brokers = brokers
@@ -153,6 +170,10 @@ class ClusterNode:
         return pairs
 
     async def _acquired(self, lease: str, epoch: int) -> None:
+        if resource_kind(lease) == PARTITION_KIND:
+            assert self.partitions is not None
+            await self.partitions.acquired(lease, epoch)
+            return
         shard = int(lease.split(":", 1)[1])
         for runner, resource in self._runners(shard):
             runner.state = ShardState.LOADING
@@ -193,6 +214,10 @@ class ClusterNode:
                     await asyncio.sleep(LOAD_RETRY_S)
 
     async def _lost(self, lease: str) -> None:
+        if resource_kind(lease) == PARTITION_KIND:
+            assert self.partitions is not None
+            await self.partitions.lost(lease)
+            return
         shard = int(lease.split(":", 1)[1])
         task = self._loads.pop(shard, None)
         if task is not None and not task.done():
@@ -235,6 +260,9 @@ class ClusterNode:
             await asyncio.gather(self._snapshots, return_exceptions=True)
         if self.leases is not None:
             await self.leases.stop(release=True)
+        if self.partitions is not None:
+            await self.partitions.stop()
+        if self.leases is not None:
             await self.leases.pool.close()
         if self.metadata is not None:
             await self.metadata.close()

@@ -24,22 +24,22 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from groupcoord.protocol.batches import (
     LOG_OVERHEAD,
     BatchHeader,
     batch_size_at,
+    parse_header,
     set_base_offset_and_leader_epoch,
 )
-from groupcoord.storage import LEADER_EPOCH, LogClosed, LogConfig, OffsetOutOfRange, StorageError
-from groupcoord.storage.errors import PartitionFenced
+from groupcoord.storage import LEADER_EPOCH, LogClosed, LogConfig, OffsetOutOfRange
+from groupcoord.storage.errors import NotInMemory, PartitionFenced
 
 # Committed batches kept in memory per partition for tail reads.
 TAIL_CACHE_BYTES_DEFAULT = 8 * 1024 * 1024
 
-
-class NotInMemory(StorageError):
-    """The offset's batches are no longer held in memory: read them from the store."""
+__all__ = ["NotInMemory", "PartitionFenced", "PgPartitionLog", "StoredBatch"]
 
 
 @dataclass(slots=True)
@@ -73,6 +73,7 @@ class PgPartitionLog:
         "_tail_cache_bytes",
         "_fenced",
         "_closed",
+        "store",
     )
 
     def __init__(
@@ -106,6 +107,8 @@ class PgPartitionLog:
         self._tail_cache_bytes = tail_cache_bytes
         self._fenced: PartitionFenced | None = None
         self._closed = False
+        # The PgPartitionStore holding its rows (set by its `load`): the `*_stored` reads.
+        self.store: Any = None
 
     # -- what the data plane reads ----------------------------------------------------
 
@@ -247,6 +250,49 @@ class PgPartitionLog:
             if remaining <= 0:
                 break
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    # -- what metrics and the lag scrape read of a local log -------------------------------
+
+    @property
+    def size_bytes(self) -> int:
+        """The bytes held in memory (the rows are PostgreSQL's to count)."""
+        return self._tail_bytes + sum(len(row.data) for row in self.unflushed)
+
+    @property
+    def generation(self) -> int:
+        """Batches are never rewritten here (no compaction): one per load."""
+        return self.epoch
+
+    def segments_snapshot(self) -> Any:
+        """No segment files: the lag scrape reads headers one by one (`batch_headers`)."""
+        raise NotInMemory(f"{self.resource}: no segments")
+
+    def batch_headers(self, offset: int) -> Iterator[BatchHeader]:
+        """Headers of the batches from the one holding `offset`, from memory (NotInMemory
+        below it)."""
+        for row in self._rows_from(offset):
+            yield parse_header(row.data)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """Lookups by timestamp read rows: await `offset_for_timestamp_stored`."""
+        raise NotInMemory(f"{self.resource}: lookups by timestamp read the database")
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """Read rows: await `max_timestamp_stored`."""
+        raise NotInMemory(f"{self.resource}: lookups by timestamp read the database")
+
+    # What the data plane awaits after NotInMemory (the store's reads, committed rows only).
+
+    async def read_stored(self, offset: int, max_bytes: int) -> bytes:
+        return bytes(await self.store.read(self, offset, max_bytes))
+
+    async def offset_for_timestamp_stored(self, timestamp_ms: int) -> tuple[int, int] | None:
+        found: tuple[int, int] | None = await self.store.offset_for_timestamp(self, timestamp_ms)
+        return found
+
+    async def max_timestamp_stored(self) -> tuple[int, int] | None:
+        found: tuple[int, int] | None = await self.store.max_timestamp(self)
+        return found
 
     def memory_start(self) -> int:
         """The lowest offset `read` serves from memory."""

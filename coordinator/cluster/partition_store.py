@@ -102,11 +102,14 @@ ON CONFLICT DO NOTHING
 
 # FENCED_WRITE_GUARD (schema.py) for every partition of a round in one statement: the
 # same condition per resource and the same FOR SHARE lock on each lease row, one round trip
-# instead of one per partition (a round trip costs ms on a loaded machine).
+# instead of one per partition (a round trip costs ms on a loaded machine). Rows are locked
+# in resource order, as the lease renewal (leases.py) and the shards' rounds lock them, so a
+# round and a renewal never deadlock.
 _FENCED_WRITE_GUARD_MANY = """
 SELECT l.resource FROM leases l
   JOIN unnest($1::text[], $2::integer[], $3::bigint[]) AS w (resource, owner_node, epoch)
     ON l.resource = w.resource AND l.owner_node = w.owner_node AND l.epoch = w.epoch
+ ORDER BY l.resource
    FOR SHARE OF l
 """
 
@@ -174,6 +177,11 @@ SELECT base_offset FROM (
 """
 _DROP_BATCHES = "DELETE FROM partition_batches WHERE topic = $1 AND partition = $2"
 _DROP_START = "DELETE FROM partition_starts WHERE topic = $1 AND partition = $2"
+
+# The bytes one round writes at most (the rest go in the next): a producer far ahead of the
+# database would otherwise make each round bigger than the last, until one outlasts the
+# round timeout and is written again, bigger still.
+ROUND_BYTES_MAX = 8 * 1024 * 1024
 
 # Rows a read fetches at most per query (a fetch's max bytes usually ends it sooner).
 _READ_ROWS_MAX = 500
@@ -271,6 +279,7 @@ class PgPartitionStore:
             config=config,
             tail_cache_bytes=self._tail_cache_bytes,
         )
+        partition_log.store = self
         return LoadedPartition(partition_log, headers, time.perf_counter() - started)
 
     # -- durability (the committer interface) -----------------------------------------
@@ -323,6 +332,10 @@ class PgPartitionStore:
             after_failure = False
             while self._dirty and not self._closed:
                 logs = list(self._dirty)
+                # Rounds start at a different log each time: a round full before its
+                # last logs (ROUND_BYTES_MAX) never starves the same ones.
+                turn = self.rounds % len(logs)
+                logs = logs[turn:] + logs[:turn]
                 try:
                     refused = await self._write_round(logs, after_failure)
                 except Exception as exc:
@@ -351,9 +364,7 @@ class PgPartitionStore:
         (binary COPY; after a failed attempt INSERT ... ON CONFLICT DO NOTHING, since that
         attempt may have committed). Returns the refused (fenced) ones. Marks the rows
         committed only after COMMIT."""
-        snapshot = [
-            (pl, len(pl.unflushed), pl.next_offset) for pl in logs if not pl.fenced and pl.unflushed
-        ]
+        snapshot = _round_rows(logs, ROUND_BYTES_MAX)
         refused: set[PgPartitionLog] = {pl for pl in logs if pl.fenced}
         rows: list[tuple[str, int, int, int, int, int, bytes]] = []
         connection = await self._pool.acquire()
@@ -589,6 +600,28 @@ class PgPartitionStore:
                 raise PartitionFenced(f"{resource} at epoch {epoch}: the lease moved")
             await connection.execute(_DROP_BATCHES, topic, partition)
             await connection.execute(_DROP_START, topic, partition)
+
+
+def _round_rows(
+    logs: list[PgPartitionLog], bytes_max: int
+) -> list[tuple[PgPartitionLog, int, int]]:
+    """(log, batches, offset after them) of what a round writes: the oldest unflushed
+    batches of each log, in order, until `bytes_max` is reached (at least one batch)."""
+    snapshot: list[tuple[PgPartitionLog, int, int]] = []
+    budget = bytes_max
+    for pl in logs:
+        if pl.fenced or not pl.unflushed:
+            continue
+        if budget <= 0:
+            break
+        count = 0
+        for batch in pl.unflushed:
+            if count and len(batch.data) > budget:
+                break
+            budget -= len(batch.data)
+            count += 1
+        snapshot.append((pl, count, pl.unflushed[count - 1].last_offset + 1))
+    return snapshot
 
 
 def _lowest_base(log_start_offset: int) -> int:

@@ -214,6 +214,7 @@ class Server:
         )
         if self.cluster is not None:
             self.cluster.attach(self.coordinator, self.txn_coordinator)
+            self.cluster.attach_topics(self.topics)  # partitions by leases, in PostgreSQL
         # serve --workers: this worker owns a share of the shards and partitions, the rest
         # answer NOT_COORDINATOR / NOT_LEADER_OR_FOLLOWER (ownership.py, worker_layout.py).
         self.ownership = ownership_of(config)
@@ -762,7 +763,7 @@ class Server:
         interval = self.config.log_retention_check_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
-            partitions = [p for t in self.topics.topics() for p in t.partitions]
+            partitions = self.topics.local_partitions()
             try:
                 deleted = apply_retention([p.log for p in partitions], int(time.time() * 1000))
             except OSError as e:

@@ -116,7 +116,8 @@ class TopicCompactor:
         what prepare_compaction / install_compaction raise (CompactionError, storage
         errors, OSError); an error during the swap fails the log until a restart."""
         log_ = partition.log
-        if log_.closed or log_.failed:
+        # serve --cluster: a log in PostgreSQL is not compacted (not a PartitionLog).
+        if log_.closed or log_.failed or not isinstance(log_, PartitionLog):
             return None
         now_ms = self._clock_ms()
         span = cleanable_range(

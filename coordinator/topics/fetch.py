@@ -30,6 +30,7 @@ from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.batches import HEADER_SIZE, LOG_OVERHEAD, batch_size_at, header_struct
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import CorruptBatch, OffsetOutOfRange
+from groupcoord.storage.errors import NotInMemory
 
 from ..observability.storage_damage import report_corrupt_read
 from .access import READ, TOPIC, allowed
@@ -52,11 +53,55 @@ def handle_fetch(ctx: TopicsContext, request: Request) -> Any:
             session_id=0,
             responses=(),
         )
-    response, total_bytes, partitions, errors = _read(ctx, request)
+    try:
+        response, total_bytes, partitions, errors = _read(ctx, request)
+    except _ReadStored as e:
+        return _fetch_stored(ctx, request, e.missing)
     max_wait_ms = min(int(body.max_wait.total_seconds() * 1000), ctx.settings.fetch_wait_max_ms)
     if total_bytes >= body.min_bytes or max_wait_ms <= 0 or not partitions or errors:
         return response
     return _long_poll(ctx, request, partitions, max_wait_ms)
+
+
+class _ReadStored(Exception):
+    """serve --cluster: reads whose batches are in PostgreSQL only (NotInMemory), as
+    (partition, offset, max bytes): awaited, then the response is built again."""
+
+    def __init__(self, missing: list[tuple[Partition, int, int]]) -> None:
+        self.missing = missing
+
+
+async def _read_stored(
+    ctx: TopicsContext,
+    request: Request,
+    missing: list[tuple[Partition, int, int]] | None = None,
+) -> tuple[Any, int, list[Partition], bool]:
+    """`_read`, first awaiting the database reads it needs (`missing`, when known), the
+    event loop serving others meanwhile."""
+    stored: dict[tuple[Partition, int], bytes] = {}
+    while True:
+        for partition, offset, limit in missing or ():
+            try:
+                data = await partition.log.read_stored(offset, limit)  # type: ignore[attr-defined]
+            except OffsetOutOfRange:
+                data = b""  # moved meanwhile (retention): the next pass answers it
+            stored[(partition, offset)] = data
+        try:
+            return _read(ctx, request, stored)
+        except _ReadStored as e:
+            missing = e.missing
+
+
+async def _fetch_stored(
+    ctx: TopicsContext, request: Request, missing: list[tuple[Partition, int, int]]
+) -> Any:
+    """handle_fetch when some batches are in the database only."""
+    response, total_bytes, partitions, errors = await _read_stored(ctx, request, missing)
+    body = request.body
+    max_wait_ms = min(int(body.max_wait.total_seconds() * 1000), ctx.settings.fetch_wait_max_ms)
+    if total_bytes >= body.min_bytes or max_wait_ms <= 0 or not partitions or errors:
+        return response
+    return await _long_poll(ctx, request, partitions, max_wait_ms)
 
 
 async def _long_poll(
@@ -78,16 +123,23 @@ async def _long_poll(
         finally:
             for partition in partitions:
                 partition.waiters.discard(waiter)
-        response, total_bytes, partitions, errors = _read(ctx, request)
+        response, total_bytes, partitions, errors = await _read_stored(ctx, request)
         if total_bytes >= request.body.min_bytes or not partitions or errors:
             return response
-    return _read(ctx, request)[0]
+    return (await _read_stored(ctx, request))[0]
 
 
-def _read(ctx: TopicsContext, request: Request) -> tuple[Any, int, list[Partition], bool]:
+def _read(
+    ctx: TopicsContext,
+    request: Request,
+    stored: dict[tuple[Partition, int], bytes] | None = None,
+) -> tuple[Any, int, list[Partition], bool]:
     """Build the response from what is durable now; also returns bytes read, the
     partitions read (all valid ones), which a long poll waits on, and whether any partition
-    answers an error (the client must act on it, so nobody waits)."""
+    answers an error (the client must act on it, so nobody waits). serve --cluster: raises
+    _ReadStored naming the reads whose batches are in the database only, unless `stored`
+    holds them (read by `_read_stored`)."""
+    missing: list[tuple[Partition, int, int]] | None = None
     registry = ctx.topics
     body = request.body
     version = request.api_version
@@ -158,7 +210,15 @@ def _read(ctx: TopicsContext, request: Request) -> tuple[Any, int, list[Partitio
             elif offset < visible_end and budget > 0:
                 limit = min(fp.partition_max_bytes, budget)
                 try:
-                    records = log.read(offset, limit)
+                    try:
+                        records = log.read(offset, limit)
+                    except NotInMemory:
+                        found = None if stored is None else stored.get((partition, offset))
+                        if found is None:
+                            if missing is None:
+                                missing = []
+                            missing.append((partition, offset, limit))
+                        records = found or b""
                     if log.next_offset > visible_end:
                         records = _visible(records, visible_end)
                 except OffsetOutOfRange:
@@ -219,6 +279,8 @@ def _read(ctx: TopicsContext, request: Request) -> tuple[Any, int, list[Partitio
                     m.FetchableTopicResponse, topic=fetch_topic.topic, partitions=tuple(partitions)
                 )
             )
+    if missing is not None:
+        raise _ReadStored(missing)
     response = build(
         m.FetchResponse, error_code=ErrorCode.NONE, session_id=0, responses=tuple(topics)
     )

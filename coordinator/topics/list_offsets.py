@@ -20,6 +20,7 @@ from typing import Any
 from groupcoord.protocol.api import ApiKey, Request, build, response_types
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import LEADER_EPOCH
+from groupcoord.storage.errors import NotInMemory
 
 from .access import DESCRIBE, TOPIC, allowed
 from .context import TopicsContext
@@ -32,10 +33,17 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
 
-def lookup(partition: Partition, timestamp: int, read_committed: bool = False) -> tuple[int, int]:
+def lookup(
+    partition: Partition,
+    timestamp: int,
+    read_committed: bool = False,
+    stored: tuple[int, int] | None | bool = False,
+) -> tuple[int, int]:
     """(timestamp, offset) answering a ListOffsets query for one partition; offsets at or
     past the last stable offset are not found for `read_committed`, as Kafka's
-    fetchOffsetForTimestamp bounds them."""
+    fetchOffsetForTimestamp bounds them. serve --cluster: a lookup by timestamp of a
+    partition in PostgreSQL raises NotInMemory; `stored` is then what `lookup_stored`
+    found (False: not asked yet)."""
     log = partition.log
     bound = partition.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == LATEST:
@@ -44,20 +52,64 @@ def lookup(partition: Partition, timestamp: int, read_committed: bool = False) -
         return -1, log.log_start_offset
     if timestamp == LATEST_TIERED:
         return -1, -1
-    if timestamp == MAX_TIMESTAMP:
+    if stored is not False:
+        found = stored  # type: ignore[assignment]
+    elif timestamp == MAX_TIMESTAMP:
         found = log.max_timestamp()
-        if found is None or found[0] >= bound:
-            return -1, -1
-        offset, ts = found
-        return ts, offset
-    found = log.offset_for_timestamp(timestamp)
+    else:
+        found = log.offset_for_timestamp(timestamp)
     if found is None or found[0] >= bound:
         return -1, -1
     offset, ts = found
     return ts, offset
 
 
+async def lookup_stored(partition: Partition, timestamp: int) -> tuple[int, int] | None:
+    """The lookup by timestamp `lookup` refused with NotInMemory, read from the database."""
+    log: Any = partition.log
+    if timestamp == MAX_TIMESTAMP:
+        found: tuple[int, int] | None = await log.max_timestamp_stored()
+    else:
+        found = await log.offset_for_timestamp_stored(timestamp)
+    return found
+
+
 def handle_list_offsets(ctx: TopicsContext, request: Request) -> Any:
+    try:
+        return _list_offsets(ctx, request, None)
+    except _LookupStored:
+        return _list_offsets_stored(ctx, request)
+
+
+class _LookupStored(Exception):
+    """serve --cluster: some lookups read the database (NotInMemory)."""
+
+
+async def _list_offsets_stored(ctx: TopicsContext, request: Request) -> Any:
+    """handle_list_offsets once the lookups by timestamp were read from the database."""
+    stored: dict[tuple[str, int, int], tuple[int, int] | None] = {}
+    for list_topic in request.body.topics:
+        topic = ctx.topics.get(list_topic.name)
+        for lp in list_topic.partitions:
+            index = lp.partition_index
+            if topic is None or not 0 <= index < len(topic.partitions):
+                continue
+            partition = topic.partitions[index]
+            if hasattr(partition.log, "max_timestamp_stored") and (
+                lp.timestamp == MAX_TIMESTAMP or lp.timestamp >= 0
+            ):
+                found = await lookup_stored(partition, lp.timestamp)
+                stored[(list_topic.name, index, lp.timestamp)] = found
+    return _list_offsets(ctx, request, stored)
+
+
+def _list_offsets(
+    ctx: TopicsContext,
+    request: Request,
+    stored: dict[tuple[str, int, int], tuple[int, int] | None] | None,
+) -> Any:
+    """The response; raises _LookupStored when a lookup by timestamp needs the database
+    and `stored` (read by _list_offsets_stored) lacks it."""
     version = request.api_version
     m = response_types(ApiKey.LIST_OFFSETS, version)
     topics = []
@@ -91,7 +143,16 @@ def handle_list_offsets(ctx: TopicsContext, request: Request) -> Any:
                     )
                 )
                 continue
-            ts, offset = lookup(topic.partitions[index], lp.timestamp, read_committed)
+            key = (list_topic.name, index, lp.timestamp)
+            try:
+                ts, offset = lookup(
+                    topic.partitions[index],
+                    lp.timestamp,
+                    read_committed,
+                    stored[key] if stored is not None and key in stored else False,
+                )
+            except NotInMemory:
+                raise _LookupStored from None
             partitions.append(
                 build(
                     m.ListOffsetsPartitionResponse,

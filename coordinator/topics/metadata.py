@@ -74,7 +74,8 @@ def _partitions(
     **extra: Any,
 ) -> tuple[Any, ...]:
     """Each partition led by its owner (ownership.py; this node when it is the only one),
-    the leader its only replica."""
+    the leader its only replica; serve --cluster: a partition nobody leads now (its lease
+    is moving) is LEADER_NOT_AVAILABLE with leader -1 and no replicas, as Kafka's."""
     stop = len(topic.partitions) if stop is None else stop
     ownership = node.ownership
     leaders = (
@@ -85,12 +86,12 @@ def _partitions(
     return tuple(
         build(
             cls,
-            error_code=ErrorCode.NONE,
+            error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
             partition_index=index,
             leader_id=leader,
             leader_epoch=LEADER_EPOCH,
-            replica_nodes=(leader,),
-            isr_nodes=(leader,),
+            replica_nodes=(leader,) if leader >= 0 else (),
+            isr_nodes=(leader,) if leader >= 0 else (),
             offline_replicas=(),
             **extra,
         )

@@ -49,7 +49,7 @@ from groupcoord.storage import DataDirError, LogConfig, PartitionLog
 from groupcoord.storage.checkpoint import atomic_write, read_json_file, state_file_fields
 
 from ..config import Config
-from ..ownership import Ownership
+from ..ownership import OwnershipView
 from ..runtime.partitioning import OFFSETS_TOPIC
 from .broker_config_store import BrokerConfigStore
 from .cleanup_policy import CleanupPolicy, lag_conflict
@@ -159,7 +159,7 @@ class TopicRegistry:
         self._internal_by_id: dict[uuid.UUID, Topic] = {}
         # serve --workers: which partitions this node leads, and the topic ids every worker
         # gives a topic alike (server/app.py sets both); None / random for one process.
-        self.ownership: Ownership | None = None
+        self.ownership: OwnershipView | None = None
         self.new_topic_id: Callable[[str], uuid.UUID] = _random_topic_id
         # serve --workers (server/topic_sync.py): asked before Metadata auto-creates a topic
         # (name, partitions): True to create it here, False when another worker creates it.
@@ -246,6 +246,16 @@ class TopicRegistry:
 
     def topics(self) -> list[Topic]:
         return list(self.by_name.values())
+
+    def local_partitions(self) -> list[Partition]:
+        """The partitions whose log is in the data directory (retention's): serve
+        --cluster's in PostgreSQL have their own (cluster/partition_leases.py)."""
+        return [
+            p
+            for t in self.by_name.values()
+            for p in t.partitions
+            if isinstance(p.log, PartitionLog)
+        ]
 
     def partition_count(self) -> int:
         return sum(len(t.partitions) for t in self.by_name.values())

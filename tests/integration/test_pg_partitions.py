@@ -332,3 +332,36 @@ async def test_appends_wait_through_a_postgres_restart_and_lose_nothing(
     }
     assert {base: stored.get(base) for base in acked} == acked
     assert len(stored) == len(acked)  # offsets contiguous, none written twice
+
+
+async def test_a_backlog_is_written_in_rounds_of_bounded_size(
+    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Appends far ahead of the database go in several rounds of at most ROUND_BYTES_MAX
+    (never one round growing past the round timeout), each log's batches in order."""
+    from groupcoord.coordinator.cluster import partition_store
+
+    size = len(batch(5))
+    monkeypatch.setattr(partition_store, "ROUND_BYTES_MAX", 3 * size)
+    store = PgPartitionStore(pool, NODE)
+    logs = []
+    for p in range(2):
+        await grant(pool, "backlog", p, NODE, 1)
+        logs.append((await store.load("backlog", p, 1)).log)
+    sent: dict[int, list[bytes]] = {0: [], 1: []}
+    waits = []
+    for _ in range(6):
+        for p, log_ in enumerate(logs):
+            buffer = batch(5)
+            _, last = append(log_, buffer)
+            sent[p].append(bytes(buffer))
+            waits.append(store.wait_durable(log_, last))
+    await asyncio.gather(*waits)
+    assert store.rounds >= 4  # 12 batches, 3 a round
+    assert await rows(pool, "backlog") == 12
+    for p, log_ in enumerate(logs):
+        assert log_.durable_offset == 30
+        reloaded = (
+            await PgPartitionStore(pool, NODE, tail_cache_bytes=0).load("backlog", p, 1)
+        ).log
+        assert await read_all(store, reloaded) == b"".join(sent[p])
