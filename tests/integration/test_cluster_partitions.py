@@ -27,6 +27,7 @@ from tests.cluster_support import (
     CommitLoad,
     check_nothing_lost,
     cluster_fixture,
+    has_topic,
     until,
 )
 
@@ -246,9 +247,10 @@ def test_offsets_by_timestamp_from_the_rows_and_delete_topics_drops_them(
     cluster: Cluster,
 ) -> None:
     topic = "timed"
-    for node in cluster.nodes.values():
-        admin = AdminClient({"bootstrap.servers": node.bootstrap})
-        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    # Topics follow the metadata store: created through one node, served by all.
+    admin = AdminClient({"bootstrap.servers": cluster.nodes[1].bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    until(lambda: all(has_topic(n.bootstrap, topic) for n in cluster.nodes.values()), topic)
     until(lambda: cluster.partition_owner(topic, 0)[0] != -1, "the new partition leased")
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     base_ms = 1_700_000_000_000
@@ -268,8 +270,7 @@ def test_offsets_by_timestamp_from_the_rows_and_delete_topics_drops_them(
         consumer.close()
     rows = "SELECT count(*) FROM partition_batches WHERE topic = $1"
     assert cluster.query(rows, topic)[0][0] > 0
-    for node in cluster.nodes.values():
-        admin = AdminClient({"bootstrap.servers": node.bootstrap})
-        admin.delete_topics([topic])[topic].result(30)
+    admin = AdminClient({"bootstrap.servers": cluster.nodes[3].bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
     until(lambda: cluster.query(rows, topic)[0][0] == 0, "the deleted topic's rows dropped")
     until(lambda: cluster.partition_owner(topic, 0)[0] == -1, "its lease handed back")
