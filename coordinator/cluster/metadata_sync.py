@@ -68,6 +68,8 @@ CHECK_INTERVAL_S = 5.0
 # How long a change waits for this node's image to reach the version it wrote (the write
 # has committed: past this the answer goes anyway).
 VERSION_WAIT_S = 30.0
+# How long a change arriving before the node loaded the store's image waits for it.
+START_WAIT_S = 60.0
 # A store write not done by then is answered REQUEST_TIMED_OUT: whether it committed or
 # not, the image applied next makes the local state what the store holds.
 WRITE_TIMEOUT_S = 30.0
@@ -125,6 +127,10 @@ class ClusterMetadata:
         self._dirty = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._auto_creating: set[str] = set()
+        # Set once `start` made the local state equal to the store's image: a change that
+        # arrives before (the listener opens first) waits for it, never applying an image
+        # not yet loaded (an empty one would delete every topic).
+        self._started = asyncio.Event()
         self._background: set[asyncio.Task[None]] = set()
 
     # lifecycle ---------------------------------------------------------------------------
@@ -136,6 +142,7 @@ class ClusterMetadata:
         await self.follower.start()
         async with self._lock:
             await self._catch_up()
+        self._started.set()
         self._task = asyncio.ensure_future(self._follow())
 
     async def close(self) -> None:
@@ -254,6 +261,7 @@ class ClusterMetadata:
         self, handler: Callable[..., Any], publish: Callable[[Request, Any, Any], Awaitable[Any]]
     ) -> Callable[..., Any]:
         async def through_store(ctx: Any, request: Request) -> Any:
+            await asyncio.wait_for(self._started.wait(), START_WAIT_S)
             async with self._lock:
                 await self._catch_up()
                 before = self._security_state()
@@ -439,7 +447,7 @@ class ClusterMetadata:
             self.topics.check_collision(name)
         except TopicError:
             return True
-        if name not in self._auto_creating:
+        if name not in self._auto_creating and self._started.is_set():
             self._auto_creating.add(name)
             task = asyncio.ensure_future(self._auto_create(name, partitions))
             self._background.add(task)

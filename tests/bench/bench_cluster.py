@@ -142,7 +142,7 @@ def run_commits(mode: str, args: argparse.Namespace, root: Path, dsn: str) -> di
     repo = Path(args.baseline) if mode == "base" else REPO_ROOT
     with run_groupcoord(port, data, extra, repo_root=repo) as peer:
         wait_listening(port)
-        create_topics(str(peer), [(TOPIC, args.inflight)])
+        create_topics(str(peer), [(TOPIC, args.inflight)], exist_ok=True)
         if mode != "local":  # the node takes its leases, then loads their shards
             asyncio.run(wait_for_leases(database_of(dsn, f"bench_{mode}"), SHARDS))
         time.sleep(2)

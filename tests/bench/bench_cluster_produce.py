@@ -55,7 +55,7 @@ def run(mode: str, args: argparse.Namespace, root: Path, dsn: str) -> dict[str, 
     value = b"v" * VALUE_BYTES
     with run_groupcoord(port, data, extra) as peer:
         wait_listening(port)
-        create_topics(str(peer), [(TOPIC, args.partitions)])
+        create_topics(str(peer), [(TOPIC, args.partitions)], exist_ok=True)
         wait_led(str(peer), args.partitions)
         pg0 = postgres_cpu_seconds()
         result = bench_produce(peer, args.messages, value, topic=TOPIC)

@@ -133,7 +133,12 @@ def _quiet(err: object) -> None:
     pass
 
 
-def create_topics(bootstrap: str, specs: list[tuple[str, int]], timeout: float = 120.0) -> None:
+def create_topics(
+    bootstrap: str, specs: list[tuple[str, int]], timeout: float = 120.0, exist_ok: bool = False
+) -> None:
+    """`exist_ok`: TOPIC_ALREADY_EXISTS taken as done (a cluster's topics outlive its nodes:
+    they are in the metadata store)."""
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, "error_cb": _quiet})
@@ -143,7 +148,11 @@ def create_topics(bootstrap: str, specs: list[tuple[str, int]], timeout: float =
         operation_timeout=timeout,
     )
     for fut in futures.values():
-        fut.result(timeout=timeout)
+        try:
+            fut.result(timeout=timeout)
+        except KafkaException as e:
+            if not (exist_ok and e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS):
+                raise
     # Wait until Metadata shows every partition (creation may be asynchronous).
     deadline = time.monotonic() + timeout
     want = dict(specs)
