@@ -10,7 +10,7 @@ by that lease (node.py).
 Topic partitions: `partition:<topic>:<p>` leases (partition_leases.py); the leader is the
 lease's owner (-1 while none), and this node owns a partition once it holds the lease and
 loaded the partition (`serves`). Without partition leases (`serves` None) every node
-leads every partition of the topics it knows, as a single node does.
+leads every partition of the topics it knows (only before the node attached its topics).
 """
 
 from __future__ import annotations

@@ -53,9 +53,6 @@ log = get_logger("groupcoord.cluster")
 
 SNAPSHOT_TAIL_BATCHES = 2_000
 LOAD_RETRY_S = 1.0
-# Topic partitions are leased (`partition:t:p`) and stored in PostgreSQL
-# (partition_leases.py); False: every node leads what its data directory holds.
-PARTITION_LEASES = True
 
 
 class ClusterNode:
@@ -102,12 +99,11 @@ class ClusterNode:
 
     def attach_topics(self, registry: Any) -> None:
         """Lead the registry's partitions by leases, stored in PostgreSQL."""
-        if PARTITION_LEASES:
-            self.partitions = PartitionLeadership(
-                registry, self.config.node_id, self.config.log_retention_check_interval_ms
-            )
-            self.ownership.serves = self.partitions.serves
-            registry.ownership = self.ownership
+        self.partitions = PartitionLeadership(
+            registry, self.config.node_id, self.config.log_retention_check_interval_ms
+        )
+        self.ownership.serves = self.partitions.serves
+        registry.ownership = self.ownership
 
     def attach(self, groups: ShardFamily[Any], txns: ShardFamily[Any]) -> None:
         """Take over the shard families: every shard NOT_OWNED until its lease is ours."""

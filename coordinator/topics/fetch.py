@@ -23,6 +23,7 @@ internal_topics.py: the client retries).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from typing import Any
 
@@ -54,9 +55,17 @@ def handle_fetch(ctx: TopicsContext, request: Request) -> Any:
             responses=(),
         )
     try:
-        response, total_bytes, partitions, errors = _read(ctx, request)
+        return _answer(ctx, request, _read(ctx, request))
     except _ReadStored as e:
         return _fetch_stored(ctx, request, e.missing)
+
+
+def _answer(
+    ctx: TopicsContext, request: Request, read: tuple[Any, int, list[Partition], bool]
+) -> Any:
+    """The response now, or a long poll (a coroutine) when too little was read."""
+    response, total_bytes, partitions, errors = read
+    body = request.body
     max_wait_ms = min(int(body.max_wait.total_seconds() * 1000), ctx.settings.fetch_wait_max_ms)
     if total_bytes >= body.min_bytes or max_wait_ms <= 0 or not partitions or errors:
         return response
@@ -96,12 +105,8 @@ async def _fetch_stored(
     ctx: TopicsContext, request: Request, missing: list[tuple[Partition, int, int]]
 ) -> Any:
     """handle_fetch when some batches are in the database only."""
-    response, total_bytes, partitions, errors = await _read_stored(ctx, request, missing)
-    body = request.body
-    max_wait_ms = min(int(body.max_wait.total_seconds() * 1000), ctx.settings.fetch_wait_max_ms)
-    if total_bytes >= body.min_bytes or max_wait_ms <= 0 or not partitions or errors:
-        return response
-    return await _long_poll(ctx, request, partitions, max_wait_ms)
+    answer = _answer(ctx, request, await _read_stored(ctx, request, missing))
+    return await answer if inspect.iscoroutine(answer) else answer
 
 
 async def _long_poll(
