@@ -133,6 +133,12 @@ class ClusterMetadata:
         self._started = asyncio.Event()
         self._background: set[asyncio.Task[None]] = set()
 
+    def _connected_store(self) -> MetadataStore:
+        """The store a change is written to: changes are applied only after `start`
+        connected it (they wait for `_started`), so it is never None here."""
+        assert self.store is not None
+        return self.store
+
     # lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -317,8 +323,7 @@ class ClusterMetadata:
         return tuple(out)
 
     async def _created(self, _request: Request, response: Any, _before: Any) -> Any:
-        store = self.store
-        assert store is not None
+        store = self._connected_store()
 
         def write(entry: Any) -> Awaitable[int]:
             topic = self.topics.get(entry.name)
@@ -336,8 +341,7 @@ class ClusterMetadata:
         return dataclasses.replace(response, topics=topics)
 
     async def _deleted(self, _request: Request, response: Any, _before: Any) -> Any:
-        store = self.store
-        assert store is not None
+        store = self._connected_store()
 
         def write(entry: Any) -> Awaitable[int]:
             topic_id = entry.topic_id if getattr(entry, "topic_id", None) else None
@@ -348,8 +352,7 @@ class ClusterMetadata:
         return dataclasses.replace(response, responses=responses)
 
     async def _grown(self, _request: Request, response: Any, _before: Any) -> Any:
-        store = self.store
-        assert store is not None
+        store = self._connected_store()
 
         def write(entry: Any) -> Awaitable[int]:
             topic = self.topics.get(entry.name)
@@ -367,8 +370,7 @@ class ClusterMetadata:
         return dataclasses.replace(response, results=results)
 
     async def _reconfigured(self, _request: Request, response: Any, _before: Any) -> Any:
-        store = self.store
-        assert store is not None
+        store = self._connected_store()
 
         def is_topic(entry: Any) -> bool:
             return (
@@ -397,8 +399,7 @@ class ClusterMetadata:
     async def _acls_changed(
         self, _request: Request, response: Any, before: tuple[frozenset[AclBinding], Any]
     ) -> Any:
-        store = self.store
-        assert store is not None
+        store = self._connected_store()
         after = self._security_state()[0]
         added, removed = after - before[0], before[0] - after
         field = "results" if hasattr(response, "results") else "filter_results"
@@ -416,8 +417,7 @@ class ClusterMetadata:
     async def _credentials_changed(
         self, _request: Request, response: Any, before: tuple[Any, Credentials]
     ) -> Any:
-        store = self.store
-        assert store is not None
+        store = self._connected_store()
         after = self._security_state()[1]
         try:
             versions = [
