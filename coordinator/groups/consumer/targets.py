@@ -262,6 +262,15 @@ def add_departed(
 
 
 def regex_users(group: ConsumerGroup, change: GroupChange) -> set[str]:
+    """The regexes some member subscribes to once `change` applies."""
+    if not group.regex_subscribers:
+        # Nobody subscribes by regex now (no member's old regex to subtract): the new
+        # ones only, no step per departing member of a mass expiry.
+        return {
+            meta.subscribed_topic_regex
+            for meta in change.metadata.values()
+            if meta is not None and meta.subscribed_topic_regex
+        }
     counts = Counter(group.regex_subscribers)
     for member_id, meta in change.metadata.items():
         old = group.metadata.get(member_id)
