@@ -20,6 +20,7 @@ slice runs, it is still a member and the timer that queued it was not armed agai
 from __future__ import annotations
 
 from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.frozen import fast_new
 from groupcoord.protocol.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
@@ -55,6 +56,10 @@ from .targets import regex_users
 # loop time there, and the last member went 1.1 s after the sessions ended (issue 16's
 # target: within 1 s). Measured with tests/bench/bench_mass_expiry.py (session 18).
 FENCE_SLICE = 50
+# The removal's three tombstone keys, built without a frozen __init__'s setattr per field.
+_current_key = fast_new(ConsumerGroupCurrentMemberAssignmentKey)
+_target_key = fast_new(ConsumerGroupTargetAssignmentMemberKey)
+_metadata_key = fast_new(ConsumerGroupMemberMetadataKey)
 
 
 class MemberDepartures(TargetScheduling):
@@ -110,11 +115,11 @@ class MemberDepartures(TargetScheduling):
         for member_id in member_ids:
             self.cancel_member_timers(gid, member_id)
             records.extend(
-                [
-                    (ConsumerGroupCurrentMemberAssignmentKey(gid, member_id), None),
-                    (ConsumerGroupTargetAssignmentMemberKey(gid, member_id), None),
-                    (ConsumerGroupMemberMetadataKey(gid, member_id), None),
-                ]
+                (
+                    (_current_key(gid, member_id), None),
+                    (_target_key(gid, member_id), None),
+                    (_metadata_key(gid, member_id), None),
+                )
             )
             change.metadata[member_id] = None
         if group.resolved_regexes:

@@ -291,6 +291,8 @@ class ConsumerGroup:
         between its old and new partitions (a member keeps most of them from one record to
         the next: only what moved is touched)."""
         old = self.members.pop(member_id, None)
+        if old is None and member is None:
+            return  # (a removal's second record: the member is gone already)
         before = _held(old) if old is not None else {}
         after = _held(member) if member is not None else {}
         owners = self.owners

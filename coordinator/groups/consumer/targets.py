@@ -61,12 +61,18 @@ class TargetAssignment:
         """Every topic name the group subscribes to once `change` applies."""
         counts = Counter(group.subscribed_names)
         regexes = regex_users(group, change)
+        # By subscription first (members mostly share one: a mass expiry's slice is then a
+        # dict step a member, not a Counter.subtract call), then by topic.
+        moved: Counter[tuple[str, ...]] = Counter()
         for member_id, meta in change.metadata.items():
             old = group.metadata.get(member_id)
             if old is not None:
-                counts.subtract(old.subscribed_topic_names)
+                moved[old.subscribed_topic_names] -= 1
             if meta is not None:
-                counts.update(meta.subscribed_topic_names)
+                moved[meta.subscribed_topic_names] += 1
+        for subscribed, n in moved.items():
+            for name in subscribed:
+                counts[name] += n
         names = {name for name, n in counts.items() if n > 0}
         for regex in regexes:
             names.update(self._resolved(group, change, regex))
