@@ -34,7 +34,8 @@ wait, /proc/thread-self/schedstat: other processes, or kernel threads, had the c
 the rest (blocked: the GIL held by another thread of this process, or a blocking call);
 with the CPU time the process's other threads used meanwhile, and the share of the
 machine's CPU other processes used while the members expired (/proc/stat). A stall that is
-mostly run-queue wait is the machine's, not the server's.
+mostly run-queue wait is the machine's, not the server's. And each batch the shard appends
+to its log, wall vs CPU time: a write blocked behind an fsync would be the server's.
 
 Logging is set up as the server sets it up (JSON lines on stderr at --log-level, repeated
 lines limited): every expired member is one "group event" line, part of what the loop
@@ -201,6 +202,24 @@ def machine_cpu_s() -> tuple[float, float]:
     return (sum(fields) - idle) / tick, sum(fields) / tick
 
 
+def time_appends(runner: ShardRunner) -> list[tuple[float, float, float]]:
+    """(wall, loop-thread CPU, run-queue wait) seconds of each batch the shard seals and
+    appends to its log from now on: wall well above both is the loop blocked in the kernel
+    in the write (an append to ext4 may wait for a journal commit, which any fsync on the
+    filesystem starts), a stall of the server's own."""
+    spent: list[tuple[float, float, float]] = []
+    seal = runner._seal
+    run_queue = RunQueueWait()
+
+    def timed() -> None:
+        started, cpu, wait = time.perf_counter(), time.thread_time(), run_queue()
+        seal()
+        spent.append((time.perf_counter() - started, time.thread_time() - cpu, run_queue() - wait))
+
+    runner._seal = timed  # type: ignore[method-assign]
+    return spent
+
+
 def time_events(runner: ShardRunner) -> list[float]:
     """The loop thread's CPU time of each timer event of the shard from now on (its
     callback, the replay and encoding of its records), in a list that fills as they run."""
@@ -250,6 +269,7 @@ async def run_kind(kind: str, members: int, session_ms: int, directory: Path) ->
     await runner.load()
     gc.freeze()  # as the server does after its load
     events = time_events(runner)
+    appends = time_appends(runner)
     collections, gc_callback = time_collections()
     loaded = time.monotonic()
     assert member_count(runner, kind) == members, member_count(runner, kind)
@@ -334,6 +354,10 @@ async def run_kind(kind: str, members: int, session_ms: int, directory: Path) ->
         "worst_run_queue_wait_ms": round(max(waits, default=0.0) * 1000, 2),
         "worst_other_threads_ms": round(max(others, default=0.0) * 1000, 2),
         "others_cpu_share_expiring": None if machine_share is None else round(machine_share, 2),
+        "worst_append_wall_cpu_wait_ms": [
+            round(x * 1000, 2) for x in max(appends, default=(0.0, 0.0, 0.0))
+        ],
+        "appends_blocked_over_1ms": sum(1 for w, c, q in appends if w - c - q > 0.001),
         "worst_busy_ms": round(busy[-1] * 1000, 2),
         "busy_over_5ms": sum(1 for b in busy if b > 0.005),
         "worst_event_ms": round(max(events, default=0.0) * 1000, 2),
@@ -390,7 +414,9 @@ def main() -> None:
             f"{row['kind']}: worst stall = {busy_ms} ms busy + {wait_ms} ms waiting for a CPU"
             f" + {blocked_ms} ms blocked (other threads' CPU {other_ms} ms); stalls over 5 ms"
             f" by cause {row['stalls_over_5ms_by_cause']}; other processes' share of the"
-            f" machine's CPU while expiring {row['others_cpu_share_expiring']}"
+            f" machine's CPU while expiring {row['others_cpu_share_expiring']}; longest log"
+            f" append {row['worst_append_wall_cpu_wait_ms']} ms (wall, CPU, waiting for a"
+            f" CPU), appends blocked in the kernel over 1 ms {row['appends_blocked_over_1ms']}"
         )
     print(
         "stall: how late the 1 ms probe woke; busy: the loop thread's CPU time in that gap; "
