@@ -330,6 +330,12 @@ async def run_kind(kind: str, members: int, session_ms: int, directory: Path) ->
     # for a CPU (the machine), or off the CPU beyond the probe's sleep (blocked: another
     # thread's GIL, a blocking call).
     over = [(s, b, w) for s, b, w in zip(stalls, busy, waits, strict=True) if s > 0.005]
+    # The gap most blocked (off the CPU beyond the sleep, not waiting for one), with the
+    # CPU time other threads of the process used in it: about as much is their GIL.
+    blocked_gaps = [
+        (max(0.0, s - b - w), o) for s, b, w, o in zip(stalls, busy, waits, others, strict=True)
+    ]
+    worst_blocked = max(blocked_gaps, default=(0.0, 0.0))
     by_cause = {"loop": 0, "machine": 0, "blocked": 0}
     for s, b, w in over:
         blocked = max(0.0, s - b - w)  # off the CPU beyond the probe's own sleep
@@ -352,6 +358,7 @@ async def run_kind(kind: str, members: int, session_ms: int, directory: Path) ->
         "worst_stall_busy_wait_blocked_other_ms": [round(x * 1000, 2) for x in worst_split],
         "stalls_over_5ms_by_cause": by_cause,
         "worst_run_queue_wait_ms": round(max(waits, default=0.0) * 1000, 2),
+        "worst_blocked_and_other_threads_ms": [round(x * 1000, 2) for x in worst_blocked],
         "worst_other_threads_ms": round(max(others, default=0.0) * 1000, 2),
         "others_cpu_share_expiring": None if machine_share is None else round(machine_share, 2),
         "worst_append_wall_cpu_wait_ms": [
@@ -416,7 +423,9 @@ def main() -> None:
             f" by cause {row['stalls_over_5ms_by_cause']}; other processes' share of the"
             f" machine's CPU while expiring {row['others_cpu_share_expiring']}; longest log"
             f" append {row['worst_append_wall_cpu_wait_ms']} ms (wall, CPU, waiting for a"
-            f" CPU), appends blocked in the kernel over 1 ms {row['appends_blocked_over_1ms']}"
+            f" CPU), appends blocked in the kernel over 1 ms {row['appends_blocked_over_1ms']};"
+            f" most blocked gap and other threads' CPU in it"
+            f" {row['worst_blocked_and_other_threads_ms']} ms"
         )
     print(
         "stall: how late the 1 ms probe woke; busy: the loop thread's CPU time in that gap; "
