@@ -210,8 +210,10 @@ def before_consumer(
 ) -> None:
     """The events of a consumer-group record, derived before `group` (None: not there yet)
     applies it."""
-    group_id = key.group_id
     kind = type(key)
+    if kind is ConsumerGroupCurrentMemberAssignmentKey and group is not None:
+        return  # derived once it applies (after_consumer); the commonest record
+    group_id = key.group_id
     if group is None:
         if value is None:
             return  # a tombstone of a group that is not there: a no-op
@@ -318,6 +320,8 @@ def _gather_moves(
 ) -> None:
     """A member's new target (`old`: its previous one): its partitions revoked and
     assigned, gathered per partition as [from, to] until the target is complete."""
+    if value is None and not old:
+        return  # a departing member that held no target: nothing moves
     new: dict[uuid.UUID, set[int]] = {}
     if value is not None:
         for tp in value.topic_partitions:

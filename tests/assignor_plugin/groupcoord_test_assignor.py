@@ -3,7 +3,8 @@ topic goes to the subscriber with the smallest member id.
 
 Its behaviour can be switched while the server runs, through the file the environment
 variable GROUPCOORD_TEST_ASSIGNOR_CONTROL names: `fail` makes `assign` raise, `slow <seconds>`
-makes it work (busy, in pure Python) that long first; anything else, or no file: it just
+makes it work (busy, in pure Python) that long first, or until the file says something else;
+anything else, or no file: it just
 assigns. Each call appends `start <members>` and then `done` (or `failed`) to
 the file's `.calls` sibling, so that a test knows when a computation runs.
 """
@@ -37,8 +38,13 @@ class SmallestTakesAll:
             raise PartitionAssignorError("told to fail")
         if mode.startswith("slow "):
             deadline = time.monotonic() + float(mode.split()[1])
+            check_at = 0.0
             while time.monotonic() < deadline:
                 sum(range(1000))  # work, holding the GIL as pure Python does
+                if time.monotonic() >= check_at:  # told to stop early (control changed)?
+                    check_at = time.monotonic() + 0.1
+                    if _control() != mode:
+                        break
         result: dict[str, dict[uuid.UUID, frozenset[int]]] = {}
         for member_id in group.member_ids:  # sorted: the first subscriber is the smallest
             for topic_id in group.member_subscription(member_id).subscribed_topic_ids:

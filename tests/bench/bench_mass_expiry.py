@@ -28,6 +28,15 @@ load until the last member was gone (and from the first removal to the last, wit
 thread's CPU time then), and the targets (no stall over 5 ms; all gone within one session
 timeout + 1 s). Never asserts: figures only.
 
+Telling the loop's stalls from the machine's: each probe gap is split into the loop
+thread's CPU time (busy), its time runnable but waiting for a CPU (the kernel's run-queue
+wait, /proc/thread-self/schedstat: other processes, or kernel threads, had the cores), and
+the rest (blocked: the GIL held by another thread of this process, or a blocking call);
+with the CPU time the process's other threads used meanwhile, and the share of the
+machine's CPU other processes used while the members expired (/proc/stat). A stall that is
+mostly run-queue wait is the machine's, not the server's. And each batch the shard appends
+to its log, wall vs CPU time: a write blocked behind an fsync would be the server's.
+
 Logging is set up as the server sets it up (JSON lines on stderr at --log-level, repeated
 lines limited): every expired member is one "group event" line, part of what the loop
 pays. Redirect stderr (2>/dev/null or a file) to read the figures.
@@ -39,6 +48,7 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import sys
 import tempfile
 import time
@@ -160,6 +170,56 @@ def time_collections() -> tuple[list[float], Any]:
     return spent, callback
 
 
+class RunQueueWait:
+    """The loop thread's time runnable but not running (seconds, cumulative), from the
+    kernel's schedstat of the thread that makes this object; 0.0 where there is none."""
+
+    def __init__(self) -> None:
+        try:
+            self._fd: int | None = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        except OSError:
+            self._fd = None
+
+    def __call__(self) -> float:
+        if self._fd is None:
+            return 0.0
+        return int(os.pread(self._fd, 100, 0).split()[1]) / 1e9
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+
+
+def machine_cpu_s() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far (/proc/stat; zeros elsewhere)."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(f) for f in stat.readline().split()[1:]]
+    except OSError:
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields) - idle) / tick, sum(fields) / tick
+
+
+def time_appends(runner: ShardRunner) -> list[tuple[float, float, float]]:
+    """(wall, loop-thread CPU, run-queue wait) seconds of each batch the shard seals and
+    appends to its log from now on: wall well above both is the loop blocked in the kernel
+    in the write (an append to ext4 may wait for a journal commit, which any fsync on the
+    filesystem starts), a stall of the server's own."""
+    spent: list[tuple[float, float, float]] = []
+    seal = runner._seal
+    run_queue = RunQueueWait()
+
+    def timed() -> None:
+        started, cpu, wait = time.perf_counter(), time.thread_time(), run_queue()
+        seal()
+        spent.append((time.perf_counter() - started, time.thread_time() - cpu, run_queue() - wait))
+
+    runner._seal = timed  # type: ignore[method-assign]
+    return spent
+
+
 def time_events(runner: ShardRunner) -> list[float]:
     """The loop thread's CPU time of each timer event of the shard from now on (its
     callback, the replay and encoding of its records), in a list that fills as they run."""
@@ -209,32 +269,55 @@ async def run_kind(kind: str, members: int, session_ms: int, directory: Path) ->
     await runner.load()
     gc.freeze()  # as the server does after its load
     events = time_events(runner)
+    appends = time_appends(runner)
     collections, gc_callback = time_collections()
     loaded = time.monotonic()
     assert member_count(runner, kind) == members, member_count(runner, kind)
     stalls: list[float] = []
     busy: list[float] = []
+    waits: list[float] = []  # per gap: run-queue wait (a CPU was not free)
+    others: list[float] = []  # per gap: CPU time of the process's other threads
+    run_queue = RunQueueWait()
     worst = -1.0
     worst_at_s = 0.0
+    worst_split = (0.0, 0.0, 0.0, 0.0)  # the worst gap's busy, wait, blocked, other threads
+    machine_before: tuple[float, float] | None = None
+    process_before = 0.0
+    machine_share = None
     gone_s = None
     first_gone: tuple[float, float] | None = None  # (wall, loop CPU) at the first removal
     expiring = (0.0, 0.0)
     limit_s = session_ms / 1000 + 30
     while time.monotonic() - loaded < limit_s:
         before, cpu_before = time.perf_counter(), time.thread_time()
+        wait_before, process_cpu = run_queue(), time.process_time()
         await asyncio.sleep(PROBE_S)
         stall = max(0.0, time.perf_counter() - before - PROBE_S)
-        if stall > worst:  # (a running maximum: max(stalls) made each probe O(probes))
-            worst, worst_at_s = stall, time.monotonic() - loaded
-        stalls.append(stall)
         # The loop thread's own CPU time in that gap: a gap on a loaded machine may be the
         # OS running other processes; this part was the loop busy.
-        busy.append(max(0.0, time.thread_time() - cpu_before))
+        spent = max(0.0, time.thread_time() - cpu_before)
+        wait = run_queue() - wait_before
+        other = max(0.0, time.process_time() - process_cpu - spent)
+        if stall > worst:  # (a running maximum: max(stalls) made each probe O(probes))
+            worst, worst_at_s = stall, time.monotonic() - loaded
+            worst_split = (spent, wait, max(0.0, stall - spent - wait), other)
+        stalls.append(stall)
+        busy.append(spent)
+        waits.append(wait)
+        others.append(other)
         left = member_count(runner, kind)
         if first_gone is None and left < members:
             first_gone = (time.monotonic(), time.thread_time())
+            machine_before, process_before = machine_cpu_s(), time.process_time()
         if left == 0:
             gone_s = time.monotonic() - loaded
+            if machine_before is not None:
+                busy_s, total_s = machine_cpu_s()
+                mine_s = time.process_time() - process_before
+                if total_s > machine_before[1]:
+                    machine_share = (busy_s - machine_before[0] - mine_s) / (
+                        total_s - machine_before[1]
+                    )
             if first_gone is not None:
                 expiring = (
                     time.monotonic() - first_gone[0],
@@ -242,6 +325,21 @@ async def run_kind(kind: str, members: int, session_ms: int, directory: Path) ->
                 )
             break
     gc.callbacks.remove(gc_callback)
+    run_queue.close()
+    # Stalls over 5 ms by what filled most of them: the loop busy, the loop thread waiting
+    # for a CPU (the machine), or off the CPU beyond the probe's sleep (blocked: another
+    # thread's GIL, a blocking call).
+    over = [(s, b, w) for s, b, w in zip(stalls, busy, waits, strict=True) if s > 0.005]
+    # The gap most blocked (off the CPU beyond the sleep, not waiting for one), with the
+    # CPU time other threads of the process used in it: about as much is their GIL.
+    blocked_gaps = [
+        (max(0.0, s - b - w), o) for s, b, w, o in zip(stalls, busy, waits, others, strict=True)
+    ]
+    worst_blocked = max(blocked_gaps, default=(0.0, 0.0))
+    by_cause = {"loop": 0, "machine": 0, "blocked": 0}
+    for s, b, w in over:
+        blocked = max(0.0, s - b - w)  # off the CPU beyond the probe's own sleep
+        by_cause["loop" if b >= max(w, blocked) else "machine" if w >= blocked else "blocked"] += 1
     await runner.close()
     await committer.close()
     gc.unfreeze()
@@ -257,6 +355,16 @@ async def run_kind(kind: str, members: int, session_ms: int, directory: Path) ->
         "p99_stall_ms": round(stalls[int(len(stalls) * 0.99)] * 1000, 2),
         "stalls_over_5ms": sum(1 for s in stalls if s > 0.005),
         "worst_stall_at_s": round(worst_at_s, 3),
+        "worst_stall_busy_wait_blocked_other_ms": [round(x * 1000, 2) for x in worst_split],
+        "stalls_over_5ms_by_cause": by_cause,
+        "worst_run_queue_wait_ms": round(max(waits, default=0.0) * 1000, 2),
+        "worst_blocked_and_other_threads_ms": [round(x * 1000, 2) for x in worst_blocked],
+        "worst_other_threads_ms": round(max(others, default=0.0) * 1000, 2),
+        "others_cpu_share_expiring": None if machine_share is None else round(machine_share, 2),
+        "worst_append_wall_cpu_wait_ms": [
+            round(x * 1000, 2) for x in max(appends, default=(0.0, 0.0, 0.0))
+        ],
+        "appends_blocked_over_1ms": sum(1 for w, c, q in appends if w - c - q > 0.001),
         "worst_busy_ms": round(busy[-1] * 1000, 2),
         "busy_over_5ms": sum(1 for b in busy if b > 0.005),
         "worst_event_ms": round(max(events, default=0.0) * 1000, 2),
@@ -307,8 +415,22 @@ def main() -> None:
             f"{row['session_s'] + 1:>9} {row['expiring_s']:>11} {row['expiring_cpu_s']:>11} "
             f"{row['worst_event_ms']:>15} {row['worst_collection_ms']:>12}"
         )
+    for row in rows:
+        busy_ms, wait_ms, blocked_ms, other_ms = row["worst_stall_busy_wait_blocked_other_ms"]
+        print(
+            f"{row['kind']}: worst stall = {busy_ms} ms busy + {wait_ms} ms waiting for a CPU"
+            f" + {blocked_ms} ms blocked (other threads' CPU {other_ms} ms); stalls over 5 ms"
+            f" by cause {row['stalls_over_5ms_by_cause']}; other processes' share of the"
+            f" machine's CPU while expiring {row['others_cpu_share_expiring']}; longest log"
+            f" append {row['worst_append_wall_cpu_wait_ms']} ms (wall, CPU, waiting for a"
+            f" CPU), appends blocked in the kernel over 1 ms {row['appends_blocked_over_1ms']};"
+            f" most blocked gap and other threads' CPU in it"
+            f" {row['worst_blocked_and_other_threads_ms']} ms"
+        )
     print(
         "stall: how late the 1 ms probe woke; busy: the loop thread's CPU time in that gap; "
+        "waiting for a CPU: its run-queue wait then (the machine's load); blocked: neither "
+        "(another thread's GIL, a blocking call); "
         "expiring: from the first removal to the last, and the loop thread's CPU time then"
     )
     print("targets: no loop stall over 5 ms; all expired within one session timeout + 1 s")

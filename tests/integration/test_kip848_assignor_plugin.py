@@ -4,10 +4,11 @@ server's PYTHONPATH includes; the server lists its entry point `smallest` in
 group_consumer_assignors, and KIP-848 consumers select it with `group.remote.assignor`.
 
 The plugin gives every partition of a topic to the subscriber with the smallest member id,
-so its targets are recognisable; a control file switches it to failing or to 10 s of busy
-work while the server runs. Shown: confluent-kafka consumers get its assignment; while it
-computes for 10 s the server answers other requests (ApiVersions, another group's heartbeats,
-the group's own) promptly and the group stays on its previous target; a failing one fails
+so its targets are recognisable; a control file switches it to failing or to busy work
+(until a deadline or until the file changes) while the server runs. Shown: confluent-kafka
+consumers get its assignment; while it computes, the server answers other requests
+(ApiVersions, another group's heartbeats, the group's own), none of them waiting for the
+computation, and the group stays on its previous target; a failing one fails
 no heartbeat, leaves the members on their previous assignment, is logged with the group and
 assignor names, and is retried until it succeeds; an assignor that is not installed stops
 the server at start-up, saying so."""
@@ -34,7 +35,9 @@ from tests.support import ServerProcess, serving
 
 PLUGIN_SOURCE = Path(__file__).resolve().parent.parent / "assignor_plugin"
 ASSIGNORS = "uniform,range,smallest"
-PROMPT_S = 0.1  # "answered promptly"
+# Rounds of requests (ApiVersions, another group's heartbeat, the group's own) answered
+# while a slow plugin computes.
+WHILE_COMPUTING_ROUNDS = 30
 
 
 @pytest.fixture(scope="module")
@@ -175,16 +178,19 @@ def test_a_slow_plugin_stalls_neither_the_server_nor_its_group(
         settle_raw([first], "the first target", lambda: first.count() == 4)
         other.join()
         settle_raw([other], "the other group", lambda: other.count() == 4)
-        control.write_text("slow 10")
-        elapsed, joined = timed(second.join)  # starts the 10 s computation
-        assert joined.error_code == 0 and elapsed < PROMPT_S
+        # Busy until told to stop (at most 120 s): whatever is answered before that was
+        # answered while it computed, however slow the machine.
+        control.write_text("slow 120")
+        assert second.join().error_code == 0  # starts the computation
         wait_until(lambda: calls(control).count("start 2") == 1, 10, "the computation")
-        computing_since = time.monotonic()
 
-        # While it computes: requests of any kind are answered promptly, and the group
-        # works on its previous target (the first member keeps its partitions).
+        # While it computes: requests of any kind are answered, none waiting for it (it
+        # ends only when the test says so, after them), and the group works on its
+        # previous target (the first member keeps its partitions). Latencies are printed,
+        # not asserted: a loaded machine may miss any wall-clock bound; a loop or a GIL
+        # the computation held would answer none of these until it ended: never.
         latencies: dict[str, list[float]] = {"ApiVersions": [], "other": [], "own": []}
-        while time.monotonic() - computing_since < 4:
+        for _ in range(WHILE_COMPUTING_ROUNDS):
             latencies["ApiVersions"].append(timed(lambda: api_versions(witness))[0])
             elapsed, resp = timed(other.ack)
             assert resp.error_code == 0
@@ -192,20 +198,20 @@ def test_a_slow_plugin_stalls_neither_the_server_nor_its_group(
             elapsed, resp = timed(first.ack)
             assert resp.error_code == 0
             latencies["own"].append(elapsed)
+            assert calls(control)[-1] == "start 2", "the computation ended before the test said so"
             time.sleep(0.02)
-        assert calls(control)[-1] == "start 2", "the computation ended too soon to show this"
         worst = {kind: max(values) for kind, values in latencies.items()}
         print(f"worst latencies during the computation: {worst}")
-        assert all(t < PROMPT_S for t in worst.values()), worst
         assert first.count() == 4 and second.count() == 0
         with RawClient(bootstrap) as c:
             during = describe(c, "slow-group")
         assert during.group_state == "Assigning"
         assert during.assignment_epoch < during.group_epoch
+        assert calls(control)[-1] == "start 2"
 
-        # Then its target is installed: everything to the smallest member id.
+        control.write_text("")  # the computation stops and returns its target
         wait_until(lambda: calls(control)[-1] == "done", 30, "the computation to end")
-        control.write_text("")
+        # Then its target is installed: everything to the smallest member id.
         smallest, largest = smallest_first([first, second])
         settle_raw(
             [first, second],

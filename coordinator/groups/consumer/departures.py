@@ -20,6 +20,7 @@ slice runs, it is still a member and the timer that queued it was not armed agai
 from __future__ import annotations
 
 from groupcoord.protocol.errors import ErrorCode
+from groupcoord.protocol.frozen import fast_new
 from groupcoord.protocol.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
@@ -48,10 +49,17 @@ from .offload import TargetScheduling
 from .reconcile import static_member_temporary_leave
 from .targets import regex_users
 
-# Members removed per shard event of a mass expiry, records' replay and encoding included.
-# Measured with tests/bench/bench_mass_expiry.py (20,000 members, idle 2-core machine):
-# 50 gave 65 loop turns busier than 5 ms, 20 gives 6 (at 1,000 writes instead of 400).
-FENCE_SLICE = 20
+# Members removed per shard event of a mass expiry, records' replay and encoding included
+# (~35 us of loop CPU a member: a slice of 50 is ~1.8 ms). Each slice also pays a fixed
+# ~0.3-0.4 ms around it (its commit round, its group-event log line, the loop turns between
+# slices): at 20 a member, 1,000 slices of 20,000 members spent a third of the expiry's
+# loop time there, and the last member went 1.1 s after the sessions ended (issue 16's
+# target: within 1 s). Measured with tests/bench/bench_mass_expiry.py (session 18).
+FENCE_SLICE = 50
+# The removal's three tombstone keys, built without a frozen __init__'s setattr per field.
+_current_key = fast_new(ConsumerGroupCurrentMemberAssignmentKey)
+_target_key = fast_new(ConsumerGroupTargetAssignmentMemberKey)
+_metadata_key = fast_new(ConsumerGroupMemberMetadataKey)
 
 
 class MemberDepartures(TargetScheduling):
@@ -107,18 +115,19 @@ class MemberDepartures(TargetScheduling):
         for member_id in member_ids:
             self.cancel_member_timers(gid, member_id)
             records.extend(
-                [
-                    (ConsumerGroupCurrentMemberAssignmentKey(gid, member_id), None),
-                    (ConsumerGroupTargetAssignmentMemberKey(gid, member_id), None),
-                    (ConsumerGroupMemberMetadataKey(gid, member_id), None),
-                ]
+                (
+                    (_current_key(gid, member_id), None),
+                    (_target_key(gid, member_id), None),
+                    (_metadata_key(gid, member_id), None),
+                )
             )
             change.metadata[member_id] = None
-        used = regex_users(group, change)
-        for regex in group.resolved_regexes:
-            if regex not in used:
-                records.append((ConsumerGroupRegularExpressionKey(gid, regex), None))
-                change.resolved[regex] = None
+        if group.resolved_regexes:
+            used = regex_users(group, change)
+            for regex in group.resolved_regexes:
+                if regex not in used:
+                    records.append((ConsumerGroupRegularExpressionKey(gid, regex), None))
+                    change.resolved[regex] = None
         epoch = group.group_epoch + 1
         if self.migration.maybe_downgrade(group, member_ids, epoch, records, now_ms):
             return records

@@ -61,12 +61,18 @@ class TargetAssignment:
         """Every topic name the group subscribes to once `change` applies."""
         counts = Counter(group.subscribed_names)
         regexes = regex_users(group, change)
+        # By subscription first (members mostly share one: a mass expiry's slice is then a
+        # dict step a member, not a Counter.subtract call), then by topic.
+        moved: Counter[tuple[str, ...]] = Counter()
         for member_id, meta in change.metadata.items():
             old = group.metadata.get(member_id)
             if old is not None:
-                counts.subtract(old.subscribed_topic_names)
+                moved[old.subscribed_topic_names] -= 1
             if meta is not None:
-                counts.update(meta.subscribed_topic_names)
+                moved[meta.subscribed_topic_names] += 1
+        for subscribed, n in moved.items():
+            for name in subscribed:
+                counts[name] += n
         names = {name for name, n in counts.items() if n > 0}
         for regex in regexes:
             names.update(self._resolved(group, change, regex))
@@ -262,6 +268,15 @@ def add_departed(
 
 
 def regex_users(group: ConsumerGroup, change: GroupChange) -> set[str]:
+    """The regexes some member subscribes to once `change` applies."""
+    if not group.regex_subscribers:
+        # Nobody subscribes by regex now (no member's old regex to subtract): the new
+        # ones only, no step per departing member of a mass expiry.
+        return {
+            meta.subscribed_topic_regex
+            for meta in change.metadata.values()
+            if meta is not None and meta.subscribed_topic_regex
+        }
     counts = Counter(group.regex_subscribers)
     for member_id, meta in change.metadata.items():
         old = group.metadata.get(member_id)
