@@ -3,9 +3,8 @@ coordinator shards and of the partitions, under one parent that restarts a dead 
 
 - each worker describes the cluster (both brokers, each partition's leader as
   ownership.py places it, the group's coordinator); a topic created on one worker is on
-  the other with the same id; a partition's non-leader answers NOT_LEADER_OR_FOLLOWER (Produce,
-  DeleteRecords) and a
-  group's non-coordinator NOT_COORDINATOR;
+  the other with the same id; a partition's non-leader answers NOT_LEADER_OR_FOLLOWER
+  (Produce, DeleteRecords) and a group's non-coordinator NOT_COORDINATOR;
 - librdkafka produces to both workers, consumes and commits in a classic group and a
   KIP-848 group, one coordinated by each worker;
 - a worker SIGKILLed under produce + commit load is restarted by the parent, and every
