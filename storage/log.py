@@ -678,13 +678,18 @@ class PartitionLog:
         while the log stays at or above retention_bytes without them (Kafka's rule:
         retention_bytes is kept at least). Only segments wholly below the high watermark
         count, the active one included unless empty; deleting every segment rolls a new
-        empty one first, at the log end, which becomes the log start. Returns segments
-        deleted. Raises LogClosed / LogFailed, OSError."""
+        empty one first, at the log end, which becomes the log start. First, whatever the
+        limits, the segments wholly below the log start (Kafka's
+        deleteLogStartOffsetBreachedSegments: a DeleteRecords whose deletions a crash cut
+        short). Returns segments deleted. Raises LogClosed / LogFailed, OSError."""
         self._check_writable()
         config = self._config
         segments = self._segments
         candidates = self._deletable_count()
         count = 0
+        start = self._log_start_offset
+        while count < len(segments) - 1 and segments[count + 1].base_offset <= start:
+            count += 1
         if config.retention_ms >= 0:
             cutoff = now_ms - config.retention_ms
             while count < candidates and _retention_timestamp(segments[count]) < cutoff:

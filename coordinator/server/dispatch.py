@@ -16,6 +16,7 @@ from ..topics.admin import (
     handle_describe_configs,
 )
 from ..topics.alter_configs import handle_incremental_alter_configs
+from ..topics.delete_records import handle_delete_records
 from ..topics.describe_producers import handle_describe_producers
 from ..topics.fetch import handle_fetch
 from ..topics.list_offsets import handle_list_offsets
@@ -63,6 +64,7 @@ APIS: dict[int, tuple[Any, int, int]] = {
     ApiKey.CREATE_PARTITIONS: (handle_create_partitions, 0, 3),
     ApiKey.DESCRIBE_CLUSTER: (handle_describe_cluster, 0, 1),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (handle_describe_topic_partitions, 0, 0),
+    ApiKey.DELETE_RECORDS: (handle_delete_records, 0, 2),
     # Transactions, partition side
     ApiKey.WRITE_TXN_MARKERS: (handle_write_txn_markers, 1, 2),
     ApiKey.DESCRIBE_PRODUCERS: (handle_describe_producers, 0, 0),

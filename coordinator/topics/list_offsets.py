@@ -33,17 +33,28 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
 
+class _NotAsked:
+    """The type of NOT_ASKED."""
+
+    def __repr__(self) -> str:
+        return "NOT_ASKED"
+
+
+# `lookup`'s `stored` before the database was asked (None is an answer: nothing found).
+NOT_ASKED = _NotAsked()
+
+
 def lookup(
     partition: Partition,
     timestamp: int,
     read_committed: bool = False,
-    stored: tuple[int, int] | None | bool = False,
+    stored: tuple[int, int] | None | _NotAsked = NOT_ASKED,
 ) -> tuple[int, int]:
     """(timestamp, offset) answering a ListOffsets query for one partition; offsets at or
     past the last stable offset are not found for `read_committed`, as Kafka's
     fetchOffsetForTimestamp bounds them. serve --cluster: a lookup by timestamp of a
     partition in PostgreSQL raises NotInMemory; `stored` is then what `lookup_stored`
-    found (False: not asked yet)."""
+    found (NOT_ASKED: the database was not asked yet)."""
     log = partition.log
     bound = partition.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == LATEST:
@@ -52,8 +63,9 @@ def lookup(
         return -1, log.log_start_offset
     if timestamp == LATEST_TIERED:
         return -1, -1
-    if stored is not False:
-        found = stored  # type: ignore[assignment]
+    found: tuple[int, int] | None
+    if not isinstance(stored, _NotAsked):
+        found = stored
     elif timestamp == MAX_TIMESTAMP:
         found = log.max_timestamp()
     else:
@@ -149,7 +161,7 @@ def _list_offsets(
                     topic.partitions[index],
                     lp.timestamp,
                     read_committed,
-                    stored[key] if stored is not None and key in stored else False,
+                    stored[key] if stored is not None and key in stored else NOT_ASKED,
                 )
             except NotInMemory:
                 raise _LookupStored from None

@@ -78,6 +78,12 @@ NORMALISED: tuple[Rule, ...] = (
         why="Kafka answers a topic's partitions in hash-map order",
     ),
     Rule(
+        fields="topics and partitions of a DeleteRecords answer",
+        apis="DeleteRecords",
+        how="topics sorted by name, partitions by index",
+        why="Kafka merges its per-partition answers in hash maps and groups them by topic",
+    ),
+    Rule(
         fields="producer_id; the crc of fetched record batches",
         apis="InitProducerId, EndTxn, DescribeProducers, DescribeTransactions, "
         "ListTransactions; Fetch (records[].producer_id, records[].crc, "
@@ -153,6 +159,7 @@ CONTROL_BATCH = 0x20  # attributes bit of a control (marker) batch
 BATCH_TIMESTAMPS = ("base_timestamp", "max_timestamp")
 NODE_FIELDS = {"host": "<host>", "port": "<port>"}
 LIST_OFFSETS = 2
+DELETE_RECORDS = 21
 DESCRIBE_CONFIGS = 32
 NODE_APIS = frozenset({3, 10, 60})  # Metadata, FindCoordinator, DescribeCluster
 LIST_GROUPS = 16
@@ -286,6 +293,11 @@ def normalise_response(
                     ),
                     key=lambda t: t["name"],
                 )
+    if api_key == DELETE_RECORDS and isinstance(result, dict):
+        result["topics"] = sorted(
+            ({**t, "partitions": sorted(t["partitions"], key=_by_index)} for t in result["topics"]),
+            key=lambda t: t["name"],
+        )
     if api_key in MULTI_GROUP and isinstance(result, dict):
         field, key = MULTI_GROUP[api_key]
         if isinstance(result.get(field), list):

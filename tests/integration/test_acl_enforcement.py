@@ -159,6 +159,28 @@ def _victim_state(acl: Acl) -> dict[str, Any]:
     }
 
 
+def _delete_records(client: RawClient, topics: dict[str, tuple[int, ...]]) -> dict[Any, Any]:
+    """DeleteRecords v2 up to the high watermark: {(topic, partition): (low watermark,
+    error code)}."""
+    topic = _entity(21, 2, "DeleteRecordsTopic")
+    part = _entity(21, 2, "DeleteRecordsPartition")
+    answer = _req(
+        client,
+        21,
+        2,
+        topics=tuple(
+            topic(name=name, partitions=tuple(part(partition_index=i, offset=-1) for i in indexes))
+            for name, indexes in topics.items()
+        ),
+        timeout=datetime.timedelta(seconds=30),
+    )
+    return {
+        (t.name, p.partition_index): (p.low_watermark, p.error_code)
+        for t in answer.topics
+        for p in t.partitions
+    }
+
+
 def _offset_fetch_group(group: str) -> Any:
     return _entity(9, 8, "OffsetFetchRequestGroup")(group_id=group, topics=None)
 
@@ -278,6 +300,14 @@ def test_the_attacks_of_issue_21_are_refused_and_the_victim_is_untouched(acl: Ac
         # 8. Delete the topic: refused.
         gone = _req(m, 20, 4, topic_names=(VICTIM_TOPIC,), timeout=datetime.timedelta(seconds=30))
         assert [r.error_code for r in gone.responses] == [TOPIC_AUTH]
+        # 9. Delete its records (DeleteRecords up to the high watermark): refused; on her own
+        # topic (DELETE through her ALL) it moves the log start.
+        records_gone = _delete_records(m, {VICTIM_TOPIC: (0, 1), "m-own": (0,)})
+        assert records_gone == {
+            (VICTIM_TOPIC, 0): (-1, TOPIC_AUTH),
+            (VICTIM_TOPIC, 1): (-1, TOPIC_AUTH),
+            ("m-own", 0): (0, 0),
+        }
     after = _victim_state(acl)
     assert after == before
     assert acl.denials("JOIN_GROUP", "GROUP") == denials_before + 1

@@ -5,10 +5,12 @@ are consumed back byte for byte from the leaders; SIGKILL of a busy partition's 
 under idempotent produce + commit load: another node leads it within the lease, every
 acknowledged record is read back exactly once, the rows' offsets never overlap (one
 writer at a time) and the database refuses the old epoch; SIGSTOP of a leader past its
-lease: its partitions move, it writes nothing more at its old epoch, and it rejoins."""
+lease: its partitions move, it writes nothing more at its old epoch, and it rejoins;
+DeleteRecords moves a partition's log start in the rows, kept by the next leader."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import signal
 import threading
@@ -16,7 +18,13 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.coordinator.cluster.schema import FENCED_WRITE_GUARD
@@ -28,8 +36,10 @@ from tests.cluster_support import (
     check_nothing_lost,
     cluster_fixture,
     has_topic,
+    request_module,
     until,
 )
+from tests.rawclient import RawClient
 
 pytestmark = pytest.mark.integration
 
@@ -274,3 +284,92 @@ def test_offsets_by_timestamp_from_the_rows_and_delete_topics_drops_them(
     admin.delete_topics([topic])[topic].result(30)
     until(lambda: cluster.query(rows, topic)[0][0] == 0, "the deleted topic's rows dropped")
     until(lambda: cluster.partition_owner(topic, 0)[0] == -1, "its lease handed back")
+
+
+def test_delete_records_moves_the_stored_log_start_and_outlives_its_leader(
+    cluster: Cluster,
+) -> None:
+    """DeleteRecords through confluent-kafka's AdminClient: the partition's leader moves the
+    log start in PostgreSQL (other nodes answer NOT_LEADER_OR_FOLLOWER); the next leader,
+    once the first is SIGKILLed, loads it from the rows."""
+    topic = "trimmed"
+    admin = AdminClient({"bootstrap.servers": cluster.nodes[2].bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    until(lambda: all(has_topic(n.bootstrap, topic) for n in cluster.nodes.values()), topic)
+    until(lambda: cluster.partition_owner(topic, 0)[0] != -1, "the new partition leased")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0})
+    for i in range(10):
+        producer.produce(topic, b"r%d" % i, partition=0)
+        assert producer.flush(60) == 0  # a batch each
+    owner, _ = cluster.partition_owner(topic, 0)
+    other = next(n for n in cluster.nodes if n != owner)
+    assert _delete_records(cluster.nodes[other].bootstrap, topic, 6) == (-1, 6)
+    futures = admin.delete_records([TopicPartition(topic, 0, 6)], operation_timeout=30)
+    assert futures[TopicPartition(topic, 0)].result(30).low_watermark == 6
+    assert _watermarks(cluster.bootstrap, topic) == (6, 10)
+
+    victim = cluster.nodes[owner]
+    victim.kill()
+    try:
+        until(
+            lambda: cluster.partition_owner(topic, 0)[0] not in (-1, owner),
+            "another node leading the partition",
+        )
+        until(lambda: _watermarks(cluster.bootstrap, topic) == (6, 10), "the log start kept")
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "group.id": "trimmed-reader",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            first = None
+            deadline = time.monotonic() + 60
+            while first is None and time.monotonic() < deadline:
+                message = consumer.poll(1.0)
+                if message is not None and message.error() is None:
+                    first = (message.offset(), message.value())
+            assert first == (6, b"r6")
+        finally:
+            consumer.close()
+    finally:
+        victim.start()
+    # The module's other tests count the partition leases held: the topic goes.
+    admin.delete_topics([topic])[topic].result(30)
+    until(lambda: cluster.partition_owner(topic, 0)[0] == -1, "its lease handed back")
+    wait_all_led(cluster)
+
+
+def _delete_records(bootstrap: str, topic: str, offset: int) -> tuple[int, int]:
+    """DeleteRecords v2 of partition 0 at one node: (low watermark, error code)."""
+    m = request_module(21, 2)
+    with RawClient(bootstrap) as client:
+        response = client.request(
+            21,
+            2,
+            m.DeleteRecordsRequest(
+                topics=(
+                    m.DeleteRecordsTopic(
+                        name=topic,
+                        partitions=(m.DeleteRecordsPartition(partition_index=0, offset=offset),),
+                    ),
+                ),
+                timeout=datetime.timedelta(seconds=30),
+            ),
+        )
+    answer = response.topics[0].partitions[0]
+    return int(answer.low_watermark), int(answer.error_code)
+
+
+def _watermarks(bootstrap: str, topic: str) -> tuple[int, int] | None:
+    """(low, high) of partition 0; None while the client cannot tell (a leader moving)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "trimmed-marks"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        return int(low), int(high)
+    except KafkaException:
+        return None
+    finally:
+        consumer.close()

@@ -3,8 +3,8 @@ coordinator shards and of the partitions, under one parent that restarts a dead 
 
 - each worker describes the cluster (both brokers, each partition's leader as
   ownership.py places it, the group's coordinator); a topic created on one worker is on
-  the other with the same id; a partition's non-leader answers NOT_LEADER_OR_FOLLOWER and a
-  group's non-coordinator NOT_COORDINATOR;
+  the other with the same id; a partition's non-leader answers NOT_LEADER_OR_FOLLOWER
+  (Produce, DeleteRecords) and a group's non-coordinator NOT_COORDINATOR;
 - librdkafka produces to both workers, consumes and commits in a classic group and a
   KIP-848 group, one coordinated by each worker;
 - a worker SIGKILLed under produce + commit load is restarted by the parent, and every
@@ -127,6 +127,30 @@ def produce_one(bootstrap: str, topic: str, partition: int) -> int:
     return int(response.responses[0].partition_responses[0].error_code)
 
 
+def delete_records(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
+    """DeleteRecords v2 of `topic`'s `partition` at `bootstrap` up to its high watermark:
+    (low watermark, error code)."""
+    m = _m(21, 2)
+    with RawClient(bootstrap) as client:
+        response = client.request(
+            21,
+            2,
+            m.DeleteRecordsRequest(
+                topics=(
+                    m.DeleteRecordsTopic(
+                        name=topic,
+                        partitions=(
+                            m.DeleteRecordsPartition(partition_index=partition, offset=-1),
+                        ),
+                    ),
+                ),
+                timeout=datetime.timedelta(seconds=5),
+            ),
+        )
+    answer = response.topics[0].partitions[0]
+    return int(answer.low_watermark), int(answer.error_code)
+
+
 def find_coordinator(bootstrap: str, group: str) -> Any:
     m = _m(10, 4)
     with RawClient(bootstrap) as client:
@@ -176,6 +200,9 @@ def test_each_worker_describes_the_cluster_and_sends_clients_to_owners(
     for partition, leader in leaders.items():
         assert produce_one(cluster.bootstrap_of(leader), topic, partition) == 0
         assert produce_one(cluster.bootstrap_of(1 - leader), topic, partition) == 6
+        # DeleteRecords: the leader moves its log start, the other worker refuses.
+        assert delete_records(cluster.bootstrap_of(1 - leader), topic, partition) == (-1, 6)
+        assert delete_records(cluster.bootstrap_of(leader), topic, partition) == (1, 0)
     for worker in range(WORKERS):
         group = group_on(worker, "found")
         for asked in range(WORKERS):

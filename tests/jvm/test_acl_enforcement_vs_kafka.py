@@ -342,6 +342,28 @@ def _script(bootstrap: str) -> list[Any]:
             producer_epoch=-1,
         )
         seen.append(("init producer id", int(init.error_code), init.producer_id))
+        dr_topic = _cls(21, 2, "DeleteRecordsTopic")
+        dr_part = _cls(21, 2, "DeleteRecordsPartition")
+        trimmed = _req(
+            c,
+            21,
+            2,
+            topics=tuple(
+                dr_topic(name=n, partitions=(dr_part(partition_index=0, offset=-1),))
+                for n in ("theirs-t", "mine-t", "mine-none")
+            ),
+            timeout=SECONDS_30,
+        )
+        seen.append(
+            (
+                "delete records",
+                sorted(
+                    (t.name, int(p.low_watermark), int(p.error_code))
+                    for t in trimmed.topics
+                    for p in t.partitions
+                ),
+            )
+        )
         od_topic = _cls(47, 0, "OffsetDeleteRequestTopic")
         od_part = _cls(47, 0, "OffsetDeleteRequestPartition")
         od = _req(

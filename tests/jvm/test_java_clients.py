@@ -376,6 +376,33 @@ def test_admin_group_operations(classes: Path, targets: dict[str, str], tmp_path
     on_both(targets, scenario)
 
 
+def test_admin_delete_records(classes: Path, targets: dict[str, str], tmp_path: Path) -> None:
+    """AdminClient.deleteRecords: low watermarks, never backwards, refused past the high
+    watermark; ListOffsets EARLIEST and a new consumer (earliest) start at the new start."""
+
+    def scenario(target: str, bootstrap: str) -> None:
+        run = run_program(
+            classes,
+            "DeleteRecordsOps",
+            [bootstrap, _name("dr")],
+            tmp_path,
+            f"delete-records-{target}",
+            PROGRAM_TIMEOUT_S,
+        )
+        run.assert_completed()
+        results = {e["name"]: _ints(e["result"]) for e in run.of("delete")}
+        assert results == {
+            "first": {0: 4, 1: 10},
+            "backwards": {0: 4},
+            "past the end": {0: "OffsetOutOfRangeException"},
+        }, target
+        assert _ints(run.one("earliest")["offsets"]) == {0: 4, 1: 10}, target
+        first = run.one("first")
+        assert (first["offset"], first["value"]) == (4, "v4"), target
+
+    on_both(targets, scenario)
+
+
 # -- the checks themselves --------------------------------------------------------------------
 
 

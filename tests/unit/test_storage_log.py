@@ -920,6 +920,28 @@ def test_advance_log_start_offset(open_log: Callable[..., PartitionLog]) -> None
     assert reopened.max_timestamp() == (10, 5)
 
 
+def test_retention_deletes_segments_below_a_log_start_a_crash_left(
+    open_log: Callable[..., PartitionLog], tmp_path: Path
+) -> None:
+    """A DeleteRecords persists the new log start before deleting the segments below it: a
+    crash between the two leaves them, and the next retention pass deletes them (Kafka's
+    deleteLogStartOffsetBreachedSegments), with no retention limit set."""
+    config = LogConfig(segment_bytes_max=300, retention_ms=-1, retention_bytes=-1)
+    log = open_log(config)
+    for i in range(6):
+        append(log, make_batch([i, i], value_size=100))
+    log.flush()
+    log.close()
+    # The start persisted inside the last segment [10, 12); the five before it still there.
+    (tmp_path / "p0" / "log-start-offset").write_text("11\n")
+    reopened = open_log(config)
+    assert (reopened.log_start_offset, reopened.segment_count) == (11, 6)
+    assert reopened.apply_retention(0) == 5
+    assert (reopened.log_start_offset, reopened.segment_count) == (11, 1)
+    assert sorted(p.name for p in (tmp_path / "p0").glob("*.log")) == [f"{10:020d}.log"]
+    assert reopened.apply_retention(0) == 0
+
+
 def test_segment_ms_rolls_old_active_segment(open_log: Callable[..., PartitionLog]) -> None:
     clock = ManualClock()
     log = open_log(LogConfig(segment_ms=1000), clock_ms=clock)

@@ -5,6 +5,7 @@ from tests.conformance.sequences import (  # noqa: F401
     classic,
     consumer,
     data,
+    delete_records,
     offsets,
     static,
     txn,
