@@ -14,6 +14,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .config_checks import ConfigError as ConfigError
+from .config_checks import check_min_max
+from .config_checks import per_ip_overrides as per_ip_overrides
 from .groups.config import SERVER_SETTINGS, InvalidGroupConfig, check_server_settings, from_server
 from .node_settings import nodes_settings_problem
 from .security.listeners import ListenerError, ListenerSpec, listener_specs
@@ -25,10 +28,6 @@ LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE: Kafka's "no limit" for LONG setti
 # Room in a frame beside its record batch: request header, transactional id, topic name,
 # partition fields (a produce request's own bytes are far below this).
 FRAME_OVERHEAD_BYTES = 64 * 1024
-
-
-class ConfigError(ValueError):
-    pass
 
 
 def split_host_port(value: str) -> tuple[str, int]:
@@ -118,6 +117,22 @@ class Config:
             "listener's host, where the other nodes send it transaction markers and "
             "forwarded work, authenticated by SCRAM with a secret kept in the database "
             "(0: any free port, registered in the database; Kafka's inter-broker listener)"
+        },
+    )
+    cluster_peer_security_protocol: str = field(
+        default="SASL_PLAINTEXT",
+        metadata={
+            "help": "serve --cluster: SASL_SSL encrypts the peer listener's traffic with TLS "
+            "(the node's ssl_certificate_file, peers checked against ssl_truststore_file, "
+            "host names verified) and refuses plaintext peers (security.inter.broker.protocol)"
+        },
+    )
+    cluster_peer_ssl_client_auth: str = field(
+        default="none",
+        metadata={
+            "help": "with SASL_SSL peers: required makes a connecting node show its "
+            "certificate (ssl_certificate_file) too, checked against ssl_truststore_file "
+            "(mutual TLS; ssl.client.auth of the inter-broker listener): none or required"
         },
     )
     log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
@@ -787,22 +802,6 @@ def check_advertised(config: Config) -> None:
     )
 
 
-def check_min_max(config: Config) -> None:
-    """Every pair of settings NAME_min_X / NAME_max_X: the minimum must not exceed the
-    maximum (Kafka's GroupCoordinatorConfig requires the same of its pairs)."""
-    values = {f.name: getattr(config, f.name) for f in fields(Config)}
-    for low_name, low in values.items():
-        high_name = low_name.replace("_min_", "_max_")
-        if high_name == low_name or high_name not in values:
-            continue
-        high = values[high_name]
-        if isinstance(low, int) and isinstance(high, int) and low > high:
-            raise ConfigError(
-                f"{low_name} ({low}) exceeds {high_name} ({high}): the minimum must not "
-                "exceed the maximum"
-            )
-
-
 def validate(config: Config) -> None:
     # Parsing the addresses is the check: a bad HOST:PORT raises ConfigError here.
     _ = (config.listen_address, config.advertised_address)
@@ -879,20 +878,3 @@ def validate(config: Config) -> None:
     for name in ("log_message_timestamp_before_max_ms", "log_message_timestamp_after_max_ms"):
         if not 0 <= getattr(config, name) <= LONG_MAX:
             raise ConfigError(f"{name} must be 0 to {LONG_MAX}")
-
-
-def per_ip_overrides(text: str) -> dict[str, int]:
-    """connections_max_per_ip_overrides ("ADDRESS:COUNT,...") as {address: count}."""
-    overrides: dict[str, int] = {}
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        address, sep, count = item.rpartition(":")
-        address = address.strip().strip("[]")
-        if not sep or not address or not count.strip().isdigit():
-            raise ConfigError(
-                f"connections_max_per_ip_overrides: expected ADDRESS:COUNT, got {item!r}"
-            )
-        overrides[address] = int(count)
-    return overrides

@@ -8,6 +8,8 @@ from typing import Any
 
 # serve --cluster: producer ids are strided by node id, which must be below this.
 CLUSTER_NODE_IDS_MAX = 1024
+# serve --cluster: how the peer listener is secured (Kafka's security.inter.broker.protocol).
+PEER_SECURITY_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 def nodes_settings_problem(config: Any) -> str | None:
@@ -26,5 +28,21 @@ def nodes_settings_problem(config: Any) -> str | None:
         return (
             "cluster_lease_renew_interval_ms must be positive and at most half of "
             "cluster_lease_duration_ms"
+        )
+    return _peer_tls_problem(config)
+
+
+def _peer_tls_problem(config: Any) -> str | None:
+    """The peer listener's TLS settings (server/peer_tls.py)."""
+    protocol = config.cluster_peer_security_protocol
+    if protocol not in PEER_SECURITY_PROTOCOLS:
+        return f"cluster_peer_security_protocol must be {' or '.join(PEER_SECURITY_PROTOCOLS)}"
+    if config.cluster_peer_ssl_client_auth not in ("none", "required"):
+        return "cluster_peer_ssl_client_auth must be none or required"
+    if protocol == "SASL_SSL" and not (config.ssl_certificate_file and config.ssl_truststore_file):
+        return (
+            "cluster_peer_security_protocol=SASL_SSL needs ssl_certificate_file (the node's "
+            "certificate) and ssl_truststore_file (the CA its peers' certificates are checked "
+            "against)"
         )
     return None

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.coordinator.runtime.partitioning import shard_for
@@ -24,6 +24,7 @@ from tests.netns import VethNamespace
 from tests.postgres_server import PostgresServer, postgres_server
 from tests.rawclient import RawClient, request_class
 from tests.support import ServerProcess, free_port
+from tests.tls_certs import make_pki
 
 SHARDS = 6
 LEASE_MS = 3000
@@ -51,7 +52,9 @@ class Cluster:
     namespace at its inner address and reaches PostgreSQL and the others through the veth
     pair, whose host end the other nodes listen at. `secured`: each node also has a
     SASL_PLAINTEXT listener with SCRAM-SHA-256 (`sasl_bootstrap(i)`) and an authorizer that
-    allows what no ACL names."""
+    allows what no ACL names. `peer_tls` ("none" or "required": cluster_peer_ssl_client_auth):
+    the peer listeners speak TLS (cluster_peer_security_protocol=SASL_SSL), each node with
+    its own certificate signed by the CA `pki` (tests/tls_certs.py)."""
 
     def __init__(
         self,
@@ -61,12 +64,23 @@ class Cluster:
         ns_node: int = 3,
         extra_args: Sequence[str] = (),
         secured: bool = False,
+        peer_tls: str | None = None,
     ) -> None:
         """`extra_args`: more `serve` arguments for every node."""
         self.pg = pg
         self.ns = ns
         self.extra_args = list(extra_args)
         self.nodes = {i: self._node(directory, i, ns_node) for i in (1, 2, 3)}
+        self.pki = make_pki(directory / "pki") if peer_tls is not None else None
+        for i, node in self.nodes.items() if self.pki is not None else ():
+            cert, key = self.pki.issue(f"node{i}", f"/CN=groupcoord-node-{i}", node=True)
+            node.extra_args += [
+                *("--set", "cluster_peer_security_protocol=SASL_SSL"),
+                *("--set", f"cluster_peer_ssl_client_auth={peer_tls}"),
+                *("--set", f"ssl_certificate_file={cert}"),
+                *("--set", f"ssl_key_file={key}"),
+                *("--set", f"ssl_truststore_file={self.pki.ca}"),
+            ]
         self.sasl_ports: dict[int, int] = {}
         if secured:
             for i, node in self.nodes.items():
@@ -335,8 +349,40 @@ def check_nothing_lost(cluster: Cluster, group: str, load: CommitLoad) -> None:
     assert epochs == sorted(epochs), "two writers interleaved on one shard"
 
 
-def cluster_fixture(topic_on_every_node: bool = False, secured: bool = False) -> Iterator[Cluster]:
-    with running_cluster(topic_on_every_node=topic_on_every_node, secured=secured) as c:
+def transaction_across_nodes(cluster: Cluster) -> None:
+    """A transaction coordinated by one node commits offsets of a group another node
+    coordinates: the coordinator's WriteTxnMarkers goes to the group's node through its
+    peer listener (server/peer_sasl.py). Asserts the offsets are committed."""
+    group = next(f"peer-g{i}" for i in range(1000) if cluster.owner(f"peer-g{i}")[0] != -1)
+    group_owner = cluster.owner(group)[0]
+    txn_id = next(
+        f"peer-tx{i}"
+        for i in range(1000)
+        if cluster.owner(f"peer-tx{i}")[0] not in (-1, group_owner)
+    )
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for i in range(20):
+        producer.produce(TOPIC, value=b"v%d" % i, partition=i % PARTITIONS)
+    member = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    producer.send_offsets_to_transaction(
+        [TopicPartition(TOPIC, p, 7) for p in range(PARTITIONS)],
+        member.consumer_group_metadata(),
+        60,
+    )
+    producer.commit_transaction(60)
+    member.close()
+    # The offsets are committed once the group's node took the coordinator's marker.
+    assert committed(cluster.bootstrap, group) == dict.fromkeys(range(PARTITIONS), 7)
+
+
+def cluster_fixture(
+    topic_on_every_node: bool = False, secured: bool = False, peer_tls: str | None = None
+) -> Iterator[Cluster]:
+    with running_cluster(
+        topic_on_every_node=topic_on_every_node, secured=secured, peer_tls=peer_tls
+    ) as c:
         yield c
 
 
@@ -346,6 +392,7 @@ def running_cluster(
     extra_args: Sequence[str] = (),
     topic_on_every_node: bool = False,
     secured: bool = False,
+    peer_tls: str | None = None,
 ) -> Iterator[Cluster]:
     """Three started nodes splitting the shards and topic TOPIC, created through node 1
     (topics follow the metadata store in PostgreSQL). `topic_on_every_node`: CreateTopics
@@ -353,7 +400,9 @@ def running_cluster(
     answers TOPIC_ALREADY_EXISTS, taken as done)."""
     more_addresses = [] if ns is None else [ns.host_address]
     with postgres_server(more_addresses=more_addresses) as pg:
-        c = Cluster(pg, pg.directory.parent, ns, extra_args=extra_args, secured=secured)
+        c = Cluster(
+            pg, pg.directory.parent, ns, extra_args=extra_args, secured=secured, peer_tls=peer_tls
+        )
         try:
             for node in c.nodes.values():
                 node.start()

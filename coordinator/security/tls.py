@@ -25,6 +25,8 @@ import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .tls13_suites import prefer_aes128
+
 ANONYMOUS = "User:ANONYMOUS"
 CLIENT_AUTH = ("none", "requested", "required")
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -107,6 +109,34 @@ def server_context(settings: TlsSettings, client_auth: str | None = None) -> ssl
     context.minimum_version = lowest
     context.maximum_version = highest
     context.options |= getattr(ssl, "OP_NO_RENEGOTIATION", 0)
+    # TLS 1.3 with AES-128-GCM first (tls13_suites.py); OpenSSL's order where it cannot.
+    prefer_aes128(context)
+    _load_certificate(context, settings)
+    if auth != "none":
+        if not settings.truststore_file:
+            raise TlsConfigError(f"ssl_client_auth={auth} needs ssl_truststore_file")
+        _load_truststore(context, settings)
+        context.verify_mode = ssl.CERT_REQUIRED if auth == "required" else ssl.CERT_OPTIONAL
+    return context
+
+
+def peer_client_context(settings: TlsSettings) -> ssl.SSLContext:
+    """The context of a cluster node connecting to a peer's listener (SASL_SSL peers): the
+    peer's certificate must be one the truststore vouches for, for the host name dialled
+    (Kafka's default ssl.endpoint.identification.algorithm=https), and the node shows its
+    own certificate when the peer asks (mutual TLS). Raises TlsConfigError."""
+    if not settings.certificate_file or not settings.truststore_file:
+        raise TlsConfigError("TLS between nodes needs ssl_certificate_file and ssl_truststore_file")
+    lowest, highest = protocol_range(settings.enabled_protocols)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED, host names checked
+    context.minimum_version = lowest
+    context.maximum_version = highest
+    _load_certificate(context, settings)
+    _load_truststore(context, settings)
+    return context
+
+
+def _load_certificate(context: ssl.SSLContext, settings: TlsSettings) -> None:
     try:
         context.load_cert_chain(
             settings.certificate_file,
@@ -118,17 +148,15 @@ def server_context(settings: TlsSettings, client_auth: str | None = None) -> ssl
             f"cannot load ssl_certificate_file/ssl_key_file "
             f"({settings.certificate_file}, {settings.key_file or 'in the same file'}): {e}"
         ) from None
-    if auth != "none":
-        if not settings.truststore_file:
-            raise TlsConfigError(f"ssl_client_auth={auth} needs ssl_truststore_file")
-        try:
-            context.load_verify_locations(settings.truststore_file)
-        except (OSError, ssl.SSLError) as e:
-            raise TlsConfigError(
-                f"cannot load ssl_truststore_file {settings.truststore_file}: {e}"
-            ) from None
-        context.verify_mode = ssl.CERT_REQUIRED if auth == "required" else ssl.CERT_OPTIONAL
-    return context
+
+
+def _load_truststore(context: ssl.SSLContext, settings: TlsSettings) -> None:
+    try:
+        context.load_verify_locations(settings.truststore_file)
+    except (OSError, ssl.SSLError) as e:
+        raise TlsConfigError(
+            f"cannot load ssl_truststore_file {settings.truststore_file}: {e}"
+        ) from None
 
 
 def _escape(value: str) -> str:

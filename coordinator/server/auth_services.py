@@ -18,7 +18,7 @@ from ..security.plain import PlainUsersError, load_plain_users
 from ..security.scram import ScramCredential
 from ..security.setting_checks import SASL_MECHANISMS
 from ..security.standard_authorizer import StandardAuthorizer
-from ..security.tls import TlsConfigError, TlsSettings, server_context
+from ..security.tls import TlsConfigError, TlsSettings, peer_client_context, server_context
 from .data_dir import ACLS_DIR, SCRAM_CREDENTIALS_FILE
 from .worker_layout import WORKER_PRINCIPAL
 
@@ -61,6 +61,9 @@ class AuthServices:
         )
         # Listener name -> its current server context (replaced whole on reload).
         self.tls_contexts: dict[str, ssl.SSLContext] = self._build_contexts()
+        # serve --cluster with SASL_SSL peers: (the peer listener's context, the context
+        # this node connects to its peers with); None: peers over plain TCP.
+        self.peer_contexts = self._build_peer_contexts()
         # OAUTHBEARER's token validator (its keys fetched by `load`); None when not enabled.
         self.oauth: JwksValidator | None = None
         if "OAUTHBEARER" in self.mechanisms and config.sasl_oauthbearer_jwks_endpoint_url:
@@ -86,6 +89,15 @@ class AuthServices:
                 contexts[spec.name] = server_context(self.tls_settings, auth)
         return contexts
 
+    def _build_peer_contexts(self) -> tuple[ssl.SSLContext, ssl.SSLContext] | None:
+        config = self.config
+        if not config.cluster or config.cluster_peer_security_protocol != "SASL_SSL":
+            return None
+        return (
+            server_context(self.tls_settings, config.cluster_peer_ssl_client_auth),
+            peer_client_context(self.tls_settings),
+        )
+
     def load(self) -> None:
         """Read the SCRAM credentials (DataDirError when the file is damaged) and fetch
         OAUTHBEARER's keys (OAuthConfigError naming the URL)."""
@@ -98,11 +110,13 @@ class AuthServices:
         what is in use and log why."""
         try:
             contexts = self._build_contexts()
+            peer_contexts = self._build_peer_contexts()
             users = load_plain_users(self.config.sasl_plain_users_file)
         except (TlsConfigError, PlainUsersError) as e:
             log.error("reload failed: keeping the certificates and users in use", error=str(e))
             return
         self.tls_contexts = contexts
+        self.peer_contexts = peer_contexts
         self.plain_users = users
         log.info(
             "reloaded certificates and PLAIN users",

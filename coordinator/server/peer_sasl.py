@@ -15,9 +15,17 @@ from anyone else, so an ordinary client's WriteTxnMarkers is refused with
 CLUSTER_AUTHORIZATION_FAILED while a node's is served). SCRAM never sends the password
 and proves the server knows it too, so a node also knows it reached a cluster node.
 
+TLS (`cluster_peer_security_protocol=SASL_SSL`, Kafka's security.inter.broker.protocol):
+the peer listener then speaks TLS only (a plaintext peer fails the handshake and is
+closed before anything is read), with the node's certificate (ssl_certificate_file); a
+connecting node checks the listener's certificate against ssl_truststore_file for the
+host it dialled, and with `cluster_peer_ssl_client_auth=required` shows its own, checked
+against the same truststore (mutual TLS). SCRAM runs inside TLS as before: TLS keeps the
+traffic private between machines, the secret still decides who is a node.
+
 The client side (`open_peer`) is used by worker_channel.open_channel for a "host:port"
-peer address; the password is the process's (`use_peer_password`, once the node read the
-secret): one cluster node per process.
+peer address; the password and the TLS context are the process's (`use_peer_password`,
+once the node read the secret): one cluster node per process.
 """
 
 from __future__ import annotations
@@ -27,17 +35,19 @@ import base64
 import dataclasses
 import hashlib
 import hmac
-import struct
+import ssl
+from collections.abc import Callable
 from typing import Any
 
 from groupcoord.protocol.api import ApiKey, build, request_types
-from groupcoord.protocol.client_codec import decode_response, encode_request
 
 from ..security.scram import ScramClient, ScramCredential, credential_from_password
 from .connection import Connection
 from .endpoints import ServedListener
 from .listener import Listener
+from .peer_exchange import exchange
 from .sasl_auth import SaslAuthenticator
+from .tls_connection import TlsConnection
 from .worker_layout import WORKER_PRINCIPAL
 
 PEER_LISTENER_NAME = "CLUSTER_PEER"
@@ -47,9 +57,11 @@ PEER_CLIENT_ID = "groupcoord-node"
 SCRAM_ITERATIONS = 4096
 _HANDSHAKE_VERSION = 1
 _AUTHENTICATE_VERSION = 2
-_SIZE = struct.Struct(">i")
 
 _password: str | None = None
+# The context this process's node connects to its peers with (SASL_SSL peers), asked per
+# connection (SIGHUP rebuilds it); None: plain TCP.
+_client_tls: Callable[[], ssl.SSLContext | None] | None = None
 # Per password, SaltedPassword by (salt, iterations): a node's PBKDF2 of the password once
 # per peer, not once per connection (peer_request opens one per request).
 _salted: dict[str, dict[tuple[bytes, int], bytes]] = {}
@@ -61,10 +73,14 @@ def peer_password(secret: bytes) -> str:
     return base64.b64encode(digest).decode()
 
 
-def use_peer_password(password: str) -> None:
-    """This process's nodes authenticate to their peers with `password`."""
-    global _password
+def use_peer_password(
+    password: str, client_tls: Callable[[], ssl.SSLContext | None] | None = None
+) -> None:
+    """This process's nodes authenticate to their peers with `password`, over TLS with
+    the context `client_tls()` gives when that is not None."""
+    global _password, _client_tls
     _password = password
+    _client_tls = client_tls
 
 
 class PeerServices:
@@ -109,27 +125,39 @@ class PeerConnection(Connection):
         PeerAuthenticator(self, self.peer_services, listener.spec.name)
 
 
+class PeerTlsConnection(PeerConnection, TlsConnection):
+    """A connection on a peer listener that speaks TLS (SASL_SSL peers)."""
+
+
 async def open_peer_listener(app: Any, peers: Any) -> Listener:
     """serve --cluster, before the leases: read the cluster's secret, listen at the first
     listener's host (`cluster_peer_port`), and register the address (`peers`:
     cluster/peer_auth.PeerListeners). Its connections are served as the first listener's
     (its node and context) once authenticated here."""
     first = app.listeners[0]
+    security = app.security
+    tls = security.peer_contexts is not None
     password = peer_password(await peers.read_secret())
-    use_peer_password(password)
-    services = PeerServices(password, app.security)
-    spec = dataclasses.replace(first.spec, name=PEER_LISTENER_NAME, protocol="SASL_PLAINTEXT")
+    use_peer_password(password, (lambda: security.peer_contexts[1]) if tls else None)
+    services = PeerServices(password, security)
+    protocol = "SASL_SSL" if tls else "SASL_PLAINTEXT"
+    spec = dataclasses.replace(first.spec, name=PEER_LISTENER_NAME, protocol=protocol)
     served = ServedListener(spec, first.node, first.context)
+    kind = PeerTlsConnection if tls else PeerConnection
 
     def connection(host: str) -> PeerConnection | None:
         if app.stopping or app.limits.admit(host) is not None:
             return None
-        peer = PeerConnection(app, admitted_host=host, listener=served)
+        peer = kind(app, admitted_host=host, listener=served)
         peer.peer_services = services
         return peer
 
     listener = await Listener.start(
-        first.spec.host, app.config.cluster_peer_port, connection, name=PEER_LISTENER_NAME
+        first.spec.host,
+        app.config.cluster_peer_port,
+        connection,
+        name=PEER_LISTENER_NAME,
+        tls_context=(lambda: security.peer_contexts[0]) if tls else None,
     )
     try:
         await peers.register(first.node.host, listener.sockets[0].getsockname()[1])
@@ -139,21 +167,16 @@ async def open_peer_listener(app: Any, peers: Any) -> Listener:
     return listener
 
 
-async def _exchange(reader: Any, writer: Any, api_key: int, version: int, body: Any) -> Any:
-    writer.write(encode_request(api_key, version, 1, body, PEER_CLIENT_ID))
-    size = _SIZE.unpack(await reader.readexactly(4))[0]
-    return decode_response(api_key, version, await reader.readexactly(size))[1]
-
-
 async def _token(reader: Any, writer: Any, token: bytes) -> bytes:
     """One SaslAuthenticate: the server's answer token; ConnectionRefusedError on failure."""
     auth = request_types(ApiKey.SASL_AUTHENTICATE, _AUTHENTICATE_VERSION)
-    answer = await _exchange(
+    answer = await exchange(
         reader,
         writer,
         ApiKey.SASL_AUTHENTICATE,
         _AUTHENTICATE_VERSION,
         build(auth.SaslAuthenticateRequest, auth_bytes=token),
+        PEER_CLIENT_ID,
     )
     if answer.error_code:
         raise ConnectionRefusedError(f"peer authentication failed: {answer.error_message}")
@@ -162,12 +185,13 @@ async def _token(reader: Any, writer: Any, token: bytes) -> bytes:
 
 async def _authenticate(reader: Any, writer: Any, password: str) -> None:
     hs = request_types(ApiKey.SASL_HANDSHAKE, _HANDSHAKE_VERSION)
-    answer = await _exchange(
+    answer = await exchange(
         reader,
         writer,
         ApiKey.SASL_HANDSHAKE,
         _HANDSHAKE_VERSION,
         build(hs.SaslHandshakeRequest, mechanism=PEER_MECHANISM),
+        PEER_CLIENT_ID,
     )
     if answer.error_code:
         raise ConnectionRefusedError(f"peer handshake refused ({answer.error_code})")
@@ -180,13 +204,27 @@ async def _authenticate(reader: Any, writer: Any, password: str) -> None:
         raise ConnectionRefusedError("the peer does not know the cluster's secret")
 
 
-async def open_peer(host: str, port: int, timeout_s: float, password: str | None = None) -> Any:
+async def open_peer(
+    host: str,
+    port: int,
+    timeout_s: float,
+    password: str | None = None,
+    tls: ssl.SSLContext | None = None,
+) -> Any:
     """A connection to a node's peer listener, authenticated (reader, writer); OSError
-    (ConnectionRefusedError when the exchange fails) / TimeoutError."""
+    (ConnectionRefusedError when the exchange fails, ssl.SSLError when the TLS handshake
+    does) / TimeoutError. `password` and `tls` (None: the process's, use_peer_password)."""
     password = _password if password is None else password
     if password is None:
         raise ConnectionRefusedError("no cluster secret read yet")
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    if tls is None and _client_tls is not None:
+        tls = _client_tls()
+    opening = (
+        asyncio.open_connection(host, port)
+        if tls is None
+        else asyncio.open_connection(host, port, ssl=tls, server_hostname=host)
+    )
+    reader, writer = await asyncio.wait_for(opening, timeout_s)
     try:
         await asyncio.wait_for(_authenticate(reader, writer, password), timeout_s)
     except BaseException:

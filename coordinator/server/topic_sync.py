@@ -35,15 +35,14 @@ from __future__ import annotations
 import asyncio
 import datetime
 import inspect
-import struct
 from collections.abc import Callable
 from typing import Any
 
 from groupcoord.protocol.api import ApiKey, Request, build, request_types
-from groupcoord.protocol.client_codec import decode_response, encode_request
 
 from ..observability.logging import get_logger
 from ..ownership import Ownership
+from .peer_exchange import exchange
 from .topic_repair import TopicChanges, changed_topics
 from .worker_channel import open_channel
 from .worker_layout import WORKER_PRINCIPAL
@@ -68,7 +67,6 @@ SYNCED_APIS = (
 RETRY_MIN_S = 0.2
 RETRY_MAX_S = 5.0
 REQUEST_TIMEOUT_S = 30.0
-_SIZE = struct.Struct(">i")
 
 Peer = tuple[int, str]  # node id, its channel's address (worker_channel.channel_address)
 
@@ -80,12 +78,9 @@ async def peer_request(
     OSError / TimeoutError / asyncio.IncompleteReadError when it cannot be had."""
     reader, writer = await open_channel(peer[1], 5)
     try:
-        writer.write(encode_request(api_key, version, 1, body, client_id))
-        size = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), REQUEST_TIMEOUT_S))[0]
-        frame = await asyncio.wait_for(reader.readexactly(size), REQUEST_TIMEOUT_S)
+        return await exchange(reader, writer, api_key, version, body, client_id, REQUEST_TIMEOUT_S)
     finally:
         writer.close()
-    return decode_response(api_key, version, frame)[1]
 
 
 class TopicSync:

@@ -1,6 +1,6 @@
 """TLS against plaintext on one server, side by side in one run.
 
-    python tests/bench/bench_tls.py [--quick] [--rounds N]
+    python tests/bench/bench_tls.py [--quick] [--rounds N] [--baseline /work/main]
 
 One groupcoord serves a PLAINTEXT and an SSL listener (TLS 1.3, a 2048-bit RSA
 certificate made with openssl for the run). Each round measures, on each listener in
@@ -22,11 +22,16 @@ same cores takes a share of the throughput, the server's cost per MB is its own)
 median ratio TLS / plaintext (issue 21's targets:
 produce >= 60 %, commits >= 80 %). The machine is shared: ratios are what to read, and
 even they are noisy on a loaded 2-core machine.
+
+`--baseline CHECKOUT`: a second server runs that checkout's code (e.g. main's) beside
+ours, with the same listeners; each round measures both (which goes first alternates per
+round), printed per round, with each one's medians at the end: a before/after in one run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -46,7 +51,7 @@ from confluent_kafka.admin import (  # noqa: E402
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from peers import free_port, run_groupcoord  # noqa: E402
+from peers import REPO_ROOT, free_port, run_groupcoord  # noqa: E402
 
 from tests.tls_certs import make_pki  # noqa: E402
 
@@ -143,57 +148,96 @@ def scram_connections_per_s(port: int, seconds: float, clients: int) -> float:
     return sum(counts) / (time.perf_counter() - started)
 
 
+def measure_round(
+    ports: tuple[int, int], pid: int, ca: Path, n: int, seconds: float, tag: str
+) -> dict[str, float]:
+    """Produce MB/s (and the server's CPU per MB) and commits/s, plaintext then TLS, on
+    one server (`ports`: its PLAINTEXT and SSL listeners; topics tag-p / tag-t)."""
+    row = {}
+    for kind, port, tls in (("plaintext", ports[0], False), ("tls", ports[1], True)):
+        conf = _conf(f"127.0.0.1:{port}", tls, ca)
+        cpu_before = group_cpu_seconds(pid)
+        row[f"{kind}_produce_mb_s"] = produce_mb_s(conf, f"{tag}-{kind[0]}", n)
+        # The server's CPU per MB produced: what it costs, whatever else loads the
+        # machine (throughput is shared with the client on the same cores).
+        cpu_s = group_cpu_seconds(pid) - cpu_before
+        row[f"{kind}_produce_cpu_ms_mb"] = cpu_s / (n * len(VALUE) / 1e6) * 1000
+        row[f"{kind}_commits_s"] = commits_per_s(conf, "commit-topic", seconds, f"{kind}{tag}")
+    return row
+
+
+def _print_row(label: str, row: dict[str, float]) -> None:
+    print(
+        f"{label}: produce MB/s plaintext {row['plaintext_produce_mb_s']:.1f} "
+        f"tls {row['tls_produce_mb_s']:.1f} "
+        f"({row['tls_produce_mb_s'] / row['plaintext_produce_mb_s']:.0%}), server CPU "
+        f"ms/MB plaintext {row['plaintext_produce_cpu_ms_mb']:.2f} "
+        f"tls {row['tls_produce_cpu_ms_mb']:.2f}; commits/s plaintext "
+        f"{row['plaintext_commits_s']:.0f} tls {row['tls_commits_s']:.0f} "
+        f"({row['tls_commits_s'] / row['plaintext_commits_s']:.0%})",
+        flush=True,
+    )
+
+
+def _summary(label: str, rows: list[dict[str, float]]) -> None:
+    produce = statistics.median(r["tls_produce_mb_s"] / r["plaintext_produce_mb_s"] for r in rows)
+    commits = statistics.median(r["tls_commits_s"] / r["plaintext_commits_s"] for r in rows)
+    cpu = statistics.median(
+        r["tls_produce_cpu_ms_mb"] / r["plaintext_produce_cpu_ms_mb"] for r in rows
+    )
+    print(
+        f"{label}TLS / plaintext: produce MB/s {produce:.0%} (target >= 60%; server CPU per MB "
+        f"x{cpu:.2f}), "
+        f"durable commits/s {commits:.0%} (target >= 80%)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--baseline", help="another checkout whose server runs beside ours")
     args = parser.parse_args(argv)
     n = 50_000 if args.quick else 200_000
     seconds = 3.0 if args.quick else 5.0
     work = Path(tempfile.mkdtemp(prefix="bench-tls-"))
     pki = make_pki(work / "pki")
     cert, key = pki.issue("server", "/CN=localhost", server=True)
-    plain, secure, sasl = free_port(), free_port(), free_port()
-    extra = [
-        "--set",
-        f"listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{secure},"
-        f"SASL_PLAINTEXT://127.0.0.1:{sasl}",
-        "--set",
-        f"ssl_certificate_file={cert}",
-        "--set",
-        f"ssl_key_file={key}",
-    ]
-    rows = []
-    with run_groupcoord(plain, work / "data", extra) as server:
-        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain}"})
-        topics = [f"tls-bench-{kind}-{r}" for r in range(args.rounds) for kind in ("p", "t")]
-        topics.append("commit-topic")
-        for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
-            future.result(60)
-        for r in range(args.rounds):
-            row = {}
-            for kind, port, tls in (("plaintext", plain, False), ("tls", secure, True)):
-                conf = _conf(f"127.0.0.1:{port}", tls, pki.ca)
-                topic = f"tls-bench-{kind[0]}-{r}"
-                cpu_before = group_cpu_seconds(server.pid)
-                row[f"{kind}_produce_mb_s"] = produce_mb_s(conf, topic, n)
-                # The server's CPU per MB produced: what it costs, whatever else loads the
-                # machine (throughput is shared with the client on the same cores).
-                cpu_s = group_cpu_seconds(server.pid) - cpu_before
-                row[f"{kind}_produce_cpu_ms_mb"] = cpu_s / (n * len(VALUE) / 1e6) * 1000
-                row[f"{kind}_commits_s"] = commits_per_s(
-                    conf, "commit-topic", seconds, f"{kind}{r}"
-                )
-            rows.append(row)
-            print(
-                f"round {r + 1}: produce MB/s plaintext {row['plaintext_produce_mb_s']:.1f} "
-                f"tls {row['tls_produce_mb_s']:.1f} "
-                f"({row['tls_produce_mb_s'] / row['plaintext_produce_mb_s']:.0%}), server CPU "
-                f"ms/MB plaintext {row['plaintext_produce_cpu_ms_mb']:.2f} "
-                f"tls {row['tls_produce_cpu_ms_mb']:.2f}; commits/s plaintext "
-                f"{row['plaintext_commits_s']:.0f} tls {row['tls_commits_s']:.0f}",
-                flush=True,
+    checkouts = {"ours": REPO_ROOT}
+    if args.baseline:
+        checkouts["baseline"] = Path(args.baseline).resolve()
+    rows: dict[str, list[dict[str, float]]] = {label: [] for label in checkouts}
+    with contextlib.ExitStack() as stack:
+        servers = {}
+        for label, root in checkouts.items():
+            plain, secure, sasl = free_port(), free_port(), free_port()
+            extra = [
+                "--set",
+                f"listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{secure},"
+                f"SASL_PLAINTEXT://127.0.0.1:{sasl}",
+                "--set",
+                f"ssl_certificate_file={cert}",
+                "--set",
+                f"ssl_key_file={key}",
+            ]
+            server = stack.enter_context(
+                run_groupcoord(plain, work / f"data-{label}", extra, repo_root=root)
             )
+            servers[label] = (server, (plain, secure), sasl)
+            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain}"})
+            topics = [f"r{r}-{kind}" for r in range(args.rounds) for kind in ("p", "t")]
+            topics.append("commit-topic")
+            for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
+                future.result(60)
+        for r in range(args.rounds):
+            order = list(servers) if r % 2 == 0 else list(reversed(servers))
+            for label in order:
+                server, ports, _ = servers[label]
+                row = measure_round(ports, server.pid, pki.ca, n, seconds, f"r{r}")
+                rows[label].append(row)
+                _print_row(f"round {r + 1} {label}" if args.baseline else f"round {r + 1}", row)
+        server, ports, sasl = servers["ours"]
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports[0]}"})
         upsert = UserScramCredentialUpsertion(
             "bench", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"bench-password"
         )
@@ -211,16 +255,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{scram_rate:.0f} (target >= 500); server CPU {per_auth_ms:.2f} ms each, "
                 f"{1000 / per_auth_ms:.0f}/s per core"
             )
-    produce = statistics.median(r["tls_produce_mb_s"] / r["plaintext_produce_mb_s"] for r in rows)
-    commits = statistics.median(r["tls_commits_s"] / r["plaintext_commits_s"] for r in rows)
-    cpu = statistics.median(
-        r["tls_produce_cpu_ms_mb"] / r["plaintext_produce_cpu_ms_mb"] for r in rows
-    )
-    print(
-        f"TLS / plaintext: produce MB/s {produce:.0%} (target >= 60%; server CPU per MB "
-        f"x{cpu:.2f}), "
-        f"durable commits/s {commits:.0%} (target >= 80%)"
-    )
+    for label, done in rows.items():
+        _summary(f"{label}: " if args.baseline else "", done)
     return 0
 
 

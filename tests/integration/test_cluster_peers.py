@@ -17,7 +17,6 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -29,11 +28,10 @@ from confluent_kafka.admin import (
 
 from groupcoord.coordinator.server.peer_sasl import open_peer, peer_password
 from tests.cluster_support import (
-    PARTITIONS,
     TOPIC,
     Cluster,
-    committed,
     running_cluster,
+    transaction_across_nodes,
     until,
 )
 from tests.integration.txn_support import write_markers
@@ -92,28 +90,7 @@ def test_ordinary_client_cannot_write_markers(cluster: Cluster) -> None:
 
 
 def test_transaction_markers_cross_nodes_authenticated(cluster: Cluster) -> None:
-    group = next(f"peer-g{i}" for i in range(1000) if cluster.owner(f"peer-g{i}")[0] != -1)
-    group_owner = cluster.owner(group)[0]
-    txn_id = next(
-        f"peer-tx{i}"
-        for i in range(1000)
-        if cluster.owner(f"peer-tx{i}")[0] not in (-1, group_owner)
-    )
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
-    producer.init_transactions(60)
-    producer.begin_transaction()
-    for i in range(20):
-        producer.produce(TOPIC, value=b"v%d" % i, partition=i % PARTITIONS)
-    member = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
-    producer.send_offsets_to_transaction(
-        [TopicPartition(TOPIC, p, 7) for p in range(PARTITIONS)],
-        member.consumer_group_metadata(),
-        60,
-    )
-    producer.commit_transaction(60)
-    member.close()
-    # The offsets are committed once the group's node took the coordinator's marker.
-    assert committed(cluster.bootstrap, group) == dict.fromkeys(range(PARTITIONS), 7)
+    transaction_across_nodes(cluster)
 
 
 def test_peer_listener_refuses_whoever_lacks_the_secret(cluster: Cluster) -> None:
