@@ -187,15 +187,18 @@ class _MicroBatch:
 def test_a_micro_batch_is_decoded_by_its_tasks_and_its_commits_promoted(
     tmp_path: Path,
 ) -> None:
-    """The driver's side: the tasks run with Arrow batches unbounded in bytes (set on the
-    micro-batch's session, the stream's own), the batch's commits land in batch_id=N/ once
+    """The driver's side: the tasks run with Arrow batches unbounded in bytes and of 50,000
+    rows (set on the micro-batch's session, the stream's own), the batch's commits land in batch_id=N/ once
     (a second attempt replaces the first), and the timeline's rows come back."""
     whole = _batch(RECORDS)
     batches = analytics.AnalyticsBatches("unused:9092", tmp_path)
     for _attempt in range(2):
         micro = _MicroBatch([whole])
         rows = batches.decode_and_write_commits(micro, 7)
-        assert micro.settings_at_run == {"spark.sql.execution.arrow.maxBytesPerBatch": "2147483647"}
+        assert micro.settings_at_run == {
+            "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
+            "spark.sql.execution.arrow.maxRecordsPerBatch": "50000",
+        }
     table = tmp_path / "offset_commits"
     assert sorted(p.name for p in table.iterdir()) == ["batch_id=7"]
     assert pq.read_table(table / "batch_id=7").num_rows == 7
