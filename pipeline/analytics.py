@@ -107,17 +107,17 @@ assert tuple(EVENT_SCHEMA.names) == EVENT_COLUMNS and tuple(LAG_SCHEMA.names) ==
 # nearly all of a log) is read by several tasks at once, so a run over a long history uses
 # every core rather than one. `minPartitions` is Spark's default parallelism.
 MAX_RECORDS_PER_TASK = 250_000
-# The executors' consumers fetch and poll in large pieces (SOURCE_OPTIONS). After every poll
+# The executors' consumers poll and fetch in large pieces (SOURCE_OPTIONS). After every poll
 # Spark's consumer asks for the partition's earliest and latest offsets (seekToBeginning and
-# seekToEnd: two ListOffsets, InternalKafkaConsumer.getAvailableOffsetRange) and seeks back,
-# which drops what the Fetch returned beyond the poll's max.poll.records. With Kafka's
-# defaults (1 MiB per partition per Fetch, 500 records per poll) every 500 records of commits
-# cost a Fetch of 1 MiB (some twenty times what is used) and two ListOffsets, paid by the
-# broker and the consumer (bench_connector_bound: 4.2-4.8 CPU seconds of Spark and 0.7 of
-# the server per million records, against 1.7-1.8 and 0.1-0.2 with 4 MiB Fetches and
-# 20,000-record polls; Apache Kafka as the source pays the same). A poll of 50,000 records
-# takes about a whole 4 MiB Fetch of commits (some 85 bytes each); 4 MiB keeps what a task's
-# last Fetch reads past its range small.
+# seekToEnd, then a seek back: two ListOffsets round trips,
+# InternalKafkaConsumer.getAvailableOffsetRange). With the consumer's default of 500 records
+# a poll that is two ListOffsets per 500 records of commits, paid by the broker and the
+# consumer (bench_connector_bound: 4.2-4.8 CPU seconds of Spark and 0.7 of the server per
+# million records read, against 1.7-1.8 and 0.1-0.2 with 20,000-record polls of 4 MiB
+# Fetches; Apache Kafka as the source pays the same). A poll returns at most what the
+# Fetches so far hold, so the Fetch grows with it: 50,000 records of commits (some 85 bytes
+# each) are about 4 MiB, which also keeps what a task's consumer prefetches past its range
+# small.
 SOURCE_OPTIONS = {
     "kafka.max.partition.fetch.bytes": str(4 << 20),
     "kafka.fetch.max.bytes": str(64 << 20),

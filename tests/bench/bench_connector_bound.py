@@ -7,7 +7,8 @@ OffsetCommit, committed through confluent-kafka) is written to groupcoord's
 cleaner kept off the history by a large offsets segment). Then, in one local[2]
 SparkSession, a bare Structured Streaming query over each (availableNow, the analytics
 job's source options, Spark's `noop` sink: no Python, only the connector's read and
-Spark's rows), alternately, --rounds times each after a warm-up; per read its wall time
+Spark's rows), with the Kafka consumer's defaults and with the job's fetch options
+(SOURCE_OPTIONS), alternately, --rounds times each after a warm-up; per read its wall time
 and the CPU seconds of Spark's processes and of the broker, as CPU seconds per million
 records. `--variant name:opt=value,...` adds reads with more connector options (e.g.
 `nocrc:kafka.check.crcs=false`). Also printed: how each broker's log batches the records
@@ -33,6 +34,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from groupcoord.pipeline.analytics import SOURCE_OPTIONS
 from tests.bench.bench_analytics import fill_log, tree_cpu_seconds
 from tests.bench.peers import free_port, run_groupcoord, run_kafka
 from tests.jvm.spark_session import spark_session
@@ -46,7 +48,8 @@ KAFKA_OVERRIDES = {
     "group.initial.rebalance.delay.ms": "0",
 }
 OFFSETS_PARTITIONS = 2
-# The analytics job's source options (pipeline/analytics.py source_stream).
+# The analytics job's split of a partition over tasks (pipeline/analytics.py source_stream);
+# its fetch options (SOURCE_OPTIONS) are a variant, against the consumer's defaults.
 JOB_OPTIONS = {"maxRecordsPerPartition": "250000", "minPartitions": "2"}
 
 
@@ -154,7 +157,10 @@ def main() -> None:
     parser.add_argument("--jfr", type=Path, default=None)
     parser.add_argument("--groupcoord-root", type=Path, default=None, help="another checkout")
     args = parser.parse_args()
-    variants: dict[str, dict[str, str]] = {"job options": {}}
+    variants: dict[str, dict[str, str]] = {
+        "consumer defaults": {},
+        "the job's fetch options": SOURCE_OPTIONS,
+    }
     for spec in args.variant:
         name, _, opts = spec.partition(":")
         variants[name] = dict(item.split("=", 1) for item in opts.split(",") if item)

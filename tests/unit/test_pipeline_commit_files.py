@@ -157,9 +157,15 @@ def test_the_job_splits_long_ranges_of_a_log_partition_over_tasks(
     analytics.source_stream(spark, "broker:9092")
     assert reader.options["maxRecordsPerPartition"] == str(analytics.MAX_RECORDS_PER_TASK)
     assert reader.options["minPartitions"] == "2"
+    # Large polls and Fetches (Spark's consumer lists offsets after every poll).
+    assert reader.options["kafka.max.poll.records"] == "50000"
+    assert reader.options["kafka.max.partition.fetch.bytes"] == str(4 << 20)
     assert conf == {analytics.DEPRECATED_OFFSET_FETCHING: "true"}
-    analytics.source_stream(spark, "broker:9092", {"maxRecordsPerPartition": "10"})
+    analytics.source_stream(
+        spark, "broker:9092", {"maxRecordsPerPartition": "10", "kafka.max.poll.records": "7"}
+    )
     assert reader.options["maxRecordsPerPartition"] == "10"
+    assert reader.options["kafka.max.poll.records"] == "7"
 
 
 class _MicroBatch:
@@ -188,8 +194,9 @@ def test_a_micro_batch_is_decoded_by_its_tasks_and_its_commits_promoted(
     tmp_path: Path,
 ) -> None:
     """The driver's side: the tasks run with Arrow batches unbounded in bytes and of 50,000
-    rows (set on the micro-batch's session, the stream's own), the batch's commits land in batch_id=N/ once
-    (a second attempt replaces the first), and the timeline's rows come back."""
+    rows (set on the micro-batch's session, the stream's own), the batch's commits land in
+    batch_id=N/ once (a second attempt replaces the first), and the timeline's rows come
+    back."""
     whole = _batch(RECORDS)
     batches = analytics.AnalyticsBatches("unused:9092", tmp_path)
     for _attempt in range(2):
