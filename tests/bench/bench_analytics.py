@@ -14,12 +14,17 @@ Printed:
    sink), read + mapInArrow decode (rows back to Spark), read + decode in the tasks that
    write offset_commits (what the job runs, commit_files.py); and
    the whole job (availableNow, all three tables), with its steps. Each with its wall time,
-   the CPU seconds of Spark's processes (the JVM, its Python workers, this driver) and of
-   the server, and records per wall second and per CPU second: on this shared 2-core
-   machine the wall figure follows the other load, the CPU figure much less.
+   the CPU seconds of Spark's processes and of the server, and records per wall second and
+   per CPU second, then CPU seconds per million records split by process: Spark's JVM, its
+   Python workers, this driver, the server. On this shared 2-core machine the wall figure
+   follows the other load, the CPU figure much less.
+3. With `--compare N`: N rounds of the whole job with session 17's settings (the Kafka
+   consumer's fetch defaults, 10,000-row Arrow batches) and with the job's own, alternately,
+   each on the same log into a new directory (every commit in its table once, checked).
 
     python -m tests.bench.bench_analytics [--commits 1000000] [--decode 1000000]
         [--max-offsets-per-trigger N] [--fetch-bytes N] [--conf spark.x=y ...]
+        [--no-parts] [--compare N]
 
 The machine is shared: compare figures of one run, not across runs.
 """
