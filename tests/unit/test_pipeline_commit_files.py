@@ -15,6 +15,7 @@ import pytest
 from groupcoord.pipeline import analytics, coordinator_log
 from groupcoord.pipeline.commit_files import (
     COMMITS_SCHEMA,
+    DICTIONARY_COLUMNS,
     clear_staging,
     decode_to_files,
     promote,
@@ -74,6 +75,15 @@ def test_a_task_writes_its_commits_and_yields_the_timeline_rows(tmp_path: Path) 
     first = written.to_pylist()[0]
     assert (first["topic"], first["leader_epoch"], first["metadata"]) == ("t", 2, "m")
     assert (first["commit_timestamp_ms"], first["log_timestamp_ms"]) == (77, 2_000)
+    # Parquet dictionaries only for the columns of few values (offsets and timestamps are
+    # nearly all distinct: a dictionary for them is built, then thrown away).
+    row_group = pq.ParquetFile(tmp_path / "part-00003.parquet").metadata.row_group(0)
+    dictionary = {
+        row_group.column(i).path_in_schema
+        for i in range(row_group.num_columns)
+        if row_group.column(i).has_dictionary_page
+    }
+    assert dictionary == set(DICTIONARY_COLUMNS)
 
 
 def test_a_failed_task_leaves_no_file_and_its_retry_replaces_its_own(tmp_path: Path) -> None:
