@@ -210,7 +210,12 @@ def main() -> None:
         options["kafka.max.partition.fetch.bytes"] = str(args.fetch_bytes)
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        with serving(tmp / "data", offsets_partitions=args.offsets_partitions) as server:
+        # Segments large enough that compaction leaves the whole history to be read.
+        settings = {
+            "offsets_partitions": args.offsets_partitions,
+            "offsets_segment_bytes": 2**31 - 1,
+        }
+        with serving(tmp / "data", **settings) as server:
             start = time.perf_counter()
             fill_log(server.bootstrap, args.commits, args.per_request)
             print(f"log filled: {args.commits:,} commits in {time.perf_counter() - start:.1f} s")

@@ -174,6 +174,7 @@ def main() -> None:
         peers: dict[str, Any] = {}
         if "groupcoord" in wanted:
             extra = ["--set", f"offsets_partitions={OFFSETS_PARTITIONS}"]
+            extra += ["--set", f"offsets_segment_bytes={1 << 30}"]  # as Kafka's: no compaction
             kwargs = {"repo_root": args.groupcoord_root} if args.groupcoord_root else {}
             peers["groupcoord"] = stack.enter_context(
                 run_groupcoord(free_port(), tmp / "groupcoord", extra, **kwargs)
