@@ -107,6 +107,22 @@ assert tuple(EVENT_SCHEMA.names) == EVENT_COLUMNS and tuple(LAG_SCHEMA.names) ==
 # nearly all of a log) is read by several tasks at once, so a run over a long history uses
 # every core rather than one. `minPartitions` is Spark's default parallelism.
 MAX_RECORDS_PER_TASK = 250_000
+# The executors' consumers poll and fetch in large pieces (SOURCE_OPTIONS). After every poll
+# Spark's consumer asks for the partition's earliest and latest offsets (seekToBeginning and
+# seekToEnd, then a seek back: two ListOffsets round trips,
+# InternalKafkaConsumer.getAvailableOffsetRange). With the consumer's default of 500 records
+# a poll that is two ListOffsets per 500 records of commits, paid by the broker and the
+# consumer (bench_connector_bound: 4.2-4.8 CPU seconds of Spark and 0.7 of the server per
+# million records read, against 1.7-1.8 and 0.1-0.2 with 20,000-record polls of 4 MiB
+# Fetches; Apache Kafka as the source pays the same). A poll returns at most what the
+# Fetches so far hold, so the Fetch grows with it: 50,000 records of commits (some 85 bytes
+# each) are about 4 MiB, which also keeps what a task's consumer prefetches past its range
+# small.
+SOURCE_OPTIONS = {
+    "kafka.max.partition.fetch.bytes": str(4 << 20),
+    "kafka.fetch.max.bytes": str(64 << 20),
+    "kafka.max.poll.records": "50000",
+}
 
 
 def decoded_stream(spark: Any, bootstrap: str, options: dict[str, str] | None = None) -> Any:
@@ -118,7 +134,7 @@ def decoded_stream(spark: Any, bootstrap: str, options: dict[str, str] | None = 
 def source_stream(spark: Any, bootstrap: str, options: dict[str, str] | None = None) -> Any:
     """The streaming DataFrame of `__consumer_offsets` records as the decoder takes them
     (coordinator_log.SOURCE_COLUMNS); `options`: more of the connector's (kafka.* included),
-    over the job's own (MAX_RECORDS_PER_TASK).
+    over the job's own (MAX_RECORDS_PER_TASK, SOURCE_OPTIONS).
 
     Spark's connector leaves internal topics out of what it reads (its admin-based offset
     reader drops every topic Metadata marks internal, as Kafka marks this one), so the job
@@ -138,6 +154,7 @@ def source_stream(spark: Any, bootstrap: str, options: dict[str, str] | None = N
     settings = {
         "maxRecordsPerPartition": str(MAX_RECORDS_PER_TASK),
         "minPartitions": str(spark.sparkContext.defaultParallelism),
+        **SOURCE_OPTIONS,
         **(options or {}),
     }
     for name, value in settings.items():
@@ -185,6 +202,8 @@ class AnalyticsBatches:
         # Seconds spent per step, over every batch (logged at INFO after each batch).
         self.timings: dict[str, float] = {}
         self._next_batch = -1  # the batch the in-memory timeline expects next
+        # Spark settings of the decode step (a benchmark compares others).
+        self.arrow_settings = dict(ARROW_SETTINGS)
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         """`batch`: the micro-batch of source_stream's rows."""
@@ -218,7 +237,7 @@ class AnalyticsBatches:
         table_dir = self.output / "offset_commits"
         clear_staging(table_dir)
         staging = staging_dir(table_dir, batch_id)
-        for name, value in ARROW_SETTINGS.items():
+        for name, value in self.arrow_settings.items():
             batch.sparkSession.conf.set(name, value)
         rows = batch.mapInArrow(decode_to_files(staging), TIMELINE_DDL).toArrow()
         promote(staging, table_dir, batch_id)

@@ -14,12 +14,17 @@ Printed:
    sink), read + mapInArrow decode (rows back to Spark), read + decode in the tasks that
    write offset_commits (what the job runs, commit_files.py); and
    the whole job (availableNow, all three tables), with its steps. Each with its wall time,
-   the CPU seconds of Spark's processes (the JVM, its Python workers, this driver) and of
-   the server, and records per wall second and per CPU second: on this shared 2-core
-   machine the wall figure follows the other load, the CPU figure much less.
+   the CPU seconds of Spark's processes and of the server, and records per wall second and
+   per CPU second, then CPU seconds per million records split by process: Spark's JVM, its
+   Python workers, this driver, the server. On this shared 2-core machine the wall figure
+   follows the other load, the CPU figure much less.
+3. With `--compare N`: N rounds of the whole job with session 17's settings (the Kafka
+   consumer's fetch defaults, 10,000-row Arrow batches) and with the job's own, alternately,
+   each on the same log into a new directory (every commit in its table once, checked).
 
     python -m tests.bench.bench_analytics [--commits 1000000] [--decode 1000000]
         [--max-offsets-per-trigger N] [--fetch-bytes N] [--conf spark.x=y ...]
+        [--no-parts] [--compare N]
 
 The machine is shared: compare figures of one run, not across runs.
 """
@@ -106,26 +111,36 @@ def fill_log(bootstrap: str, commits: int, per_request: int) -> None:
 
 def tree_cpu_seconds(root: int) -> float:
     """utime + stime of `root` and every descendant, the reaped ones' included."""
+    return sum(tree_cpu_by_kind(root).values())
+
+
+def tree_cpu_by_kind(root: int) -> dict[str, float]:
+    """tree_cpu_seconds split by the kind of process: "java" (Spark's JVM, or a broker's),
+    "python" (Spark's Python workers and any other Python descendant), "root" (`root`
+    itself) and "other"."""
     parents: dict[int, int] = {}
     cpu: dict[int, float] = {}
+    kinds: dict[int, str] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
+                comm, fields = f.read().split(" (", 1)[1].rsplit(")", 1)
+        except (OSError, IndexError, ValueError):
             continue
-        parents[int(entry)] = int(fields[1])
-        cpu[int(entry)] = sum(int(x) for x in fields[11:15]) / CLK_TCK
-    total = 0.0
+        stat = fields.split()
+        parents[int(entry)] = int(stat[1])
+        cpu[int(entry)] = sum(int(x) for x in stat[11:15]) / CLK_TCK
+        kinds[int(entry)] = "java" if comm == "java" else "python" if "python" in comm else "other"
+    totals = {"java": 0.0, "python": 0.0, "root": 0.0, "other": 0.0}
     for pid, seconds in cpu.items():
         ancestor = pid
         while ancestor > 1 and ancestor != root:
             ancestor = parents.get(ancestor, 0)
         if ancestor == root:
-            total += seconds
-    return total
+            totals["root" if pid == root else kinds[pid]] += seconds
+    return totals
 
 
 class Meter:
@@ -138,16 +153,22 @@ class Meter:
 
     def __call__(self, label: str, part: Callable[[], Any]) -> Any:
         me = os.getpid()
-        server0, all0 = tree_cpu_seconds(self.server_pid), tree_cpu_seconds(me)
+        server0, all0 = tree_cpu_seconds(self.server_pid), tree_cpu_by_kind(me)
         start = time.perf_counter()
         result = part()
         wall = time.perf_counter() - start
         server = tree_cpu_seconds(self.server_pid) - server0
-        spark = tree_cpu_seconds(me) - all0 - server
+        kinds = {kind: s - all0[kind] for kind, s in tree_cpu_by_kind(me).items()}
+        spark = sum(kinds.values()) - server
+        # The server is a Python descendant of this process: its CPU is not Spark's.
+        kinds["python"] -= server
+        millions = self.records / 1e6
         print(
             f"{label}: {wall:.1f} s wall = {self.records / wall:,.0f} records/s; CPU: Spark "
             f"{spark:.1f} s ({self.records / max(spark, 1e-9):,.0f} records per CPU s), "
-            f"server {server:.1f} s",
+            f"server {server:.1f} s; CPU-s per million: JVM {kinds['java'] / millions:.2f}, "
+            f"Python workers {kinds['python'] / millions:.2f}, driver "
+            f"{kinds['root'] / millions:.2f}, server {server / millions:.2f}",
             flush=True,
         )
         return result
@@ -164,6 +185,12 @@ def main() -> None:
     parser.add_argument("--fetch-bytes", type=int, default=0, help="0: the job's")
     parser.add_argument("--conf", action="append", default=[], help="spark.x=y, repeatable")
     parser.add_argument("--no-parts", action="store_true", help="the whole job only")
+    parser.add_argument(
+        "--compare",
+        type=int,
+        default=0,
+        help="rounds of the whole job with session 17's settings and the job's, alternately",
+    )
     parser.add_argument(
         "--jvm-flags",
         default="-XX:+UseParallelGC",
@@ -183,7 +210,12 @@ def main() -> None:
         options["kafka.max.partition.fetch.bytes"] = str(args.fetch_bytes)
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        with serving(tmp / "data", offsets_partitions=args.offsets_partitions) as server:
+        # Segments large enough that compaction leaves the whole history to be read.
+        settings = {
+            "offsets_partitions": args.offsets_partitions,
+            "offsets_segment_bytes": 2**31 - 1,
+        }
+        with serving(tmp / "data", **settings) as server:
             start = time.perf_counter()
             fill_log(server.bootstrap, args.commits, args.per_request)
             print(f"log filled: {args.commits:,} commits in {time.perf_counter() - start:.1f} s")
@@ -194,22 +226,17 @@ def main() -> None:
                     spark.conf.set(*setting.split("=", 1))
                 if not args.no_parts:
                     parts(spark, server.bootstrap, tmp, meter, args.offsets_partitions, options)
-                batches = AnalyticsBatches(server.bootstrap, tmp / "out")
-
-                def job() -> None:
-                    query = start_analytics(
-                        spark,
-                        server.bootstrap,
-                        tmp / "out",
-                        once=True,
-                        batches=batches,
-                        options=options,
-                    )
-                    query.awaitTermination()
-                    assert query.exception() is None, query.exception()
-
+                for round_ in range(args.compare):
+                    for label, (before_options, arrow) in (
+                        ("session 17's settings", SESSION_17),
+                        ("the job's settings", ({}, None)),
+                    ):
+                        out = tmp / f"compare-{round_}-{len(label)}"
+                        run_job(spark, server.bootstrap, out, meter, label, before_options, arrow)
+                        count = ds.dataset(out / "offset_commits", partitioning="hive")
+                        assert count.count_rows() == args.commits
                 start = time.perf_counter()
-                meter("whole job, availableNow", job)
+                batches = run_job(spark, server.bootstrap, tmp / "out", meter, "", options, None)
                 took = time.perf_counter() - start
                 rows = ds.dataset(tmp / "out" / "offset_commits", partitioning="hive").count_rows()
     assert rows == args.commits, rows
@@ -219,6 +246,44 @@ def main() -> None:
         f"projected {PROJECTED:,} records: {PROJECTED / job_rate:.0f} s (target 40 s)"
     )
     print(f"job's steps (s, over every micro-batch): {batches.timings}")
+
+
+# What the job ran with before session 18 (`--compare`): Kafka's consumer defaults for its
+# fetches, Spark's 10,000-row Arrow batches.
+SESSION_17: tuple[dict[str, str], dict[str, str]] = (
+    {
+        "kafka.max.partition.fetch.bytes": str(1 << 20),
+        "kafka.fetch.max.bytes": str(50 << 20),
+        "kafka.max.poll.records": "500",
+    },
+    {
+        "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
+    },
+)
+
+
+def run_job(
+    spark: Any,
+    bootstrap: str,
+    out: Path,
+    meter: Meter,
+    label: str,
+    options: dict[str, str],
+    arrow_settings: dict[str, str] | None,
+) -> AnalyticsBatches:
+    """The whole job (availableNow, all three tables) into `out`, metered."""
+    batches = AnalyticsBatches(bootstrap, out)
+    if arrow_settings is not None:
+        batches.arrow_settings = arrow_settings
+
+    def job() -> None:
+        query = start_analytics(spark, bootstrap, out, once=True, batches=batches, options=options)
+        query.awaitTermination()
+        assert query.exception() is None, query.exception()
+
+    meter(f"whole job, availableNow{', ' + label if label else ''}", job)
+    return batches
 
 
 def parts(

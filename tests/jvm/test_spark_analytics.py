@@ -332,3 +332,49 @@ def assert_drawn(png: Path) -> None:
     pixels = matplotlib.image.imread(str(png))
     assert pixels.shape[0] > 100 and pixels.shape[1] > 100
     assert (pixels != pixels[0, 0]).any()
+
+
+def requests_by_api(server: ServerProcess) -> dict[str, float]:
+    """Requests the server has answered so far, per API (every version and error)."""
+    counts: dict[str, float] = {}
+    for line in server.metrics_text().splitlines():
+        if line.startswith("groupcoord_requests_total{"):
+            labels, _, value = line.rpartition(" ")
+            api = labels.split('api="', 1)[1].split('"', 1)[0]
+            counts[api] = counts.get(api, 0.0) + float(value)
+    return counts
+
+
+def test_the_job_reads_a_long_log_in_few_fetches(
+    server: ServerProcess, spark: Any, tmp_path: Path
+) -> None:
+    """Spark's consumer lists a partition's offsets (two ListOffsets) after every poll: the
+    job polls in large pieces (and fetches in pieces as large), so a log of 20,000 more
+    commits is read with a few ListOffsets and Fetches (Kafka's consumer default, 500
+    records a poll, made it some eighty ListOffsets), and the table holds every commit
+    once."""
+    bootstrap = server.bootstrap
+    create_topic(bootstrap, "fetch-pieces", 100)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fetch-pieces"})
+    try:
+        for round_ in range(200):
+            consumer.commit(
+                offsets=[TopicPartition("fetch-pieces", p, round_ + 1) for p in range(100)],
+                asynchronous=False,
+            )
+    finally:
+        consumer.close()
+    before = requests_by_api(server)
+    output = tmp_path / "pieces"
+    query = start_analytics(spark, bootstrap, output, once=True)
+    query.awaitTermination()
+    query.stop()
+    assert query.exception() is None, query.exception()
+    after = requests_by_api(server)
+    fetches = after.get("FETCH", 0) - before.get("FETCH", 0)
+    list_offsets = after.get("LIST_OFFSETS", 0) - before.get("LIST_OFFSETS", 0)
+    commits = [r for r in table(output, "offset_commits") if r["group"] == "fetch-pieces"]
+    assert len(commits) == 20_000
+    assert len({(r["partition"], r["offset"]) for r in commits}) == 20_000
+    assert fetches <= 12, (fetches, list_offsets)
+    assert list_offsets <= 24, (fetches, list_offsets)

@@ -15,6 +15,7 @@ import pytest
 from groupcoord.pipeline import analytics, coordinator_log
 from groupcoord.pipeline.commit_files import (
     COMMITS_SCHEMA,
+    DICTIONARY_COLUMNS,
     clear_staging,
     decode_to_files,
     promote,
@@ -74,6 +75,15 @@ def test_a_task_writes_its_commits_and_yields_the_timeline_rows(tmp_path: Path) 
     first = written.to_pylist()[0]
     assert (first["topic"], first["leader_epoch"], first["metadata"]) == ("t", 2, "m")
     assert (first["commit_timestamp_ms"], first["log_timestamp_ms"]) == (77, 2_000)
+    # Parquet dictionaries only for the columns of few values (offsets and timestamps are
+    # nearly all distinct: a dictionary for them is built, then thrown away).
+    row_group = pq.ParquetFile(tmp_path / "part-00003.parquet").metadata.row_group(0)
+    dictionary = {
+        row_group.column(i).path_in_schema
+        for i in range(row_group.num_columns)
+        if row_group.column(i).has_dictionary_page
+    }
+    assert dictionary == set(DICTIONARY_COLUMNS)
 
 
 def test_a_failed_task_leaves_no_file_and_its_retry_replaces_its_own(tmp_path: Path) -> None:
@@ -157,9 +167,15 @@ def test_the_job_splits_long_ranges_of_a_log_partition_over_tasks(
     analytics.source_stream(spark, "broker:9092")
     assert reader.options["maxRecordsPerPartition"] == str(analytics.MAX_RECORDS_PER_TASK)
     assert reader.options["minPartitions"] == "2"
+    # Large polls and Fetches (Spark's consumer lists offsets after every poll).
+    assert reader.options["kafka.max.poll.records"] == "50000"
+    assert reader.options["kafka.max.partition.fetch.bytes"] == str(4 << 20)
     assert conf == {analytics.DEPRECATED_OFFSET_FETCHING: "true"}
-    analytics.source_stream(spark, "broker:9092", {"maxRecordsPerPartition": "10"})
+    analytics.source_stream(
+        spark, "broker:9092", {"maxRecordsPerPartition": "10", "kafka.max.poll.records": "7"}
+    )
     assert reader.options["maxRecordsPerPartition"] == "10"
+    assert reader.options["kafka.max.poll.records"] == "7"
 
 
 class _MicroBatch:
@@ -187,15 +203,19 @@ class _MicroBatch:
 def test_a_micro_batch_is_decoded_by_its_tasks_and_its_commits_promoted(
     tmp_path: Path,
 ) -> None:
-    """The driver's side: the tasks run with Arrow batches unbounded in bytes (set on the
-    micro-batch's session, the stream's own), the batch's commits land in batch_id=N/ once
-    (a second attempt replaces the first), and the timeline's rows come back."""
+    """The driver's side: the tasks run with Arrow batches unbounded in bytes and of 50,000
+    rows (set on the micro-batch's session, the stream's own), the batch's commits land in
+    batch_id=N/ once (a second attempt replaces the first), and the timeline's rows come
+    back."""
     whole = _batch(RECORDS)
     batches = analytics.AnalyticsBatches("unused:9092", tmp_path)
     for _attempt in range(2):
         micro = _MicroBatch([whole])
         rows = batches.decode_and_write_commits(micro, 7)
-        assert micro.settings_at_run == {"spark.sql.execution.arrow.maxBytesPerBatch": "2147483647"}
+        assert micro.settings_at_run == {
+            "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
+            "spark.sql.execution.arrow.maxRecordsPerBatch": "50000",
+        }
     table = tmp_path / "offset_commits"
     assert sorted(p.name for p in table.iterdir()) == ["batch_id=7"]
     assert pq.read_table(table / "batch_id=7").num_rows == 7
