@@ -70,6 +70,7 @@ from typing import NamedTuple
 
 from groupcoord.protocol.batches import BatchHeader, InvalidBatch, record_timestamps
 
+from .batch_times import release_older
 from .checkpoint import fsync_directory, overwrite_offset_file, write_offset_file
 from .errors import CorruptBatch, LogClosed, LogFailed, OffsetOutOfRange
 from .log_recovery import (
@@ -225,6 +226,7 @@ class PartitionLog:
         )
         segments = found.segments
         active = segments[-1]
+        release_older(segments)  # what recovery noted of older segments' batches
         self._segments = segments
         self._bases = [segment.base_offset for segment in segments]
         self._log_start_offset = found.log_start_offset
@@ -348,6 +350,7 @@ class PartitionLog:
             self._bases.append(new.base_offset)
             self._unsealed.append(old)
             self._dir_dirty = True
+        release_older(self._segments)
         return new
 
     # -- durability ---------------------------------------------------------------------
@@ -803,6 +806,7 @@ class PartitionLog:
             else:
                 close_now = old
         self._size_bytes += sum(s.size_bytes for s in new) - sum(s.size_bytes for s in old)
+        release_older(self._segments)  # what the cleaner noted writing `new`
         self._generation += 1
         for segment in close_now:
             segment.close()

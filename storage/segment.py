@@ -55,6 +55,7 @@ from groupcoord.protocol.batches import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
+    TIMESTAMP_TYPE_MASK,
     BatchHeader,
     InvalidBatch,
     batch_size_at,
@@ -65,6 +66,7 @@ from groupcoord.protocol.batches import (
     set_base_offset_and_leader_epoch,
 )
 
+from .batch_times import MAX_ENTRIES, BatchTimes
 from .errors import CorruptBatch
 from .index_files import (
     INDEX_ENTRY_BYTES,
@@ -155,6 +157,7 @@ class Segment:
         "_verified_starts",
         "_verified_ends",
         "_damaged",
+        "batch_times",
     )
 
     def __init__(
@@ -197,6 +200,8 @@ class Segment:
         self._verified_ends: list[int] = [0]
         # Position of a damaged batch found by a read -> [reason, already raised].
         self._damaged: dict[int, list[object]] = {}
+        # Each newest batch's lag timestamp (batch_times.py), noted with the batch.
+        self.batch_times = BatchTimes()
 
     # -- construction -------------------------------------------------------------------
 
@@ -284,7 +289,7 @@ class Segment:
         offset = first_offset
         for header in headers:
             size = header.batch_length + LOG_OVERHEAD
-            self._note_batch(position, offset, header.last_offset_delta, header.max_timestamp, size)
+            self._note_batch(position, offset, size, header)
             offset += header.last_offset_delta + 1
             position += size
         self._extend_verified(position)
@@ -319,9 +324,7 @@ class Segment:
         position = self.size_bytes
         for header in headers:
             size = header.batch_length + LOG_OVERHEAD
-            self._note_batch(
-                position, header.base_offset, header.last_offset_delta, header.max_timestamp, size
-            )
+            self._note_batch(position, header.base_offset, size, header)
             position += size
         self._extend_verified(position)
         self.size_bytes = position
@@ -346,16 +349,26 @@ class Segment:
                     self.torn = True
                 raise
 
-    def _note_batch(
-        self, position: int, base_offset: int, last_offset_delta: int, max_ts: int, size: int
-    ) -> None:
-        """Account one batch: bookkeeping and sparse index entries (same rule everywhere,
-        so indexes rebuilt by a scan equal the ones built while appending)."""
+    def _note_batch(self, position: int, base_offset: int, size: int, header: BatchHeader) -> None:
+        """Account one batch (at `base_offset`, whatever `header` says): bookkeeping, its
+        lag timestamp and sparse index entries (same rule everywhere, so indexes rebuilt
+        by a scan equal the ones built while appending)."""
+        max_ts = header.max_timestamp
+        last_offset_delta = header.last_offset_delta
+        rel = base_offset - self.base_offset
+        times = self.batch_times
+        if len(times.last_rel) >= MAX_ENTRIES:
+            times = self.batch_times = times.newest_half()
+        times.add(
+            rel,
+            rel + last_offset_delta,
+            max_ts if header.attributes & TIMESTAMP_TYPE_MASK else header.base_timestamp,
+        )
         if max_ts > self.max_timestamp_ms:
             self.max_timestamp_ms = max_ts
             self.offset_of_max_timestamp = base_offset
         if self._bytes_since_index > self._index_interval_bytes:
-            self._index_rel.append(base_offset - self.base_offset)
+            self._index_rel.append(rel)
             self._index_pos.append(position)
             time_ts = self._time_ts
             if self.max_timestamp_ms > (time_ts[-1] if time_ts else NO_TIMESTAMP):
@@ -367,6 +380,7 @@ class Segment:
 
     def _reset_state(self) -> None:
         self.next_offset = self.base_offset
+        self.batch_times = BatchTimes()
         self.max_timestamp_ms = NO_TIMESTAMP
         self.offset_of_max_timestamp = -1
         self._bytes_since_index = 0
@@ -456,13 +470,7 @@ class Segment:
                     buf_start, rel = pos, 0
                     valid = len(buf) >= size
                 if valid and crc_ok(buf, rel, header):
-                    self._note_batch(
-                        pos,
-                        header.base_offset,
-                        header.last_offset_delta,
-                        header.max_timestamp,
-                        size,
-                    )
+                    self._note_batch(pos, header.base_offset, size, header)
                     pos += size
                     continue
             if self.next_offset >= salvage_below:
@@ -518,9 +526,7 @@ class Segment:
                     or header.last_offset - self.base_offset > RELATIVE_OFFSET_MAX
                 ):
                     return False
-                self._note_batch(
-                    pos, header.base_offset, header.last_offset_delta, header.max_timestamp, size
-                )
+                self._note_batch(pos, header.base_offset, size, header)
         except InvalidBatch:
             return False
         return True
