@@ -9,7 +9,9 @@ timestamp (i64: the max timestamp of a LogAppendTime batch, else its base timest
 a header read gives), 12 bytes a batch, for the newest MAX_ENTRIES batches of a segment at
 most (the oldest half is dropped when full: a lagging group is most often near the end),
 and only in a log's active segment and the one closed before it (`release_older`), so a
-partition holds at most 2 * MAX_ENTRIES * 12 bytes (1.5 MiB) however much it stores.
+partition holds at most 2 * MAX_ENTRIES * 12 bytes (1.5 MiB) however much it stores. Only
+the topics' partition logs keep them (LogConfig.batch_times): no lag is read of the
+coordinator's own logs, whose appends and replays are spared the two array appends a batch.
 Offsets outside what a table covers (older segments, a segment whose closed part was
 loaded from its index files at start, the oldest dropped half) are found by the header
 walk as before. Kafka keeps no such table (its time index is sparse); its lag tools read
@@ -35,18 +37,13 @@ class BatchTimes:
     __slots__ = ("floor_rel", "last_rel", "timestamps_ms")
 
     def __init__(self, floor_rel: int = -1) -> None:
-        # Relative offsets at or below this are not covered (the table starts after
-        # them; -1 for a table from the segment's start). Set by the first `add`.
+        # Relative offsets at or below this are not covered: the table starts with the
+        # batch after them (-1: with the segment's first batch, whatever its offset).
         self.floor_rel = floor_rel
+        # Segment._note_batch appends to both (the timestamp first), inline: the append
+        # path pays two array appends a batch.
         self.last_rel = array("I")
         self.timestamps_ms = array("q")
-
-    def add(self, base_rel: int, last_rel: int, timestamp_ms: int) -> None:
-        """One more batch, after those added (relative base and last offsets)."""
-        if not self.last_rel:
-            self.floor_rel = base_rel - 1
-        self.timestamps_ms.append(timestamp_ms)
-        self.last_rel.append(last_rel)
 
     def newest_half(self) -> BatchTimes:
         """A new table of the newer half of this one's batches (a full table's trim)."""
@@ -78,12 +75,12 @@ class BatchTimes:
 
 
 class _HasBatchTimes(Protocol):
-    batch_times: BatchTimes
+    batch_times: BatchTimes | None
 
 
 def release_older(segments: Sequence[_HasBatchTimes]) -> None:
     """Drop the tables of every segment but the last two (a log's active segment and the
     one closed before it): the bound on a partition's memory (module docstring)."""
     for segment in segments[:-2]:
-        if segment.batch_times.last_rel:
+        if segment.batch_times is not None and segment.batch_times.last_rel:
             segment.batch_times = BatchTimes()

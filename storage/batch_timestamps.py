@@ -59,7 +59,12 @@ def batch_timestamps(log: PartitionLog, offsets: Sequence[int]) -> list[int | No
         stop = bisect_right(offsets, bases[k + 1] - 1, i) if k + 1 < len(bases) else len(offsets)
         # The table covers the segment's newest batches: the offsets below it are walked,
         # then those past its last batch (a gap compaction left at the segment's end).
-        below, past = segment.batch_times.fill(segment.base_offset, offsets, i, stop, out)
+        times = segment.batch_times
+        below, past = (
+            times.fill(segment.base_offset, offsets, i, stop, out)
+            if times is not None
+            else (stop, stop)
+        )
         if below > i:
             walked = _walk(segment, end, offsets, i, below, out)
             if walked is None:

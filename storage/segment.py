@@ -168,6 +168,7 @@ class Segment:
         index_interval_bytes: int,
         created_ms: int,
         last_modified_ms: int,
+        batch_times: bool = False,
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
@@ -200,14 +201,20 @@ class Segment:
         self._verified_ends: list[int] = [0]
         # Position of a damaged batch found by a read -> [reason, already raised].
         self._damaged: dict[int, list[object]] = {}
-        # Each newest batch's lag timestamp (batch_times.py), noted with the batch.
-        self.batch_times = BatchTimes()
+        # Each newest batch's lag timestamp (batch_times.py), noted with the batch; None
+        # in a log that keeps none (LogConfig.batch_times).
+        self.batch_times = BatchTimes() if batch_times else None
 
     # -- construction -------------------------------------------------------------------
 
     @classmethod
     def create(
-        cls, directory: Path, base_offset: int, index_interval_bytes: int, now_ms: int
+        cls,
+        directory: Path,
+        base_offset: int,
+        index_interval_bytes: int,
+        now_ms: int,
+        batch_times: bool = False,
     ) -> Segment:
         """A new, empty segment (an existing file of that name is truncated)."""
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
@@ -219,7 +226,7 @@ class Segment:
             os.O_RDWR | os.O_CREAT | os.O_TRUNC,
             0o644,
         )
-        return cls(directory, base_offset, file, index_interval_bytes, now_ms, now_ms)
+        return cls(directory, base_offset, file, index_interval_bytes, now_ms, now_ms, batch_times)
 
     @classmethod
     def create_at(
@@ -239,7 +246,9 @@ class Segment:
         self._file.renamed(self.path())
 
     @classmethod
-    def open_existing(cls, directory: Path, base_offset: int, index_interval_bytes: int) -> Segment:
+    def open_existing(
+        cls, directory: Path, base_offset: int, index_interval_bytes: int, batch_times: bool = False
+    ) -> Segment:
         """Open a segment file; call `load_index_files` or `recover` before using it."""
         path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         file = OPEN_FILES.open(path, os.O_RDWR)
@@ -249,7 +258,9 @@ class Segment:
             file.close()
             raise
         mtime_ms = st.st_mtime_ns // 1_000_000
-        segment = cls(directory, base_offset, file, index_interval_bytes, mtime_ms, mtime_ms)
+        segment = cls(
+            directory, base_offset, file, index_interval_bytes, mtime_ms, mtime_ms, batch_times
+        )
         segment.size_bytes = st.st_size
         segment._verified_starts, segment._verified_ends = [], []
         return segment
@@ -357,13 +368,16 @@ class Segment:
         last_offset_delta = header.last_offset_delta
         rel = base_offset - self.base_offset
         times = self.batch_times
-        if len(times.last_rel) >= MAX_ENTRIES:
-            times = self.batch_times = times.newest_half()
-        times.add(
-            rel,
-            rel + last_offset_delta,
-            max_ts if header.attributes & TIMESTAMP_TYPE_MASK else header.base_timestamp,
-        )
+        if times is not None:
+            timestamps_ms = times.timestamps_ms
+            if len(timestamps_ms) >= MAX_ENTRIES:
+                times = self.batch_times = times.newest_half()
+                timestamps_ms = times.timestamps_ms
+            # The timestamp first: a reader that finds the offset finds it (batch_times.py).
+            timestamps_ms.append(
+                max_ts if header.attributes & TIMESTAMP_TYPE_MASK else header.base_timestamp
+            )
+            times.last_rel.append(rel + last_offset_delta)
         if max_ts > self.max_timestamp_ms:
             self.max_timestamp_ms = max_ts
             self.offset_of_max_timestamp = base_offset
@@ -380,7 +394,8 @@ class Segment:
 
     def _reset_state(self) -> None:
         self.next_offset = self.base_offset
-        self.batch_times = BatchTimes()
+        if self.batch_times is not None:
+            self.batch_times = BatchTimes()
         self.max_timestamp_ms = NO_TIMESTAMP
         self.offset_of_max_timestamp = -1
         self._bytes_since_index = 0
@@ -511,6 +526,9 @@ class Segment:
         if self._index_pos:
             start = self._index_pos[-1]
             expected_first = self.base_offset + self._index_rel[-1]
+            if self.batch_times is not None:
+                # Only the batches from there are noted: the offsets below are not covered.
+                self.batch_times = BatchTimes(self._index_rel[-1] - 1)
         # Zero bytes since the last entry: the first batch walked is not indexed again.
         self._bytes_since_index = 0
         try:
