@@ -9,7 +9,8 @@ timestamp (i64: the max timestamp of a LogAppendTime batch, else its base timest
 a header read gives), 12 bytes a batch, for the newest MAX_ENTRIES batches of a segment at
 most (the oldest half is dropped when full: a lagging group is most often near the end),
 and only in a log's active segment and the one closed before it (`release_older`), so a
-partition holds at most 2 * MAX_ENTRIES * 12 bytes (1.5 MiB) however much it stores. Only
+partition holds at most 2 * MAX_ENTRIES * 12 bytes (768 KiB) however much it stores
+(only one with over 32,768 batches in its last two segments holds that much). Only
 the topics' partition logs keep them (LogConfig.batch_times): no lag is read of the
 coordinator's own logs, whose appends and replays are spared the two array appends a batch.
 Offsets outside what a table covers (older segments, a segment whose closed part was
@@ -29,8 +30,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Protocol
 
-# Batches a segment's table holds at most (12 bytes each: 768 KiB).
-MAX_ENTRIES = 1 << 16
+# Batches a segment's table holds at most (12 bytes each: 384 KiB).
+MAX_ENTRIES = 1 << 15
 
 
 class BatchTimes:
