@@ -1,6 +1,8 @@
-"""The timestamps of the batches holding many offsets of one partition log, found in one
-forward walk of its headers (consumer lag reads the first unconsumed record of every group
-on a partition at once: coordinator/topics/lag_reads.py).
+"""The timestamps of the batches holding many offsets of one partition log (consumer lag
+reads the first unconsumed record of every group on a partition at once:
+coordinator/topics/lag_reads.py): from the segments' tables of their newest batches'
+timestamps (batch_times.py: no read at all), the others found in one forward walk of the
+headers.
 
 Looking offsets up one at a time costs an index bisect, a header walk from the index entry
 and a read each: tens of microseconds an offset, so a first scrape of 10,000 lagging
@@ -55,7 +57,23 @@ def batch_timestamps(log: PartitionLog, offsets: Sequence[int]) -> list[int | No
         # Offsets below the next segment's base are this one's; any left unanswered at its
         # end (a gap left by compaction) are the next batch's, the next segment's first.
         stop = bisect_right(offsets, bases[k + 1] - 1, i) if k + 1 < len(bases) else len(offsets)
-        walked = _walk(segment, end, offsets, i, stop, out)
+        # The table covers the segment's newest batches: the offsets below it are walked,
+        # then those past its last batch (a gap compaction left at the segment's end).
+        times = segment.batch_times
+        below, past = (
+            times.fill(segment.base_offset, offsets, i, stop, out)
+            if times is not None
+            else (stop, stop)
+        )
+        if below > i:
+            walked = _walk(segment, end, offsets, i, below, out)
+            if walked is None:
+                return None
+            if walked < below:  # past the segment's batches (not expected below a table)
+                i = walked
+                k += 1
+                continue
+        walked = _walk(segment, end, offsets, past, stop, out) if past < stop else stop
         if walked is None:
             return None
         i = walked

@@ -70,6 +70,7 @@ from typing import NamedTuple
 
 from groupcoord.protocol.batches import BatchHeader, InvalidBatch, record_timestamps
 
+from .batch_times import release_older
 from .checkpoint import fsync_directory, overwrite_offset_file, write_offset_file
 from .errors import CorruptBatch, LogClosed, LogFailed, OffsetOutOfRange
 from .log_recovery import (
@@ -103,6 +104,8 @@ class LogConfig:
     retention_bytes: int = -1
     # Roll the active segment once it is older than this, so time retention can act.
     segment_ms: int = 7 * _DAY_MS
+    # Note each newest batch's timestamp in memory, for consumer lag (batch_times.py).
+    batch_times: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.segment_bytes_max <= _SEGMENT_BYTES_LIMIT:
@@ -220,11 +223,17 @@ class PartitionLog:
         return log
 
     def _recover(self, salvage: bool) -> None:
+        config = self._config
         found = recover_log_directory(
-            self._directory, self._config.index_interval_bytes, self._clock_ms(), salvage
+            self._directory,
+            config.index_interval_bytes,
+            self._clock_ms(),
+            salvage,
+            config.batch_times,
         )
         segments = found.segments
         active = segments[-1]
+        release_older(segments)  # what recovery noted of older segments' batches
         self._segments = segments
         self._bases = [segment.base_offset for segment in segments]
         self._log_start_offset = found.log_start_offset
@@ -334,9 +343,7 @@ class PartitionLog:
 
     def _roll(self, now_ms: int) -> Segment:
         old = self._segments[-1]
-        new = Segment.create(
-            self._directory, self._next_offset, self._config.index_interval_bytes, now_ms
-        )
+        new = self._new_segment(self._next_offset, now_ms)
         try:
             old.write_index_files()
         except BaseException:
@@ -348,7 +355,13 @@ class PartitionLog:
             self._bases.append(new.base_offset)
             self._unsealed.append(old)
             self._dir_dirty = True
+        release_older(self._segments)
         return new
+
+    def _new_segment(self, base_offset: int, now_ms: int) -> Segment:
+        config = self._config
+        interval = config.index_interval_bytes
+        return Segment.create(self._directory, base_offset, interval, now_ms, config.batch_times)
 
     # -- durability ---------------------------------------------------------------------
 
@@ -631,9 +644,7 @@ class PartitionLog:
         """Delete every segment and restart empty at `start` (also the new log start)."""
         self._remove_segments(list(self._segments))
         try:
-            new = Segment.create(
-                self._directory, start, self._config.index_interval_bytes, self._clock_ms()
-            )
+            new = self._new_segment(start, self._clock_ms())
             fsync_directory(self._directory)
             write_offset_file(self._directory / LOG_START_OFFSET_FILE, start)
         except BaseException as exc:
@@ -808,6 +819,7 @@ class PartitionLog:
             else:
                 close_now = old
         self._size_bytes += sum(s.size_bytes for s in new) - sum(s.size_bytes for s in old)
+        release_older(self._segments)  # what the cleaner noted writing `new`
         self._generation += 1
         for segment in close_now:
             segment.close()

@@ -55,7 +55,11 @@ class RecoveredLog(NamedTuple):
 
 
 def recover_log_directory(
-    directory: Path, index_interval_bytes: int, now_ms: int, salvage: bool
+    directory: Path,
+    index_interval_bytes: int,
+    now_ms: int,
+    salvage: bool,
+    batch_times: bool = False,
 ) -> RecoveredLog:
     """Recover the log in `directory` (it exists): complete or undo an interrupted
     compaction swap, drop leftovers, check the segments that need it, cut a torn tail,
@@ -111,7 +115,7 @@ def recover_log_directory(
                 # before cutting, so this is no crash's leftover; refuse, delete nothing.
                 previous = segments[-1]
                 raise overlap_error(directory, previous.base_offset, previous.next_offset, base)
-            segment = Segment.open_existing(directory, base, interval)
+            segment = Segment.open_existing(directory, base, interval, batch_times)
             segments.append(segment)
             is_last = i == len(bases) - 1
             flushed_whole = not is_last and base < recovery_point
@@ -153,7 +157,7 @@ def recover_log_directory(
             segments, scanned = [], []
             entries_changed = True
         if not segments:
-            segments.append(Segment.create(directory, log_start, interval, now_ms))
+            segments.append(Segment.create(directory, log_start, interval, now_ms, batch_times))
             # The new file's name becomes durable with the first flush.
             dir_dirty = True
 

@@ -55,6 +55,7 @@ from groupcoord.protocol.batches import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
+    TIMESTAMP_TYPE_MASK,
     BatchHeader,
     InvalidBatch,
     batch_size_at,
@@ -65,6 +66,7 @@ from groupcoord.protocol.batches import (
     set_base_offset_and_leader_epoch,
 )
 
+from .batch_times import MAX_ENTRIES, BatchTimes
 from .errors import CorruptBatch
 from .index_files import (
     INDEX_ENTRY_BYTES,
@@ -155,6 +157,7 @@ class Segment:
         "_verified_starts",
         "_verified_ends",
         "_damaged",
+        "batch_times",
     )
 
     def __init__(
@@ -165,6 +168,7 @@ class Segment:
         index_interval_bytes: int,
         created_ms: int,
         last_modified_ms: int,
+        batch_times: bool = False,
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
@@ -197,12 +201,20 @@ class Segment:
         self._verified_ends: list[int] = [0]
         # Position of a damaged batch found by a read -> [reason, already raised].
         self._damaged: dict[int, list[object]] = {}
+        # Each newest batch's lag timestamp (batch_times.py), noted with the batch; None
+        # in a log that keeps none (LogConfig.batch_times).
+        self.batch_times = BatchTimes() if batch_times else None
 
     # -- construction -------------------------------------------------------------------
 
     @classmethod
     def create(
-        cls, directory: Path, base_offset: int, index_interval_bytes: int, now_ms: int
+        cls,
+        directory: Path,
+        base_offset: int,
+        index_interval_bytes: int,
+        now_ms: int,
+        batch_times: bool = False,
     ) -> Segment:
         """A new, empty segment (an existing file of that name is truncated)."""
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
@@ -214,7 +226,7 @@ class Segment:
             os.O_RDWR | os.O_CREAT | os.O_TRUNC,
             0o644,
         )
-        return cls(directory, base_offset, file, index_interval_bytes, now_ms, now_ms)
+        return cls(directory, base_offset, file, index_interval_bytes, now_ms, now_ms, batch_times)
 
     @classmethod
     def create_at(
@@ -234,7 +246,9 @@ class Segment:
         self._file.renamed(self.path())
 
     @classmethod
-    def open_existing(cls, directory: Path, base_offset: int, index_interval_bytes: int) -> Segment:
+    def open_existing(
+        cls, directory: Path, base_offset: int, index_interval_bytes: int, batch_times: bool = False
+    ) -> Segment:
         """Open a segment file; call `load_index_files` or `recover` before using it."""
         path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         file = OPEN_FILES.open(path, os.O_RDWR)
@@ -244,7 +258,9 @@ class Segment:
             file.close()
             raise
         mtime_ms = st.st_mtime_ns // 1_000_000
-        segment = cls(directory, base_offset, file, index_interval_bytes, mtime_ms, mtime_ms)
+        segment = cls(
+            directory, base_offset, file, index_interval_bytes, mtime_ms, mtime_ms, batch_times
+        )
         segment.size_bytes = st.st_size
         segment._verified_starts, segment._verified_ends = [], []
         return segment
@@ -284,7 +300,7 @@ class Segment:
         offset = first_offset
         for header in headers:
             size = header.batch_length + LOG_OVERHEAD
-            self._note_batch(position, offset, header.last_offset_delta, header.max_timestamp, size)
+            self._note_batch(position, offset, size, header)
             offset += header.last_offset_delta + 1
             position += size
         self._extend_verified(position)
@@ -319,9 +335,7 @@ class Segment:
         position = self.size_bytes
         for header in headers:
             size = header.batch_length + LOG_OVERHEAD
-            self._note_batch(
-                position, header.base_offset, header.last_offset_delta, header.max_timestamp, size
-            )
+            self._note_batch(position, header.base_offset, size, header)
             position += size
         self._extend_verified(position)
         self.size_bytes = position
@@ -346,16 +360,29 @@ class Segment:
                     self.torn = True
                 raise
 
-    def _note_batch(
-        self, position: int, base_offset: int, last_offset_delta: int, max_ts: int, size: int
-    ) -> None:
-        """Account one batch: bookkeeping and sparse index entries (same rule everywhere,
-        so indexes rebuilt by a scan equal the ones built while appending)."""
+    def _note_batch(self, position: int, base_offset: int, size: int, header: BatchHeader) -> None:
+        """Account one batch (at `base_offset`, whatever `header` says): bookkeeping, its
+        lag timestamp and sparse index entries (same rule everywhere, so indexes rebuilt
+        by a scan equal the ones built while appending)."""
+        max_ts = header.max_timestamp
+        last_offset_delta = header.last_offset_delta
+        rel = base_offset - self.base_offset
+        times = self.batch_times
+        if times is not None:
+            timestamps_ms = times.timestamps_ms
+            if len(timestamps_ms) >= MAX_ENTRIES:
+                times = self.batch_times = times.newest_half()
+                timestamps_ms = times.timestamps_ms
+            # The timestamp first: a reader that finds the offset finds it (batch_times.py).
+            timestamps_ms.append(
+                max_ts if header.attributes & TIMESTAMP_TYPE_MASK else header.base_timestamp
+            )
+            times.last_rel.append(rel + last_offset_delta)
         if max_ts > self.max_timestamp_ms:
             self.max_timestamp_ms = max_ts
             self.offset_of_max_timestamp = base_offset
         if self._bytes_since_index > self._index_interval_bytes:
-            self._index_rel.append(base_offset - self.base_offset)
+            self._index_rel.append(rel)
             self._index_pos.append(position)
             time_ts = self._time_ts
             if self.max_timestamp_ms > (time_ts[-1] if time_ts else NO_TIMESTAMP):
@@ -367,6 +394,8 @@ class Segment:
 
     def _reset_state(self) -> None:
         self.next_offset = self.base_offset
+        if self.batch_times is not None:
+            self.batch_times = BatchTimes()
         self.max_timestamp_ms = NO_TIMESTAMP
         self.offset_of_max_timestamp = -1
         self._bytes_since_index = 0
@@ -456,13 +485,7 @@ class Segment:
                     buf_start, rel = pos, 0
                     valid = len(buf) >= size
                 if valid and crc_ok(buf, rel, header):
-                    self._note_batch(
-                        pos,
-                        header.base_offset,
-                        header.last_offset_delta,
-                        header.max_timestamp,
-                        size,
-                    )
+                    self._note_batch(pos, header.base_offset, size, header)
                     pos += size
                     continue
             if self.next_offset >= salvage_below:
@@ -503,6 +526,9 @@ class Segment:
         if self._index_pos:
             start = self._index_pos[-1]
             expected_first = self.base_offset + self._index_rel[-1]
+            if self.batch_times is not None:
+                # Only the batches from there are noted: the offsets below are not covered.
+                self.batch_times = BatchTimes(self._index_rel[-1] - 1)
         # Zero bytes since the last entry: the first batch walked is not indexed again.
         self._bytes_since_index = 0
         try:
@@ -518,9 +544,7 @@ class Segment:
                     or header.last_offset - self.base_offset > RELATIVE_OFFSET_MAX
                 ):
                     return False
-                self._note_batch(
-                    pos, header.base_offset, header.last_offset_delta, header.max_timestamp, size
-                )
+                self._note_batch(pos, header.base_offset, size, header)
         except InvalidBatch:
             return False
         return True

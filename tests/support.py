@@ -259,6 +259,27 @@ def make_batch(
     )
 
 
+@contextlib.contextmanager
+def batch_times_dropped(logs: Sequence[Any]) -> Iterator[None]:
+    """The tables of batch timestamps (storage/batch_times.py) of every segment of `logs`
+    (PartitionLogs) emptied for a while: lag reads walk the headers, as for segments
+    whose batches were not noted (closed ones loaded from their index files at a start)."""
+    from groupcoord.storage.batch_times import BatchTimes
+
+    segments = []
+    for log in logs:
+        _, _, closed, active, _ = log.segments_snapshot()
+        segments += [*closed, active]
+    kept = [segment.batch_times for segment in segments]
+    for segment in segments:
+        segment.batch_times = BatchTimes()
+    try:
+        yield
+    finally:
+        for segment, times in zip(segments, kept, strict=True):
+            segment.batch_times = times
+
+
 def gate_fsync(monkeypatch: Any) -> tuple[threading.Event, threading.Event]:
     """Make every os.fsync wait until `release` is set; `entered` is set once one waits.
     For tests that act while a group-commit round is inside its fsync."""

@@ -15,13 +15,14 @@ each series' label text, each group-partition's Burrow verdict (lag_status.py: r
 when a commit arrives, else only against the time now), the timestamps of first unconsumed
 records (topics/lag_reads.py, by offset). What it reads once per partition rather than per
 group-partition: the high watermark, and the timestamps not cached, found for every group
-behind on the partition in one walk of its headers (storage/batch_timestamps.py). Rows are
-tuples, and the text is rendered a family at a time by comprehension. A first scrape
-(after a start, or of offsets not cached) reads the headers it must in one walk a
-partition, keeps a group-partition's first commit as a tuple (no window to evaluate:
-one commit is OK), and keeps labels and windows by (group, topic) then partition, so it
-leaves about one object per group-partition for the cyclic collector (by triples, ~7:
-a collector pass of ~5 ms fell inside one of its steps). tests/unit/
+behind on the partition in the log's table of its newest batches' timestamps
+(storage/batch_times.py), else in one walk of its headers (storage/batch_timestamps.py).
+Rows are tuples, and the text is rendered a family at a time by comprehension. A first
+scrape (after a start, or of offsets not cached) reads the headers it must (of batches the
+logs did not note) in one walk a partition, keeps a group-partition's first commit as a
+tuple (no window to evaluate: one commit is OK), and keeps labels and windows by (group,
+topic) then partition, so it leaves about one object per group-partition for the cyclic
+collector (by triples, ~7: a collector pass of ~5 ms fell inside one of its steps). tests/unit/
 test_lag_output.py holds the text byte for byte as it was before these changes."""
 
 from __future__ import annotations

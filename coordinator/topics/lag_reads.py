@@ -1,14 +1,15 @@
 """What consumer lag reads of the data plane: a partition's high watermark and the timestamp
 of the first record a group has not consumed (observability/lag_metrics.py).
 
-The timestamp is read from the header of the batch holding that offset (the in-memory
-offset index, then one read of at most a few KiB): the batch's append time for a
-LogAppendTime batch, else its first record's timestamp. It is exact when the committed
+The timestamp is that of the batch holding that offset, as its header gives it: the
+batch's append time for a LogAppendTime batch, else its first record's timestamp. The log
+notes it for its newest batches as it appends or recovers them (storage/batch_times.py:
+no read at all); older batches' headers are read. It is exact when the committed
 offset starts its batch; otherwise it is that batch's first record's, so the lag in time is
 over-stated by at most the time the producer spent filling one batch (linger.ms).
 
 A scrape asks for the offsets of every group on a partition at once (`timestamps_ms`): the
-ones not cached are found in one walk of the partition's headers
+ones not cached nor noted are found in one walk of the partition's headers
 (storage/batch_timestamps.py), not one lookup each."""
 
 from __future__ import annotations

@@ -504,6 +504,7 @@ class TopicRegistry:
             retention_ms=value("retention.ms") if policy.delete else -1,
             retention_bytes=value("retention.bytes") if policy.delete else -1,
             segment_ms=segment_ms,
+            batch_times=True,  # consumer lag's timestamps (storage/batch_times.py)
         )
 
     def _open_partition(

@@ -3,13 +3,16 @@ group-partitions (issue 20, item 3; target: 10,000 group-partitions in under 100
 loop time per scrape, never blocking the loop over 5 ms at a time).
 
     python -m tests.bench.bench_lag [--groups 100] [--partitions 100] [--batches 500]
-                                    [--series-max 10000]
+                                    [--series-max 10000] [--restart]
 
 In-process: a real TopicRegistry (one topic of --partitions partitions on disk, each
 holding --batches one-record batches), and --groups groups each committed on every
 partition at a random offset below the end (so every group-partition is behind and its
-first unconsumed record's batch header is read). Prints, for three scrapes in a row (the
-first reads every header, the next ones hit the cache of timestamps), the loop time of
+first unconsumed record's timestamp is needed). With --restart, the topics are closed and
+opened again before scraping (recovery reads the active segments: a server's first scrape
+after a start). Prints, for three scrapes in a row (the first finds every timestamp, in
+the logs' tables of batch timestamps or by reading headers, the next ones hit the cache of
+timestamps), the loop time of
 LagMetrics.scrape (measure and render, yielding between steps) and its longest step
 between two yields, in wall-clock time and in the process's CPU time (on a loaded
 machine the wall clock also counts other processes' turns on the CPU). Never asserts:
@@ -46,6 +49,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--batches", type=int, default=500)
     parser.add_argument("--series-max", type=int, default=10_000)
+    parser.add_argument("--restart", action="store_true", help="close and reopen the topics")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         config = load_config(overrides={"data_dir": tmp, "metrics_listen": ""}, environ={})
@@ -59,6 +63,10 @@ def main() -> None:
                 buf = bytearray(make_batch(1, start_ts_ms=now_ms - 60_000 + i))
                 partition.log.append(buf, split_batches(buf))
             partition.log.flush()
+        if args.restart:
+            topics.close()
+            topics = TopicRegistry(config)
+            topics.load()
         rng = random.Random(1)
         shards = [
             [

@@ -3,6 +3,7 @@ high watermark, and the timestamp of the batch holding the first unconsumed reco
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from groupcoord.coordinator.topics.lag_reads import PartitionEnds
 from groupcoord.coordinator.topics.registry import TopicRegistry
 from groupcoord.protocol.batches import set_max_timestamp, split_batches
 from groupcoord.storage.segment import Segment
-from tests.support import make_batch
+from tests.support import batch_times_dropped, make_batch
 
 
 @pytest.fixture
@@ -88,9 +89,11 @@ def _append_many(topics: TopicRegistry, partition: int, count: int, log_append: 
     found.log.flush()
 
 
-def test_one_walk_answers_what_one_read_each_does(topics: TopicRegistry) -> None:
+@pytest.mark.parametrize("noted", [True, False])
+def test_one_walk_answers_what_one_read_each_does(topics: TopicRegistry, noted: bool) -> None:
     """Many segments (small ones), LogAppendTime batches, multi-record batches, records
-    below the log start, offsets in any order and repeated, at and past the end."""
+    below the log start, offsets in any order and repeated, at and past the end; the
+    last two segments' batches noted as appended (storage/batch_times.py) or not."""
     topics.create("t", 1, {"segment.bytes": "4096"})
     _append_many(topics, 0, 400, log_append=True)
     found = topics.partition("t", 0)
@@ -105,7 +108,10 @@ def test_one_walk_answers_what_one_read_each_does(topics: TopicRegistry) -> None
     for offset in offsets:
         one_each.begin_scrape()  # no cache: a read each
         expected.append(one_each._read(found.log, max(offset, 37)) if offset < end else None)
-    assert PartitionEnds(topics).timestamps_ms("t", 0, offsets) == expected
+    with contextlib.ExitStack() as stack:
+        if not noted:
+            stack.enter_context(batch_times_dropped([found.log]))
+        assert PartitionEnds(topics).timestamps_ms("t", 0, offsets) == expected
     assert sum(t is not None and t >= 50_000 for t in expected) > 50  # LogAppendTime read
 
 
@@ -128,16 +134,21 @@ def test_a_partitions_offsets_cost_one_walk_of_its_headers(topics: TopicRegistry
     Segment.pread = counting  # type: ignore[method-assign]
     try:
         offsets = random.Random(3).sample(range(found.high_watermark), 100)
-        read = PartitionEnds(topics).timestamps_ms("t", 0, offsets)
+        with batch_times_dropped([found.log]):  # not noted: walked
+            read = PartitionEnds(topics).timestamps_ms("t", 0, offsets)
+        assert reads <= size_bytes // (8 * 1024) + 2
+        reads = 0
+        assert PartitionEnds(topics).timestamps_ms("t", 0, offsets) == read
+        assert reads == 0  # noted as appended: nothing read
     finally:
         Segment.pread = real_pread  # type: ignore[method-assign]
     assert None not in read
-    assert reads <= size_bytes // (8 * 1024) + 2
 
 
+@pytest.mark.parametrize("noted", [True, False])
 @pytest.mark.parametrize("spacing", [1, 7, 150])
 def test_a_walk_through_one_large_segment_answers_what_one_read_each_does(
-    topics: TopicRegistry, spacing: int
+    topics: TopicRegistry, spacing: int, noted: bool
 ) -> None:
     """One segment of ~40 index entries, offsets asked every `spacing` offsets: the walk
     jumps through the index where an entry lies ahead of it, and reads on in larger
@@ -154,7 +165,10 @@ def test_a_walk_through_one_large_segment_answers_what_one_read_each_does(
         one_each.begin_scrape()
         expected.append(one_each._read(found.log, offset))
     assert None not in expected
-    assert PartitionEnds(topics).timestamps_ms("t", 0, offsets) == expected
+    with contextlib.ExitStack() as stack:
+        if not noted:
+            stack.enter_context(batch_times_dropped([found.log]))
+        assert PartitionEnds(topics).timestamps_ms("t", 0, offsets) == expected
 
 
 def test_a_walk_meeting_a_damaged_header_answers_what_one_read_each_does(
@@ -173,7 +187,8 @@ def test_a_walk_meeting_a_damaged_header_answers_what_one_read_each_does(
         file.seek(positions[250] + 16)  # the magic byte
         file.write(b"\x07")
     offsets = list(range(0, found.high_watermark, 3))
-    got = PartitionEnds(topics).timestamps_ms("t", 0, offsets)
+    with batch_times_dropped([found.log]):  # the batches as appended are not read
+        got = PartitionEnds(topics).timestamps_ms("t", 0, offsets)
     one_each = PartitionEnds(topics)
     expected = [one_each._read(found.log, offset) for offset in offsets]
     assert got == expected
