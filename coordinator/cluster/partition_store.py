@@ -57,9 +57,11 @@ from groupcoord.protocol.batches import (
     parse_header,
     record_timestamps,
 )
-from groupcoord.storage import CommitterClosed, LogConfig, OffsetOutOfRange
+from groupcoord.storage import CleanableRange, CommitterClosed, LogConfig, OffsetOutOfRange
 from groupcoord.storage.health import StorageHealth
 
+from . import partition_compaction
+from .partition_compaction import StoredCompaction
 from .partition_log import (
     TAIL_CACHE_BYTES_DEFAULT,
     NotInMemory,
@@ -528,6 +530,32 @@ class PgPartitionStore:
                 *extra,
             )
         return None if batch is None else bytes(batch)
+
+    # -- compaction (partition_compaction.py) ------------------------------------------
+
+    async def cleanable_range(
+        self,
+        partition_log: PgPartitionLog,
+        first_dirty_offset: int,
+        now_ms: int,
+        min_lag_ms: int,
+        max_lag_ms: int,
+    ) -> CleanableRange:
+        return await partition_compaction.cleanable_range(
+            self._pool, partition_log, first_dirty_offset, now_ms, min_lag_ms, max_lag_ms
+        )
+
+    async def compact(
+        self,
+        partition_log: PgPartitionLog,
+        now_ms: int,
+        tombstone_retention_ms: int,
+        end_offset: int,
+        aborted_txns: list[tuple[int, int, int]],
+    ) -> StoredCompaction:
+        return await partition_compaction.compact(
+            self._pool, partition_log, now_ms, tombstone_retention_ms, end_offset, aborted_txns
+        )
 
     # -- delete records and retention -------------------------------------------------
 

@@ -32,7 +32,7 @@ from groupcoord.protocol.batches import parse_header, split_batches
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import LogConfig, OffsetOutOfRange
 from tests.postgres_server import PostgresServer, postgres_server
-from tests.support import make_batch
+from tests.support import client_batch, make_batch
 from tests.unit.server_support import produce, started_server
 
 pytestmark = pytest.mark.integration
@@ -365,3 +365,75 @@ async def test_a_backlog_is_written_in_rounds_of_bounded_size(
             await PgPartitionStore(pool, NODE, tail_cache_bytes=0).load("backlog", p, 1)
         ).log
         assert await read_all(store, reloaded) == b"".join(sent[p])
+
+
+async def decoded(
+    store: PgPartitionStore, log_: PgPartitionLog
+) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every record from the log start to the high watermark, read
+    as a consumer reads (gaps skipped), CRCs checked."""
+    from aiokafka.record.default_records import DefaultRecordBatch
+
+    out = []
+    offset = log_.log_start_offset
+    while offset < log_.durable_offset:
+        data = await store.read(log_, offset, 1 << 20)
+        assert data
+        pos = 0
+        while pos < len(data):
+            header = parse_header(data, pos)
+            records = DefaultRecordBatch(data[pos : pos + header.size_bytes])
+            assert records.validate_crc()
+            out += [(r.offset, r.key, r.value) for r in records]
+            pos += header.size_bytes
+            offset = header.last_offset + 1
+    return out
+
+
+async def test_compaction_keeps_the_latest_value_of_each_key_at_its_offset(
+    pool: asyncpg.Pool,
+) -> None:
+    """Rows shrink, offsets stay, the memory tail follows, tombstones are stamped then go,
+    the last batch (the log end) stays, and a stale epoch rewrites nothing."""
+    store = PgPartitionStore(pool, NODE)
+    await grant(pool, "cmp", 0, NODE, 1)
+    # A tail of one batch: the rest are read from the rows.
+    log_ = (await store.load("cmp", 0, 1)).log
+    log_._tail_cache_bytes = 1
+    last = -1
+    expected: dict[bytes, tuple[int, bytes | None]] = {}
+    for round_ in range(20):
+        records = [(b"k%d" % (i % 5), b"v%d-%d" % (round_, i), 1_000 + round_) for i in range(5)]
+        if round_ == 18:
+            records[0] = (b"k0", None, 1_000 + round_)  # a tombstone of k0
+        if round_ == 19:
+            del records[0]  # the last batch: k1..k4
+        first, last = append(log_, bytearray(client_batch(records)))
+        for i, (key, value, _) in enumerate(records):
+            expected[key] = (first + i, value)
+    await store.wait_durable(log_, last)
+    before = await decoded(store, log_)
+    assert await rows(pool, "cmp") == 20
+    span = await store.cleanable_range(log_, -1, 10_000, 0, 2**63 - 1)
+    assert span.dirty_bytes > 0 and span.end_offset == 95  # the last batch is never cleaned
+    # A pass by a node whose lease moved writes nothing.
+    await grant(pool, "cmp", 0, NODE, 2)
+    with pytest.raises(PartitionFenced):
+        await store.compact(log_, 10_000, 1_000, span.end_offset, [])
+    assert await decoded(store, (await store.load("cmp", 0, 2)).log) == before
+    log_ = (await store.load("cmp", 0, 2)).log
+    done = await store.compact(log_, 10_000, 1_000, span.end_offset, [])
+    assert done.stats.records_dropped == 19 * 5 - 1 and done.end_offset == 95
+    # Batch 90..94 keeps k0's tombstone (stamped, kept until 11_000) and nothing else
+    # survives below 95: that row and the last batch's stay.
+    assert await rows(pool, "cmp") == 2
+    after = await decoded(store, log_)
+    assert after == [(90, b"k0", None)] + [(94 + i, b"k%d" % i, b"v19-%d" % i) for i in range(1, 5)]
+    assert {key: (offset, value) for offset, key, value in after} == expected
+    reloaded = (await store.load("cmp", 0, 2)).log
+    assert (reloaded.log_start_offset, reloaded.next_offset) == (0, 99)
+    # Past the delete horizon, the tombstone goes; the log end stays.
+    await store.compact(log_, 11_000, 1_000, 95, [])
+    assert await decoded(store, log_) == after[1:]
+    assert await rows(pool, "cmp") == 1
+    assert (await store.load("cmp", 0, 2)).log.next_offset == 99
