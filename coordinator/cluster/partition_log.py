@@ -319,6 +319,11 @@ class PgPartitionLog:
         found: tuple[int, int] | None = await self.store.max_timestamp(self)
         return found
 
+    async def batch_headers_stored(self, offsets: list[int]) -> list[BatchHeader | None]:
+        """The header of the batch holding each offset, from the rows (the lag scrape)."""
+        found: list[BatchHeader | None] = await self.store.batch_headers_at(self, offsets)
+        return found
+
     async def cleanable_range_stored(
         self, first_dirty_offset: int, now_ms: int, min_lag_ms: int, max_lag_ms: int
     ) -> Any:

@@ -154,6 +154,20 @@ SELECT batch FROM partition_batches
  WHERE topic = $1 AND partition = $2 AND last_offset >= $3 AND base_offset < $4
  ORDER BY max_timestamp DESC, base_offset LIMIT 1
 """
+# The lag scrape: the header of the batch holding each offset of $3 (the first batch whose
+# last offset is at or above it: the next one when compaction left a gap), at most one row
+# per offset, each found from the primary key as _READ finds its first batch.
+_HEADERS_AT = f"""
+SELECT o.offset_, (
+  SELECT substring(batch FROM 1 FOR {HEADER_SIZE}) FROM partition_batches
+   WHERE topic = $1 AND partition = $2 AND last_offset >= o.offset_ AND base_offset < $4
+     AND base_offset >= coalesce((SELECT base_offset FROM partition_batches
+                                   WHERE topic = $1 AND partition = $2
+                                     AND base_offset <= o.offset_
+                                   ORDER BY base_offset DESC LIMIT 1), o.offset_)
+   ORDER BY base_offset LIMIT 1)
+  FROM unnest($3::bigint[]) AS o (offset_)
+"""
 _UPSERT_START = """
 INSERT INTO partition_starts VALUES ($1, $2, $3)
 ON CONFLICT (topic, partition) DO UPDATE SET log_start_offset = excluded.log_start_offset
@@ -516,6 +530,24 @@ class PgPartitionStore:
             if fallback is None or timestamp > fallback[1]:
                 fallback = (offset, timestamp)
         return fallback  # a producer's batch whose header max matched no record
+
+    async def batch_headers_at(
+        self, partition_log: PgPartitionLog, offsets: list[int]
+    ) -> list[BatchHeader | None]:
+        """The header of the committed batch holding each of `offsets` (the next batch past
+        a gap; None past the high watermark), in one query (the lag scrape)."""
+        async with self._pool.acquire() as connection:
+            rows = await connection.fetch(
+                _HEADERS_AT,
+                partition_log.topic,
+                partition_log.partition,
+                offsets,
+                partition_log.durable_offset,
+            )
+        found = {row[0]: row[1] for row in rows}
+        return [
+            None if found.get(offset) is None else parse_header(found[offset]) for offset in offsets
+        ]
 
     async def _fetch_batch(
         self, query: str, partition_log: PgPartitionLog, *extra: object

@@ -437,3 +437,45 @@ async def test_compaction_keeps_the_latest_value_of_each_key_at_its_offset(
     assert await decoded(store, log_) == after[1:]
     assert await rows(pool, "cmp") == 1
     assert (await store.load("cmp", 0, 2)).log.next_offset == 99
+
+
+async def test_lag_timestamps_after_a_takeover_are_read_from_the_rows(
+    pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    """A new owner holds no batch in memory: the lag scrape reads the first unconsumed
+    records' timestamps from the rows in the background and has them at the next scrape
+    (cached: not read again)."""
+    from groupcoord.coordinator.config import load_config
+    from groupcoord.coordinator.topics.lag_reads import PartitionEnds
+    from groupcoord.coordinator.topics.registry import TopicRegistry
+
+    await grant(pool, "lag", 0, NODE, 1)
+    writer = (await PgPartitionStore(pool, NODE).load("lag", 0, 1)).log
+    last = -1
+    for i in range(10):
+        _, last = append(writer, batch(10, start_ts_ms=1_000 * (i + 1)))
+    await writer.store.wait_durable(writer, last)
+    await grant(pool, "lag", 0, 2, 2)
+    overrides = {"data_dir": str(tmp_path), "metrics_listen": ""}
+    topics = TopicRegistry(load_config(overrides=overrides, environ={}))
+    topics.load()
+    try:
+        topics.create("lag", 1, {})
+        partition = topics.partition("lag", 0)
+        assert partition is not None
+        partition.log = (await PgPartitionStore(pool, 2).load("lag", 0, 2)).log  # type: ignore[assignment]
+        ends = PartitionEnds(topics)
+        offsets = [0, 35, 99]
+        expected = [1_000, 4_000, 10_000]  # each batch's first record's timestamp
+        read: list[int | None] = [None] * 3
+        deadline = time.monotonic() + 30
+        while read != expected and time.monotonic() < deadline:
+            ends.begin_scrape()
+            read = ends.timestamps_ms("lag", 0, offsets)
+            await asyncio.sleep(0.05)
+        assert read == expected
+        ends.begin_scrape()
+        assert ends.timestamps_ms("lag", 0, offsets) == expected
+        assert not ends._stored_reads  # cached: no read of the rows started
+    finally:
+        topics.close()
