@@ -62,7 +62,7 @@ PAGE_ROWS = 500
 
 _LAST_BASE = """
 SELECT base_offset FROM partition_batches
- WHERE topic = $1 AND partition = $2 AND base_offset < $3
+ WHERE topic_id = $1 AND partition = $2 AND base_offset < $3
  ORDER BY base_offset DESC LIMIT 1
 """
 # Over the rows [log start $3, last batch $4): bytes below the first dirty offset $5,
@@ -71,7 +71,7 @@ SELECT base_offset FROM partition_batches
 _CLEANABLE = """
 WITH r AS (
   SELECT base_offset, max_timestamp, octet_length(batch) AS size FROM partition_batches
-   WHERE topic = $1 AND partition = $2 AND last_offset >= $3 AND base_offset < $4
+   WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3 AND base_offset < $4
 )
 SELECT coalesce((SELECT sum(size) FROM r WHERE base_offset < $5), 0),
        (SELECT min(base_offset) FROM r WHERE base_offset >= $5 AND max_timestamp > $6),
@@ -79,22 +79,22 @@ SELECT coalesce((SELECT sum(size) FROM r WHERE base_offset < $5), 0),
 """
 _DIRTY_BYTES = """
 SELECT coalesce(sum(octet_length(batch)), 0) FROM partition_batches
- WHERE topic = $1 AND partition = $2 AND base_offset >= $3 AND base_offset < $4
+ WHERE topic_id = $1 AND partition = $2 AND base_offset >= $3 AND base_offset < $4
 """
 _PAGE = """
 SELECT batch FROM partition_batches
- WHERE topic = $1 AND partition = $2 AND last_offset >= $3 AND base_offset >= $4
+ WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3 AND base_offset >= $4
    AND base_offset < $5
  ORDER BY base_offset LIMIT $6
 """
 _UPDATE = """
 UPDATE partition_batches p SET batch = u.batch
   FROM unnest($3::bigint[], $4::bytea[]) AS u (base_offset, batch)
- WHERE p.topic = $1 AND p.partition = $2 AND p.base_offset = u.base_offset
+ WHERE p.topic_id = $1 AND p.partition = $2 AND p.base_offset = u.base_offset
 """
 _DELETE = """
 DELETE FROM partition_batches
- WHERE topic = $1 AND partition = $2 AND base_offset = ANY($3::bigint[])
+ WHERE topic_id = $1 AND partition = $2 AND base_offset = ANY($3::bigint[])
 """
 
 
@@ -120,25 +120,25 @@ async def cleanable_range(
     """The module docstring's rule over the committed rows of `partition_log`, whose rows
     below `first_dirty_offset` (where the last pass ended) are clean; an offset outside the
     log means none is."""
-    topic, partition = partition_log.topic, partition_log.partition
+    topic_id, partition = partition_log.topic_id, partition_log.partition
     start = partition_log.log_start_offset
     if not start <= first_dirty_offset <= partition_log.next_offset:
         first_dirty_offset = start
     async with pool.acquire() as connection:
         last_base = await connection.fetchval(
-            _LAST_BASE, topic, partition, partition_log.durable_offset
+            _LAST_BASE, topic_id, partition, partition_log.durable_offset
         )
         if last_base is None:
             return CleanableRange(first_dirty_offset, start, 0, 0, False)
         newer_than = now_ms - min_lag_ms if min_lag_ms > 0 else LONG_MAX
         clean_bytes, lag_end, first_ms = await connection.fetchrow(
-            _CLEANABLE, topic, partition, start, last_base, first_dirty_offset, newer_than
+            _CLEANABLE, topic_id, partition, start, last_base, first_dirty_offset, newer_than
         )
         end_offset = last_base if lag_end is None else lag_end
         dirty_bytes = 0
         if end_offset > first_dirty_offset:
             dirty_bytes = await connection.fetchval(
-                _DIRTY_BYTES, topic, partition, first_dirty_offset, end_offset
+                _DIRTY_BYTES, topic_id, partition, first_dirty_offset, end_offset
             )
     clean_until_ms = now_ms - max(max_lag_ms, 0)
     # Kafka ignores batches without a timestamp (<= 0) here.
@@ -198,13 +198,13 @@ async def _rows(
 ) -> AsyncIterator[bytes]:
     """The committed batches of `partition_log` from its log start to `below` (exclusive
     of the batch starting there), a page per query, in offset order."""
-    topic, partition = partition_log.topic, partition_log.partition
+    topic_id, partition = partition_log.topic_id, partition_log.partition
     after = -1
     while True:
         async with pool.acquire() as connection:
             page = await connection.fetch(
                 _PAGE,
-                topic,
+                topic_id,
                 partition,
                 partition_log.log_start_offset,
                 after + 1,
@@ -223,7 +223,7 @@ async def _write(
 ) -> None:
     """One page of rewrites and deletions, fenced by the log's lease epoch; then the same in
     the log's memory."""
-    topic, partition = partition_log.topic, partition_log.partition
+    topic_id, partition = partition_log.topic_id, partition_log.partition
     updates = [(base, data) for base, data in changes.items() if data is not None]
     deletes = [base for base, data in changes.items() if data is None]
     async with pool.acquire() as connection, connection.transaction():
@@ -235,11 +235,11 @@ async def _write(
         if updates:
             await connection.execute(
                 _UPDATE,
-                topic,
+                topic_id,
                 partition,
                 [base for base, _ in updates],
                 [data for _, data in updates],
             )
         if deletes:
-            await connection.execute(_DELETE, topic, partition, deletes)
+            await connection.execute(_DELETE, topic_id, partition, deletes)
     partition_log.rewritten(changes)

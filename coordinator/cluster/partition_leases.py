@@ -140,7 +140,9 @@ class PartitionLeadership:
         topic, index = partition.topic.name, partition.index
         while True:
             try:
-                loaded = await store.load(topic, index, epoch, partition.log.config)
+                loaded = await store.load(
+                    topic, index, epoch, partition.log.config, topic_id=partition.topic.topic_id
+                )
                 break
             except Exception as e:  # the database is away: tried again while leased
                 log.warning("partition load failed; retrying", resource=resource, error=repr(e))
@@ -195,9 +197,7 @@ class PartitionLeadership:
     async def _drop(self, resource: str, partition_log: PgPartitionLog) -> None:
         assert self.store is not None
         try:
-            await self.store.drop_partition(
-                partition_log.topic, partition_log.partition, partition_log.epoch
-            )
+            await self.store.drop_partition(partition_log)
             log.info("partition rows dropped", resource=resource)
         except Exception as e:  # fenced (moved on) or the database away: rows stay
             log.warning("partition drop failed", resource=resource, error=repr(e))

@@ -22,6 +22,7 @@ NOT_LEADER_OR_FOLLOWER and the partition is unloaded; a new owner loads it from 
 
 from __future__ import annotations
 
+import uuid
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ class PgPartitionLog:
         "__weakref__",
         "topic",
         "partition",
+        "topic_id",
         "resource",
         "node_id",
         "epoch",
@@ -83,6 +85,7 @@ class PgPartitionLog:
         topic: str,
         partition: int,
         *,
+        topic_id: uuid.UUID,
         node_id: int,
         epoch: int,
         log_start_offset: int,
@@ -93,6 +96,9 @@ class PgPartitionLog:
         """Use `PgPartitionStore.load`: the offsets are what the rows say."""
         self.topic = topic
         self.partition = partition
+        # What its rows are keyed by: a topic deleted and created again under the same
+        # name (and lease resource) never meets the old one's rows.
+        self.topic_id = topic_id
         self.resource = f"partition:{topic}:{partition}"
         self.node_id = node_id
         self.epoch = epoch

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,11 @@ from groupcoord.coordinator.cluster.partition_store import (
 )
 from groupcoord.coordinator.cluster.schema import partition_resource
 from groupcoord.coordinator.topics.producers import ProducerStates
-from groupcoord.protocol.batches import parse_header, split_batches
+from groupcoord.protocol.batches import (
+    parse_header,
+    set_base_offset_and_leader_epoch,
+    split_batches,
+)
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import LogConfig, OffsetOutOfRange
 from tests.postgres_server import PostgresServer, postgres_server
@@ -479,3 +484,83 @@ async def test_lag_timestamps_after_a_takeover_are_read_from_the_rows(
         assert not ends._stored_reads  # cached: no read of the rows started
     finally:
         topics.close()
+
+
+# The partition tables as session 17 created them: rows keyed by topic name.
+_NAME_KEYED_DDL = """
+CREATE TABLE partition_batches (
+    topic text NOT NULL, partition integer NOT NULL, base_offset bigint NOT NULL,
+    last_offset bigint NOT NULL, max_timestamp bigint NOT NULL, producer_id bigint NOT NULL,
+    batch bytea NOT NULL, PRIMARY KEY (topic, partition, base_offset));
+CREATE TABLE partition_starts (
+    topic text NOT NULL, partition integer NOT NULL, log_start_offset bigint NOT NULL,
+    PRIMARY KEY (topic, partition));
+CREATE TABLE topics (
+    name text PRIMARY KEY, topic_id uuid NOT NULL UNIQUE, partitions integer NOT NULL);
+"""
+
+
+async def test_a_database_keyed_by_topic_name_is_migrated_to_topic_ids(
+    pg: PostgresServer,
+) -> None:
+    """ensure_partition_schema gives the rows of a name-keyed database the id of their topic
+    in the metadata store, drops those of topics it no longer holds, and keys the tables by
+    topic id: the partition loads as before, and a topic of the same name with another id
+    meets none of its rows."""
+    admin = await asyncpg.connect(pg.dsn)
+    try:
+        await admin.execute("DROP DATABASE IF EXISTS migrated")
+        await admin.execute("CREATE DATABASE migrated")
+    finally:
+        await admin.close()
+    dsn = pg.dsn.rsplit("/", 1)[0] + "/migrated"
+    connection = await asyncpg.connect(dsn)
+    kept_id = uuid.uuid4()
+    try:
+        await connection.execute(_NAME_KEYED_DDL)
+        await connection.execute("INSERT INTO topics VALUES ('kept', $1, 1)", kept_id)
+        for topic in ("kept", "gone"):  # "gone" was deleted, its rows never dropped
+            for base in (0, 10):
+                data = batch(10, start_ts_ms=base + 1)
+                set_base_offset_and_leader_epoch(data, 0, base, len(data) - 12, 0)
+                await connection.execute(
+                    "INSERT INTO partition_batches VALUES ($1, 0, $2, $3, $4, -1, $5)",
+                    topic,
+                    base,
+                    base + 9,
+                    base + 10,
+                    bytes(data),
+                )
+            await connection.execute("INSERT INTO partition_starts VALUES ($1, 0, 5)", topic)
+        await ensure_partition_schema(connection)
+        await ensure_partition_schema(connection)  # idempotent
+        found = await connection.fetch(
+            "SELECT topic, topic_id, base_offset FROM partition_batches ORDER BY base_offset"
+        )
+        assert [tuple(r) for r in found] == [("kept", kept_id, 0), ("kept", kept_id, 10)]
+        starts = await connection.fetch("SELECT topic, topic_id FROM partition_starts")
+        assert [tuple(r) for r in starts] == [("kept", kept_id)]
+        keys = await connection.fetchval(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint"
+            " WHERE conrelid = 'partition_batches'::regclass AND contype = 'p'"
+        )
+        assert keys == "PRIMARY KEY (topic_id, partition, base_offset)"
+    finally:
+        await connection.close()
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
+    try:
+        await grant(pool, "kept", 0, NODE, 1)
+        store = PgPartitionStore(pool, NODE)
+        log_ = (await store.load("kept", 0, 1, topic_id=kept_id)).log
+        assert (log_.log_start_offset, log_.next_offset) == (5, 20)
+        _, last = append(log_, batch(3))
+        await store.wait_durable(log_, last)
+        assert [h.base_offset for h in split_batches(await store.read(log_, 5, 1 << 20))] == [
+            0,
+            10,
+            20,
+        ]
+        other = (await store.load("kept", 0, 1, topic_id=uuid.uuid4())).log
+        assert (other.log_start_offset, other.next_offset) == (0, 0)
+    finally:
+        await pool.close()
