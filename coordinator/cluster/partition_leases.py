@@ -23,7 +23,9 @@ was loaded from the database at that lease's epoch:
   lease, then the lease is handed back.
 
 Retention runs here for the led partitions (rows deleted by retention.ms/bytes, the log
-start moved in `partition_starts`), every log_retention_check_interval_ms.
+start moved in `partition_starts`), every log_retention_check_interval_ms; so does the
+sweep of rows whose topic id the metadata store no longer holds (a deleted topic's rows
+that its owner could not drop: it lost its lease first; `drop_orphans`).
 """
 
 from __future__ import annotations
@@ -216,6 +218,14 @@ class PartitionLeadership:
         while True:
             await asyncio.sleep(interval_s)
             await self.apply_retention(int(time.time() * 1000))
+            assert self.store is not None
+            try:
+                dropped = await self.store.drop_orphans()
+            except Exception as e:  # the database away: the next pass
+                log.warning("orphan partition rows not dropped", error=repr(e))
+                continue
+            if dropped:
+                log.info("orphan partition rows dropped", topic_ids=dropped)
 
     async def apply_retention(self, now_ms: int) -> None:
         """Retention of every partition served (rows deleted, log start moved)."""

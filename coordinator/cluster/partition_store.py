@@ -16,8 +16,9 @@ moved. Rows are keyed by the topic's id (the metadata store's), not its name: a 
 deleted and created again under the same name (the same lease resource) never meets rows
 of the old one, even those its old owner wrote or failed to drop in the race window; the
 `topic` name column is for people reading the tables. A database of the name-keyed schema
-is migrated at start (PARTITION_MIGRATION). The next offset of a partition is max(last_offset) + 1, or the log start when no
-row is left.
+is migrated at start (PARTITION_MIGRATION); rows of deleted topics that their owner could
+not drop are swept (`drop_orphans`). The next offset of a partition is max(last_offset) + 1,
+or the log start when no row is left.
 
 Group commit. `append` (PgPartitionLog) assigns offsets in memory; a waiter
 (`wait_durable`) starts a round if none runs. A round is ONE database transaction for
@@ -239,6 +240,25 @@ SELECT base_offset FROM (
     FROM partition_batches WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3
 ) s WHERE from_here - size < $4 ORDER BY base_offset LIMIT 1
 """
+# Topic ids that have rows but no topic in the metadata store (`topics`): rows of a deleted
+# topic that its owner could not drop (it lost its lease first). The distinct ids are found
+# by skipping through the primary key, one index probe per topic id.
+_ORPHAN_IDS = """
+WITH RECURSIVE ids AS (
+  (SELECT topic_id FROM partition_batches ORDER BY topic_id LIMIT 1)
+  UNION ALL
+  SELECT (SELECT b.topic_id FROM partition_batches b WHERE b.topic_id > ids.topic_id
+           ORDER BY b.topic_id LIMIT 1)
+    FROM ids WHERE ids.topic_id IS NOT NULL
+)
+SELECT topic_id FROM ids WHERE topic_id IS NOT NULL
+   AND NOT EXISTS (SELECT 1 FROM topics t WHERE t.topic_id = ids.topic_id)
+UNION
+SELECT topic_id FROM partition_starts s
+ WHERE NOT EXISTS (SELECT 1 FROM topics t WHERE t.topic_id = s.topic_id)
+"""
+_DROP_IDS_BATCHES = "DELETE FROM partition_batches WHERE topic_id = ANY($1::uuid[])"
+_DROP_IDS_STARTS = "DELETE FROM partition_starts WHERE topic_id = ANY($1::uuid[])"
 _DROP_BATCHES = "DELETE FROM partition_batches WHERE topic_id = $1 AND partition = $2"
 _DROP_START = "DELETE FROM partition_starts WHERE topic_id = $1 AND partition = $2"
 
@@ -715,6 +735,17 @@ class PgPartitionStore:
             )
             await connection.execute(_DELETE_BELOW, topic_id, partition, offset)
         partition_log.start_moved(offset)
+
+    async def drop_orphans(self) -> int:
+        """Delete the rows of topic ids the metadata store no longer holds (_ORPHAN_IDS):
+        no lease guards them, since no topic has that id any more and none ever will (a
+        topic created again gets a new id). Returns how many topic ids had rows."""
+        async with self._pool.acquire() as connection, connection.transaction():
+            orphans = [row[0] for row in await connection.fetch(_ORPHAN_IDS)]
+            if orphans:
+                await connection.execute(_DROP_IDS_BATCHES, orphans)
+                await connection.execute(_DROP_IDS_STARTS, orphans)
+        return len(orphans)
 
     async def drop_partition(self, partition_log: PgPartitionLog) -> None:
         """Delete a partition's rows (its topic was deleted), under the lease at the log's

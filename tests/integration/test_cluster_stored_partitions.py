@@ -1,20 +1,34 @@
-"""Compacted topics of three `serve --cluster` nodes on a real PostgreSQL (issue 22): the
-partitions' rows shrink, a consumer from offset 0 reads exactly the latest value of each key
-at the offset it was acknowledged at (tombstones included), and SIGKILL of a partition's
-leader after a pass and while passes run loses nothing: the new owner goes on compacting."""
+"""Partitions stored in PostgreSQL by three `serve --cluster` nodes on a real PostgreSQL
+(issue 22). Compacted topics: the partitions' rows shrink, a consumer from offset 0 reads
+exactly the latest value of each key at the offset it was acknowledged at (tombstones
+included), and SIGKILL of a partition's leader after a pass and while passes run loses
+nothing: the new owner goes on compacting. Rows keyed by topic id: a topic deleted and
+created again under the same name, under produce load, while its old leader is stopped
+(its rows not dropped), reads only its own records."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster_support import Cluster, has_topic, running_cluster, until
+from tests.support import ServerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +40,13 @@ ROWS_AFTER = 10
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    with running_cluster(extra_args=["--set", "log_cleaner_interval_ms=300"]) as c:
+    passes = [
+        "--set",
+        "log_cleaner_interval_ms=300",
+        "--set",
+        "log_retention_check_interval_ms=1000",
+    ]
+    with running_cluster(extra_args=passes) as c:
         yield c
 
 
@@ -187,3 +207,106 @@ def test_compacted_rows_shrink_and_survive_takeovers(cluster: Cluster, tmp_path:
     )
     check_latest(cluster, writer, partitions)
     cluster.nodes[victim].start()
+
+
+class TaggedLoad(threading.Thread):
+    """An acks=all producer sending `tag`-numbered values to partition 0 of `topic` while
+    running (`tag` may change); `acked`: the values acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.topic = topic
+        self.tag = "old"
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": 20_000,
+                "topic.metadata.refresh.interval.ms": 500,
+            }
+        )
+        self.acked: list[bytes] = []
+        self.stopping = threading.Event()
+
+    def _delivered(self, error: Any, message: Any) -> None:
+        if error is None:
+            self.acked.append(message.value())
+
+    def run(self) -> None:
+        n = 0
+        while not self.stopping.is_set():
+            value = f"{self.tag}-{n}".encode()
+            try:
+                self.producer.produce(self.topic, value, partition=0, on_delivery=self._delivered)
+                n += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.002)
+        self.producer.flush(60)
+
+    def acked_with(self, tag: str) -> list[bytes]:
+        return [v for v in list(self.acked) if v.startswith(tag.encode() + b"-")]
+
+
+@pytest.mark.timeout(400)
+def test_a_topic_recreated_under_load_reads_only_its_own_records(cluster: Cluster) -> None:
+    """The old leader of a topic's partition is stopped (so it cannot drop its rows) while
+    the topic is deleted and created again under the same name through other nodes, under
+    produce load: the new topic's leader reads none of the old topic's rows, and the sweep of
+    orphan rows deletes them."""
+    topic = "recreated"
+    admin_of = {
+        i: AdminClient({"bootstrap.servers": n.bootstrap}) for i, n in cluster.nodes.items()
+    }
+    for future in admin_of[1].create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    until(lambda: cluster.partition_owner(topic, 0)[0] > 0, f"{topic} leased")
+    load = TaggedLoad(cluster.bootstrap, topic)
+    load.start()
+    stopped: ServerProcess | None = None
+    try:
+        until(lambda: len(load.acked_with("old")) > 200, "old records acknowledged")
+        owner = cluster.partition_owner(topic, 0)[0]
+        stopped = cluster.nodes[owner]
+        assert stopped.proc is not None
+        old_id = cluster.query("SELECT topic_id FROM topics WHERE name = $1", topic)[0][0]
+        os.kill(stopped.proc.pid, signal.SIGSTOP)
+        others = [i for i in cluster.nodes if i != owner]
+        for future in admin_of[others[0]].delete_topics([topic]).values():
+            future.result(30)
+        old = set(load.acked_with("old"))
+
+        def created() -> bool:
+            try:
+                for future in admin_of[others[1]].create_topics([NewTopic(topic, 1, 1)]).values():
+                    future.result(30)
+                return True
+            except KafkaException as e:
+                if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+                return False
+
+        until(created, f"{topic} created again")
+        load.tag = "new"
+        until(
+            lambda: cluster.partition_owner(topic, 0)[0] in others,
+            "the new topic's partition led by a running node",
+        )
+        until(lambda: len(load.acked_with("new")) > 200, "new records acknowledged")
+    finally:
+        if stopped is not None and stopped.proc is not None:
+            os.kill(stopped.proc.pid, signal.SIGCONT)
+        load.stopping.set()
+        load.join(120)
+    values = [value for _, _, value in read_from_zero(cluster.bootstrap, topic, 0)]
+    assert not old & set(values), "records of the deleted topic read from the new one"
+    new = load.acked_with("new")
+    assert set(new) <= set(values) and len(values) == len(set(values))
+    # The old topic's rows, which its stopped owner never dropped, are swept.
+    until(
+        lambda: (
+            not cluster.query("SELECT 1 FROM partition_batches WHERE topic_id = $1 LIMIT 1", old_id)
+        ),
+        "the deleted topic's rows swept",
+    )
