@@ -34,8 +34,10 @@ from groupcoord.protocol.batches import (
     set_base_offset_and_leader_epoch,
     split_batches,
 )
+from groupcoord.protocol.control_batches import marker_batch
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import LogConfig, OffsetOutOfRange
+from tests.integration.txn_support import txn_batch
 from tests.postgres_server import PostgresServer, postgres_server
 from tests.support import client_batch, make_batch
 from tests.unit.server_support import produce, started_server
@@ -389,7 +391,8 @@ async def decoded(
             header = parse_header(data, pos)
             records = DefaultRecordBatch(data[pos : pos + header.size_bytes])
             assert records.validate_crc()
-            out += [(r.offset, r.key, r.value) for r in records]
+            if not header.is_control:
+                out += [(r.offset, r.key, r.value) for r in records]
             pos += header.size_bytes
             offset = header.last_offset + 1
     return out
@@ -421,6 +424,14 @@ async def test_compaction_keeps_the_latest_value_of_each_key_at_its_offset(
     assert await rows(pool, "cmp") == 20
     span = await store.cleanable_range(log_, -1, 10_000, 0, 2**63 - 1)
     assert span.dirty_bytes > 0 and span.end_offset == 95  # the last batch is never cleaned
+    assert not span.overdue and span.due(0.5)
+    # min.compaction.lag.ms: batches newer than now - 10 ms (round 11 on) wait.
+    assert (await store.cleanable_range(log_, -1, 1_020, 10, 2**63 - 1)).end_offset == 55
+    # max.compaction.lag.ms: the first dirty batch (1_000) is older than now - 1_000.
+    assert (await store.cleanable_range(log_, -1, 10_000, 0, 1_000)).overdue
+    # Nothing dirty past where the last pass ended: not due, whatever the ratio.
+    clean = await store.cleanable_range(log_, 95, 10_000, 0, 2**63 - 1)
+    assert (clean.dirty_bytes, clean.due(0.0)) == (0, False)
     # A pass by a node whose lease moved writes nothing.
     await grant(pool, "cmp", 0, NODE, 2)
     with pytest.raises(PartitionFenced):
@@ -564,3 +575,34 @@ async def test_a_database_keyed_by_topic_name_is_migrated_to_topic_ids(
         assert (other.log_start_offset, other.next_offset) == (0, 0)
     finally:
         await pool.close()
+
+
+async def test_compaction_drops_aborted_data_and_compacts_committed_data(
+    pool: asyncpg.Pool,
+) -> None:
+    """Kafka's transactional rules over the rows (storage/txn_cleaning.py): an aborted
+    transaction's records go and never supersede anything, a committed one's are compacted
+    like any record, the markers of transactions whose data the pass traversed stay."""
+    store = PgPartitionStore(pool, NODE)
+    await grant(pool, "txncmp", 0, NODE, 1)
+    log_ = (await store.load("txncmp", 0, 1)).log
+    now_ms = int(time.time() * 1000)
+    append(log_, bytearray(client_batch([(b"k1", b"a", now_ms)])))  # 0
+    append(log_, bytearray(txn_batch([b"b", b"x"], 7, 0, 0, keys=[b"k1", b"k2"])))  # 1-2
+    append(log_, marker_batch(7, 0, 0, False, now_ms)[0])  # 3: ABORT
+    append(log_, bytearray(txn_batch([b"c"], 8, 0, 0, keys=[b"k1"])))  # 4
+    append(log_, marker_batch(8, 0, 0, True, now_ms)[0])  # 5: COMMIT
+    _, last = append(log_, bytearray(client_batch([(b"k3", b"z", now_ms)])))  # 6
+    await store.wait_durable(log_, last)
+    span = await store.cleanable_range(log_, -1, now_ms, 0, 2**63 - 1)
+    assert span.end_offset == 6
+    done = await store.compact(log_, now_ms, 1_000, span.end_offset, [(7, 1, 3)])
+    assert done.stats.records_dropped == 3  # a (superseded), b and x (aborted)
+    assert await decoded(store, log_) == [(4, b"k1", b"c"), (6, b"k3", b"z")]
+    bases = [
+        r[0]
+        for r in await pool.fetch(
+            "SELECT base_offset FROM partition_batches WHERE topic = 'txncmp' ORDER BY 1"
+        )
+    ]
+    assert bases == [3, 4, 5, 6]  # the markers stay
