@@ -96,13 +96,16 @@ class PartitionEnds:
         }
         if missing:
             ascending = sorted(missing)
-            stored: list[int] = []
-            for offset, read in zip(ascending, self._read_all(log, ascending), strict=True):
-                if read == _PENDING:
-                    stored.append(offset)
-                else:
-                    current[offset] = read
-            if stored:
+            reads = self._read_all(log, ascending)
+            if _PENDING not in reads:
+                current.update(zip(ascending, reads, strict=True))
+            else:  # serve --cluster: some only the database holds
+                stored: list[int] = []
+                for offset, read in zip(ascending, reads, strict=True):
+                    if read == _PENDING:
+                        stored.append(offset)
+                    else:
+                        current[offset] = read
                 self._read_stored(partition_key, log, stored)
         out: list[int | None] = []
         for offset in wanted:
