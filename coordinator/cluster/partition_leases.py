@@ -25,7 +25,7 @@ was loaded from the database at that lease's epoch:
 Retention runs here for the led partitions (rows deleted by retention.ms/bytes, the log
 start moved in `partition_starts`), every log_retention_check_interval_ms; so does the
 sweep of rows whose topic id the metadata store no longer holds (a deleted topic's rows
-that its owner could not drop: it lost its lease first; `drop_orphans`).
+that its owner could not drop: it lost its lease first; `drop_orphans`, over two sweeps).
 """
 
 from __future__ import annotations
@@ -215,17 +215,15 @@ class PartitionLeadership:
 
     async def _retention_loop(self) -> None:
         interval_s = self.retention_interval_ms / 1000
+        orphans: set[Any] = set()  # topic ids found orphaned by the sweep before
         while True:
             await asyncio.sleep(interval_s)
             await self.apply_retention(int(time.time() * 1000))
             assert self.store is not None
             try:
-                dropped = await self.store.drop_orphans()
+                orphans = await self.store.drop_orphans(orphans)
             except Exception as e:  # the database away: the next pass
                 log.warning("orphan partition rows not dropped", error=repr(e))
-                continue
-            if dropped:
-                log.info("orphan partition rows dropped", topic_ids=dropped)
 
     async def apply_retention(self, now_ms: int) -> None:
         """Retention of every partition served (rows deleted, log start moved)."""

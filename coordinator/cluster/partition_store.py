@@ -736,16 +736,20 @@ class PgPartitionStore:
             await connection.execute(_DELETE_BELOW, topic_id, partition, offset)
         partition_log.start_moved(offset)
 
-    async def drop_orphans(self) -> int:
-        """Delete the rows of topic ids the metadata store no longer holds (_ORPHAN_IDS):
-        no lease guards them, since no topic has that id any more and none ever will (a
-        topic created again gets a new id). Returns how many topic ids had rows."""
+    async def drop_orphans(self, seen_before: set[uuid.UUID]) -> set[uuid.UUID]:
+        """Delete the rows of topic ids that the metadata store did not hold now nor at the
+        sweep before (`seen_before`, what that one returned; _ORPHAN_IDS): no lease guards
+        them, since no topic has that id any more and none ever will (a topic created again
+        gets a new id). Two sweeps, since a node creates a topic in its image a moment
+        before the store has it. Returns the orphan ids found, for the next sweep."""
         async with self._pool.acquire() as connection, connection.transaction():
-            orphans = [row[0] for row in await connection.fetch(_ORPHAN_IDS)]
-            if orphans:
-                await connection.execute(_DROP_IDS_BATCHES, orphans)
-                await connection.execute(_DROP_IDS_STARTS, orphans)
-        return len(orphans)
+            orphans = {row[0] for row in await connection.fetch(_ORPHAN_IDS)}
+            gone = list(orphans & seen_before)
+            if gone:
+                await connection.execute(_DROP_IDS_BATCHES, gone)
+                await connection.execute(_DROP_IDS_STARTS, gone)
+                log.info("orphan partition rows dropped", topic_ids=[str(i) for i in gone])
+        return orphans - seen_before
 
     async def drop_partition(self, partition_log: PgPartitionLog) -> None:
         """Delete a partition's rows (its topic was deleted), under the lease at the log's
