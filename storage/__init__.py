@@ -1,7 +1,6 @@
 """Segmented partition logs with group commit and compaction (see log.py and cleaner.py)."""
 
 from .cleaner import (
-    CleanableRange,
     CompactionPlan,
     CompactionStats,
     cleanable_range,
@@ -9,6 +8,7 @@ from .cleaner import (
     install_compaction,
     prepare_compaction,
 )
+from .compaction_rules import CleanableRange
 from .errors import (
     CommitterClosed,
     CompactionError,

@@ -83,11 +83,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from groupcoord.protocol.batch_rewrite import empty_batch, rebuild_batch, record_spans
 from groupcoord.protocol.batches import (
-    DELETE_HORIZON_MASK,
     HEADER_SIZE,
-    NO_PRODUCER_ID,
     BatchHeader,
     InvalidBatch,
     crc_ok,
@@ -95,6 +92,13 @@ from groupcoord.protocol.batches import (
 )
 
 from .checkpoint import fsync_directory
+from .compaction_rules import (
+    LONG_MAX,
+    CleanableRange,
+    CompactionRules,
+    OffsetMap,
+    filter_batch,
+)
 from .compaction_swap import (
     CLEANED_SUFFIX,
     SWAP_MARKER_FILE,
@@ -114,8 +118,6 @@ TOMBSTONE_RETENTION_MS_DEFAULT = 86_400_000
 
 _READ_CHUNK_BYTES = 1024 * 1024
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-# Java's Long.MAX_VALUE: Kafka's "no limit" for LONG configs, and the largest timestamp.
-LONG_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,31 +342,6 @@ install = install_compaction
 # -- when to clean (Kafka's LogCleanerManager) ------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class CleanableRange:
-    """What a pass over a log would clean (Kafka's LogToClean): the closed segments below
-    `end_offset`, of which those from `first_dirty_offset` on were not cleaned yet."""
-
-    first_dirty_offset: int
-    # Pass it to prepare_compaction: the active segment's base offset, or that of the
-    # first dirty segment holding a record newer than min.compaction.lag.ms.
-    end_offset: int
-    clean_bytes: int
-    dirty_bytes: int
-    # A dirty closed segment's first batch is older than max.compaction.lag.ms.
-    overdue: bool
-
-    @property
-    def dirty_ratio(self) -> float:
-        total = self.clean_bytes + self.dirty_bytes
-        return self.dirty_bytes / total if total else 0.0
-
-    def due(self, min_dirty_ratio: float) -> bool:
-        """Kafka's grabFilthiestCompactedLog: dirty bytes to clean, and either more of
-        them than `min_dirty_ratio` (min.cleanable.dirty.ratio) or an overdue segment."""
-        return self.dirty_bytes > 0 and (self.overdue or self.dirty_ratio > min_dirty_ratio)
-
-
 def cleanable_range(
     log: PartitionLog,
     first_dirty_offset: int,
@@ -419,19 +396,6 @@ def _largest_timestamp(segment: Segment) -> int:
 # -- prepare ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Rules:
-    """What decides the fate of each record in one pass (see the module docstring)."""
-
-    latest: dict[bytes, int]  # key -> offset of its latest record
-    pinned: set[bytes]  # keys of transactional records: their tombstones stay
-    last_batches: dict[int, int]  # producer id -> last offset of its latest batch
-    now_ms: int
-    retention_ms: int  # how long tombstones stay
-    delete_horizon: bool  # KIP-534's rule for tombstones, else their batch's timestamp
-    txn: TxnCleaning | None  # a data topic's transactional rules, else the coordinator's
-
-
 def _prepare(
     log: PartitionLog,
     now_ms: int,
@@ -459,8 +423,8 @@ def _prepare(
     if (directory / SWAP_MARKER_FILE).exists():
         raise CompactionError(f"{directory} has an unfinished compaction swap")
     try:
-        latest, pinned, last_batches = _offset_map(cleaned, rest, active, active_size, durable, txn)
-        rules = _Rules(latest, pinned, last_batches, now_ms, retention_ms, delete_horizon, txn)
+        offsets = _offset_map(cleaned, rest, active, active_size, durable, txn)
+        rules = offsets.rules(now_ms, retention_ms, delete_horizon)
         plan = _clean(log, generation, cleaned, ends[count - 1], rules)
         if txn is not None and plan.new:
             plan.removed_abort_markers = txn.removed_abort_markers
@@ -481,16 +445,11 @@ def _offset_map(
     active_size: int,
     durable: int,
     txn: TxnCleaning | None = None,
-) -> tuple[dict[bytes, int], set[bytes], dict[int, int]]:
-    """(key -> latest offset, keys of transactional records in the cleaned segments,
-    producer id -> last offset of its latest batch) over the segments to clean, then the
+) -> OffsetMap:
+    """The offset map (compaction_rules.OffsetMap) over the segments to clean, then the
     batches of the later segments below the durable offset. (What is cleaned becomes
-    durable in the .cleaned files; anything later could still be lost in a crash.) With
-    `txn`, committed transactional records of the cleaned segments count as any record;
-    aborted ones, and those of later segments (maybe undecided), never."""
-    latest: dict[bytes, int] = {}
-    pinned: set[bytes] = set()
-    last_batches: dict[int, int] = {}
+    durable in the .cleaned files; anything later could still be lost in a crash.)"""
+    offsets = OffsetMap(txn)
     sources: list[tuple[Path, int, int | None]] = [
         (segment.path(), segment.size_bytes, None) for segment in cleaned
     ]
@@ -499,23 +458,8 @@ def _offset_map(
     for path, size, limit in sources:
         with closing(_iter_batches(path, size, limit)) as batches:
             for header, batch in batches:
-                if header.producer_id != NO_PRODUCER_ID:
-                    last_batches[header.producer_id] = header.last_offset
-                if header.is_control:
-                    continue
-                if txn is not None and header.is_transactional:
-                    if limit is not None or txn.aborted(header):
-                        continue
-                _, records = record_spans(header, batch)
-                if header.is_transactional and txn is None:
-                    if limit is None:  # only older records matter, see _filter_batch
-                        pinned.update(key for _, _, _, key, _ in records if key is not None)
-                    continue
-                base = header.base_offset
-                for _, _, delta, key, _ in records:
-                    if key is not None:
-                        latest[key] = base + delta
-    return latest, pinned, last_batches
+                offsets.add(header, batch, limit is None)
+    return offsets
 
 
 def _clean(
@@ -523,7 +467,7 @@ def _clean(
     generation: int,
     closed: tuple[Segment, ...],
     end_offset: int,
-    rules: _Rules,
+    rules: CompactionRules,
 ) -> CompactionPlan:
     directory = log.directory
     config = log.config
@@ -539,7 +483,7 @@ def _clean(
             out_size = 0
             with closing(_iter_batches(source.path(), source.size_bytes, None)) as batches:
                 for header, batch in batches:
-                    result, k, d, t = _filter_batch(header, batch, rules, source.last_modified_ms)
+                    result, k, d, t = filter_batch(header, batch, rules, source.last_modified_ms)
                     kept, dropped, tombstones = kept + k, dropped + d, tombstones + t
                     changed = changed or result is not batch
                     if result is None:
@@ -594,68 +538,6 @@ def _clean(
         _delete_cleaned(groups)
         raise
     return CompactionPlan(log, generation, closed, groups, end_offset, stats)
-
-
-def _filter_batch(
-    header: BatchHeader, batch: bytes, rules: _Rules, fallback_ms: int
-) -> tuple[bytes | None, int, int, int]:
-    """(the batch to keep: `batch` itself, a rewrite, or None; records kept, dropped,
-    tombstones dropped)."""
-    producers_last = (
-        header.producer_id != NO_PRODUCER_ID
-        and rules.last_batches.get(header.producer_id) == header.last_offset
-    )
-    txn = rules.txn
-    if txn is not None and header.producer_id != NO_PRODUCER_ID and header.is_control:
-        kept_marker = txn.marker(header, batch, producers_last)
-        count = header.records_count
-        return kept_marker, (count if kept_marker else 0), (0 if kept_marker else count), 0
-    if txn is not None and header.is_transactional and not header.is_control:
-        if txn.data_batch(header):
-            return None, 0, header.records_count, 0
-        # committed: compacted like any record, below
-    elif header.is_control or header.is_transactional:
-        return batch, header.records_count, 0, 0
-    data, records = record_spans(header, batch)
-    base = header.base_offset
-    if rules.delete_horizon:
-        stamped = bool(header.attributes & DELETE_HORIZON_MASK)
-        expired = stamped and rules.now_ms >= header.base_timestamp
-    else:
-        stamped = True  # the coordinator's rule: nothing to stamp
-        timestamp = header.max_timestamp if header.max_timestamp >= 0 else fallback_ms
-        expired = timestamp < rules.now_ms - rules.retention_ms
-    latest, pinned = rules.latest, rules.pinned
-    survivors = []
-    tombstones = 0
-    for record in records:
-        _, _, delta, key, tombstone = record
-        if key is None:
-            continue
-        # A tombstone of a key written in a transaction stays even when a later record
-        # supersedes it: replaying it drops that key's pending transactional records (the
-        # group coordinator's replay), which the later record alone would not.
-        if latest.get(key, -1) > base + delta and not (tombstone and key in pinned):
-            continue
-        if tombstone and expired and key not in pinned:
-            tombstones += 1
-            continue
-        survivors.append(record)
-    dropped = len(records) - len(survivors)
-    if not records:  # emptied by an earlier pass: kept while its producer writes no other
-        return (batch if producers_last else None), 0, 0, 0
-    stamp = not stamped and any(record[4] for record in survivors)
-    if not dropped and not stamp:
-        return batch, len(survivors), 0, 0
-    if not survivors:
-        if producers_last:
-            return empty_batch(header), 0, dropped, tombstones
-        return None, 0, dropped, tombstones
-    # Kafka computes the horizon in Java long arithmetic, where a huge retention wraps;
-    # clamped here, it means "keep for ever" as intended.
-    horizon = min(rules.now_ms + rules.retention_ms, LONG_MAX) if stamp else None
-    out = rebuild_batch(header, batch, data, survivors, horizon)
-    return out, len(survivors), dropped, tombstones
 
 
 def _seal(segment: Segment, mtime_ms: int) -> None:

@@ -23,7 +23,9 @@ was loaded from the database at that lease's epoch:
   lease, then the lease is handed back.
 
 Retention runs here for the led partitions (rows deleted by retention.ms/bytes, the log
-start moved in `partition_starts`), every log_retention_check_interval_ms.
+start moved in `partition_starts`), every log_retention_check_interval_ms; so does the
+sweep of rows whose topic id the metadata store no longer holds (a deleted topic's rows
+that its owner could not drop: it lost its lease first; `drop_orphans`, over two sweeps).
 """
 
 from __future__ import annotations
@@ -140,7 +142,9 @@ class PartitionLeadership:
         topic, index = partition.topic.name, partition.index
         while True:
             try:
-                loaded = await store.load(topic, index, epoch, partition.log.config)
+                loaded = await store.load(
+                    topic, index, epoch, partition.log.config, topic_id=partition.topic.topic_id
+                )
                 break
             except Exception as e:  # the database is away: tried again while leased
                 log.warning("partition load failed; retrying", resource=resource, error=repr(e))
@@ -195,9 +199,7 @@ class PartitionLeadership:
     async def _drop(self, resource: str, partition_log: PgPartitionLog) -> None:
         assert self.store is not None
         try:
-            await self.store.drop_partition(
-                partition_log.topic, partition_log.partition, partition_log.epoch
-            )
+            await self.store.drop_partition(partition_log)
             log.info("partition rows dropped", resource=resource)
         except Exception as e:  # fenced (moved on) or the database away: rows stay
             log.warning("partition drop failed", resource=resource, error=repr(e))
@@ -213,9 +215,15 @@ class PartitionLeadership:
 
     async def _retention_loop(self) -> None:
         interval_s = self.retention_interval_ms / 1000
+        orphans: set[Any] = set()  # topic ids found orphaned by the sweep before
         while True:
             await asyncio.sleep(interval_s)
             await self.apply_retention(int(time.time() * 1000))
+            assert self.store is not None
+            try:
+                orphans = await self.store.drop_orphans(orphans)
+            except Exception as e:  # the database away: the next pass
+                log.warning("orphan partition rows not dropped", error=repr(e))
 
     async def apply_retention(self, now_ms: int) -> None:
         """Retention of every partition served (rows deleted, log start moved)."""

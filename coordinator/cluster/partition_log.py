@@ -10,7 +10,8 @@ memory, so a consumer at the tail is served without a database round trip; an ol
 offset raises NotInMemory and the caller awaits `PgPartitionStore.read` instead (which
 serves memory first). ListOffsets by timestamp, retention and delete records are the
 store's too (`offset_for_timestamp`, `max_timestamp`, `apply_retention`,
-`delete_records`): they read or change rows.
+`delete_records`, compaction: `cleanable_range_stored`, `compact_stored`): they read or
+change rows.
 
 Fencing. The log is bound to the lease epoch it was loaded at. When a round finds the
 lease moved (FENCED_WRITE_GUARD refused), the store calls `fence`: the batches not yet
@@ -21,6 +22,7 @@ NOT_LEADER_OR_FOLLOWER and the partition is unloaded; a new owner loads it from 
 
 from __future__ import annotations
 
+import uuid
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -60,6 +62,7 @@ class PgPartitionLog:
         "__weakref__",
         "topic",
         "partition",
+        "topic_id",
         "resource",
         "node_id",
         "epoch",
@@ -73,6 +76,7 @@ class PgPartitionLog:
         "_tail_cache_bytes",
         "_fenced",
         "_closed",
+        "_generation",
         "store",
     )
 
@@ -81,6 +85,7 @@ class PgPartitionLog:
         topic: str,
         partition: int,
         *,
+        topic_id: uuid.UUID,
         node_id: int,
         epoch: int,
         log_start_offset: int,
@@ -91,6 +96,9 @@ class PgPartitionLog:
         """Use `PgPartitionStore.load`: the offsets are what the rows say."""
         self.topic = topic
         self.partition = partition
+        # What its rows are keyed by: a topic deleted and created again under the same
+        # name (and lease resource) never meets the old one's rows.
+        self.topic_id = topic_id
         self.resource = f"partition:{topic}:{partition}"
         self.node_id = node_id
         self.epoch = epoch
@@ -107,6 +115,8 @@ class PgPartitionLog:
         self._tail_cache_bytes = tail_cache_bytes
         self._fenced: PartitionFenced | None = None
         self._closed = False
+        # Moves at each compaction page (partition_compaction.py); distinct per load.
+        self._generation = epoch << 32
         # The PgPartitionStore holding its rows (set by its `load`): the `*_stored` reads.
         self.store: Any = None
 
@@ -227,6 +237,27 @@ class PgPartitionLog:
             drop += 1
         del tail[:drop]
 
+    def rewritten(self, changes: dict[int, bytes | None]) -> None:
+        """Compaction committed new bytes (None: the row is gone) for the batches at these
+        base offsets (partition_compaction.py): the tail cache follows."""
+        self._generation += 1
+        tail = self._tail
+        kept: list[StoredBatch] = []
+        for row in tail:
+            if row.base_offset not in changes:
+                kept.append(row)
+                continue
+            data = changes[row.base_offset]
+            self._tail_bytes -= len(row.data)
+            if data is not None:
+                self._tail_bytes += len(data)
+                kept.append(
+                    StoredBatch(
+                        row.base_offset, row.last_offset, row.max_timestamp, row.producer_id, data
+                    )
+                )
+        self._tail = kept
+
     # -- reading ----------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int) -> bytes:
@@ -260,8 +291,8 @@ class PgPartitionLog:
 
     @property
     def generation(self) -> int:
-        """Batches are never rewritten here (no compaction): one per load."""
-        return self.epoch
+        """Moves when compaction rewrites batches (what was read of them may differ)."""
+        return self._generation
 
     def segments_snapshot(self) -> Any:
         """No segment files: the lag scrape reads headers one by one (`batch_headers`)."""
@@ -293,6 +324,31 @@ class PgPartitionLog:
     async def max_timestamp_stored(self) -> tuple[int, int] | None:
         found: tuple[int, int] | None = await self.store.max_timestamp(self)
         return found
+
+    async def batch_headers_stored(self, offsets: list[int]) -> list[BatchHeader | None]:
+        """The header of the batch holding each offset, from the rows (the lag scrape)."""
+        found: list[BatchHeader | None] = await self.store.batch_headers_at(self, offsets)
+        return found
+
+    async def cleanable_range_stored(
+        self, first_dirty_offset: int, now_ms: int, min_lag_ms: int, max_lag_ms: int
+    ) -> Any:
+        """partition_compaction.cleanable_range over the rows (a CleanableRange)."""
+        return await self.store.cleanable_range(
+            self, first_dirty_offset, now_ms, min_lag_ms, max_lag_ms
+        )
+
+    async def compact_stored(
+        self,
+        now_ms: int,
+        tombstone_retention_ms: int,
+        end_offset: int,
+        aborted_txns: list[tuple[int, int, int]],
+    ) -> Any:
+        """partition_compaction.compact over the rows (a StoredCompaction)."""
+        return await self.store.compact(
+            self, now_ms, tombstone_retention_ms, end_offset, aborted_txns
+        )
 
     def memory_start(self) -> int:
         """The lowest offset `read` serves from memory."""

@@ -6,14 +6,19 @@ Why here and not in storage/: every write runs the cluster's FENCED_WRITE_GUARD
 (coordinator/cluster/schema.py) first, and storage/ may import nothing of coordinator/
 (an import-linter contract); the store is the cluster's, the local log stays storage's.
 
-Tables. `partition_batches` holds one row per batch keyed by (topic, partition,
+Tables. `partition_batches` holds one row per batch keyed by (topic id, partition,
 base_offset), with its last offset, max timestamp and producer id as columns (reads by
 offset, retention by time, the producer-state load at takeover) and the batch bytes stored
 uncompressed out of line (STORAGE EXTERNAL: batches are compressed by producers already,
 and a takeover reads the first 61 bytes of each producer's batch without detoasting it
 whole). `partition_starts` holds the log start offset that delete records or retention
-moved. The next offset of a partition is max(last_offset) + 1, or the log start when no
-row is left.
+moved. Rows are keyed by the topic's id (the metadata store's), not its name: a topic
+deleted and created again under the same name (the same lease resource) never meets rows
+of the old one, even those its old owner wrote or failed to drop in the race window; the
+`topic` name column is for people reading the tables. A database of the name-keyed schema
+is migrated at start (PARTITION_MIGRATION); rows of deleted topics that their owner could
+not drop are swept (`drop_orphans`). The next offset of a partition is max(last_offset) + 1,
+or the log start when no row is left.
 
 Group commit. `append` (PgPartitionLog) assigns offsets in memory; a waiter
 (`wait_durable`) starts a round if none runs. A round is ONE database transaction for
@@ -44,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from dataclasses import dataclass, field
 
 import asyncpg
@@ -57,9 +63,11 @@ from groupcoord.protocol.batches import (
     parse_header,
     record_timestamps,
 )
-from groupcoord.storage import CommitterClosed, LogConfig, OffsetOutOfRange
+from groupcoord.storage import CleanableRange, CommitterClosed, LogConfig, OffsetOutOfRange
 from groupcoord.storage.health import StorageHealth
 
+from . import partition_compaction
+from .partition_compaction import StoredCompaction
 from .partition_log import (
     TAIL_CACHE_BYTES_DEFAULT,
     NotInMemory,
@@ -75,28 +83,71 @@ _DDL_LOCK_KEY = 0x67635F7061727473  # "gc_parts"
 
 PARTITION_DDL = """
 CREATE TABLE IF NOT EXISTS partition_batches (
-    topic          text NOT NULL,
+    topic_id       uuid NOT NULL,
     partition      integer NOT NULL,
     base_offset    bigint NOT NULL,
     last_offset    bigint NOT NULL,
     max_timestamp  bigint NOT NULL,
     producer_id    bigint NOT NULL,
     batch          bytea NOT NULL,
-    PRIMARY KEY (topic, partition, base_offset)
+    topic          text NOT NULL,
+    PRIMARY KEY (topic_id, partition, base_offset)
 );
 ALTER TABLE partition_batches ALTER COLUMN batch SET STORAGE EXTERNAL;
 CREATE TABLE IF NOT EXISTS partition_starts (
-    topic             text NOT NULL,
+    topic_id          uuid NOT NULL,
     partition         integer NOT NULL,
     log_start_offset  bigint NOT NULL,
-    PRIMARY KEY (topic, partition)
+    topic             text NOT NULL,
+    PRIMARY KEY (topic_id, partition)
 );
 """
 
-_INSERT_ROWS = """
-INSERT INTO partition_batches
-SELECT * FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::bigint[], $5::bigint[],
-                     $6::bigint[], $7::bytea[])
+# Databases of the first schema (session 17: rows keyed by topic name) get the topic id of
+# the topic of that name in the metadata store; rows of topics it no longer holds (deleted,
+# their rows never dropped) go. Runs once, under the DDL lock, before PARTITION_DDL.
+PARTITION_MIGRATION = """
+DO $$
+DECLARE t text;
+BEGIN
+  FOREACH t IN ARRAY ARRAY['partition_batches', 'partition_starts'] LOOP
+    IF to_regclass(t) IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM pg_attribute
+         WHERE attrelid = to_regclass(t) AND attname = 'topic_id' AND NOT attisdropped) THEN
+      EXECUTE format('ALTER TABLE %I ADD COLUMN topic_id uuid', t);
+      IF to_regclass('topics') IS NOT NULL THEN
+        EXECUTE format('UPDATE %I r SET topic_id = m.topic_id FROM topics m'
+                       ' WHERE m.name = r.topic', t);
+      END IF;
+      EXECUTE format('DELETE FROM %I WHERE topic_id IS NULL', t);
+      EXECUTE format('ALTER TABLE %I DROP CONSTRAINT %I', t, t || '_pkey');
+      EXECUTE format('ALTER TABLE %I ALTER COLUMN topic_id SET NOT NULL', t);
+      IF t = 'partition_batches' THEN
+        ALTER TABLE partition_batches ADD PRIMARY KEY (topic_id, partition, base_offset);
+      ELSE
+        ALTER TABLE partition_starts ADD PRIMARY KEY (topic_id, partition);
+      END IF;
+    END IF;
+  END LOOP;
+END $$;
+"""
+
+# The columns rows are written with (a migrated table has them in another order).
+_ROW_COLUMNS = (
+    "topic_id",
+    "partition",
+    "base_offset",
+    "last_offset",
+    "max_timestamp",
+    "producer_id",
+    "batch",
+    "topic",
+)
+
+_INSERT_ROWS = f"""
+INSERT INTO partition_batches ({", ".join(_ROW_COLUMNS)})
+SELECT * FROM unnest($1::uuid[], $2::integer[], $3::bigint[], $4::bigint[], $5::bigint[],
+                     $6::bigint[], $7::bytea[], $8::text[])
 ON CONFLICT DO NOTHING
 """
 
@@ -113,9 +164,9 @@ SELECT l.resource FROM leases l
    FOR SHARE OF l
 """
 
-_LOAD_START = "SELECT log_start_offset FROM partition_starts WHERE topic = $1 AND partition = $2"
+_LOAD_START = "SELECT log_start_offset FROM partition_starts WHERE topic_id = $1 AND partition = $2"
 _LOAD_END = """
-SELECT last_offset FROM partition_batches WHERE topic = $1 AND partition = $2
+SELECT last_offset FROM partition_batches WHERE topic_id = $1 AND partition = $2
  ORDER BY base_offset DESC LIMIT 1
 """
 # Headers of the batches that carry a producer id, control batches whole: what the producer
@@ -124,7 +175,7 @@ _LOAD_PRODUCER_HEADERS = f"""
 SELECT substring(batch FROM 1 FOR {HEADER_SIZE}),
        CASE WHEN get_byte(batch, {ATTRIBUTES_AT + 1}) & {CONTROL_MASK} <> 0 THEN batch END
   FROM partition_batches
- WHERE topic = $1 AND partition = $2 AND base_offset >= $3 AND producer_id <> -1
+ WHERE topic_id = $1 AND partition = $2 AND base_offset >= $3 AND producer_id <> -1
    AND last_offset >= $4
  ORDER BY base_offset
 """
@@ -132,9 +183,9 @@ SELECT substring(batch FROM 1 FOR {HEADER_SIZE}),
 # before each, so the caller stops at max bytes without reading further rows' bytes twice.
 _READ = """
 SELECT batch FROM partition_batches
- WHERE topic = $1 AND partition = $2 AND last_offset >= $3 AND base_offset < $4
+ WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3 AND base_offset < $4
    AND base_offset >= coalesce((SELECT base_offset FROM partition_batches
-                                 WHERE topic = $1 AND partition = $2 AND base_offset <= $3
+                                 WHERE topic_id = $1 AND partition = $2 AND base_offset <= $3
                                  ORDER BY base_offset DESC LIMIT 1), $3)
  ORDER BY base_offset
  LIMIT $5
@@ -143,26 +194,40 @@ SELECT batch FROM partition_batches
 # the largest max timestamp (the earliest of equals).
 _FIRST_AT_OR_AFTER = """
 SELECT batch FROM partition_batches
- WHERE topic = $1 AND partition = $2 AND last_offset >= $3 AND base_offset < $4
+ WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3 AND base_offset < $4
    AND max_timestamp >= $5
  ORDER BY base_offset LIMIT 1
 """
 _LARGEST_TIMESTAMP = """
 SELECT batch FROM partition_batches
- WHERE topic = $1 AND partition = $2 AND last_offset >= $3 AND base_offset < $4
+ WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3 AND base_offset < $4
  ORDER BY max_timestamp DESC, base_offset LIMIT 1
 """
+# The lag scrape: the header of the batch holding each offset of $3 (the first batch whose
+# last offset is at or above it: the next one when compaction left a gap), at most one row
+# per offset, each found from the primary key as _READ finds its first batch.
+_HEADERS_AT = f"""
+SELECT o.offset_, (
+  SELECT substring(batch FROM 1 FOR {HEADER_SIZE}) FROM partition_batches
+   WHERE topic_id = $1 AND partition = $2 AND last_offset >= o.offset_ AND base_offset < $4
+     AND base_offset >= coalesce((SELECT base_offset FROM partition_batches
+                                   WHERE topic_id = $1 AND partition = $2
+                                     AND base_offset <= o.offset_
+                                   ORDER BY base_offset DESC LIMIT 1), o.offset_)
+   ORDER BY base_offset LIMIT 1)
+  FROM unnest($3::bigint[]) AS o (offset_)
+"""
 _UPSERT_START = """
-INSERT INTO partition_starts VALUES ($1, $2, $3)
-ON CONFLICT (topic, partition) DO UPDATE SET log_start_offset = excluded.log_start_offset
+INSERT INTO partition_starts (topic_id, partition, log_start_offset, topic) VALUES ($1, $2, $3, $4)
+ON CONFLICT (topic_id, partition) DO UPDATE SET log_start_offset = excluded.log_start_offset
  WHERE partition_starts.log_start_offset < excluded.log_start_offset
 """
 _DELETE_BELOW = """
-DELETE FROM partition_batches WHERE topic = $1 AND partition = $2 AND last_offset < $3
+DELETE FROM partition_batches WHERE topic_id = $1 AND partition = $2 AND last_offset < $3
 """
 _RETENTION_BY_TIME = """
 SELECT base_offset FROM partition_batches
- WHERE topic = $1 AND partition = $2 AND last_offset >= $3 AND base_offset < $4
+ WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3 AND base_offset < $4
    AND max_timestamp >= $5
  ORDER BY base_offset LIMIT 1
 """
@@ -172,11 +237,30 @@ _RETENTION_BY_BYTES = """
 SELECT base_offset FROM (
   SELECT base_offset, octet_length(batch) AS size,
          sum(octet_length(batch)) OVER (ORDER BY base_offset DESC) AS from_here
-    FROM partition_batches WHERE topic = $1 AND partition = $2 AND last_offset >= $3
+    FROM partition_batches WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3
 ) s WHERE from_here - size < $4 ORDER BY base_offset LIMIT 1
 """
-_DROP_BATCHES = "DELETE FROM partition_batches WHERE topic = $1 AND partition = $2"
-_DROP_START = "DELETE FROM partition_starts WHERE topic = $1 AND partition = $2"
+# Topic ids that have rows but no topic in the metadata store (`topics`): rows of a deleted
+# topic that its owner could not drop (it lost its lease first). The distinct ids are found
+# by skipping through the primary key, one index probe per topic id.
+_ORPHAN_IDS = """
+WITH RECURSIVE ids AS (
+  (SELECT topic_id FROM partition_batches ORDER BY topic_id LIMIT 1)
+  UNION ALL
+  SELECT (SELECT b.topic_id FROM partition_batches b WHERE b.topic_id > ids.topic_id
+           ORDER BY b.topic_id LIMIT 1)
+    FROM ids WHERE ids.topic_id IS NOT NULL
+)
+SELECT topic_id FROM ids WHERE topic_id IS NOT NULL
+   AND NOT EXISTS (SELECT 1 FROM topics t WHERE t.topic_id = ids.topic_id)
+UNION
+SELECT topic_id FROM partition_starts s
+ WHERE NOT EXISTS (SELECT 1 FROM topics t WHERE t.topic_id = s.topic_id)
+"""
+_DROP_IDS_BATCHES = "DELETE FROM partition_batches WHERE topic_id = ANY($1::uuid[])"
+_DROP_IDS_STARTS = "DELETE FROM partition_starts WHERE topic_id = ANY($1::uuid[])"
+_DROP_BATCHES = "DELETE FROM partition_batches WHERE topic_id = $1 AND partition = $2"
+_DROP_START = "DELETE FROM partition_starts WHERE topic_id = $1 AND partition = $2"
 
 # The bytes one round writes at most (the rest go in the next): a producer far ahead of the
 # database would otherwise make each round bigger than the last, until one outlasts the
@@ -216,6 +300,7 @@ async def ensure_partition_schema(connection: asyncpg.Connection) -> None:
     async with connection.transaction():
         await connection.execute("SELECT pg_advisory_xact_lock($1)", _DDL_LOCK_KEY)
         await connection.execute(SCHEMA_DDL)
+        await connection.execute(PARTITION_MIGRATION)
         await connection.execute(PARTITION_DDL)
 
 
@@ -252,26 +337,37 @@ class PgPartitionStore:
     # -- loading ----------------------------------------------------------------------
 
     async def load(
-        self, topic: str, partition: int, epoch: int, config: LogConfig | None = None
+        self,
+        topic: str,
+        partition: int,
+        epoch: int,
+        config: LogConfig | None = None,
+        *,
+        topic_id: uuid.UUID | None = None,
     ) -> LoadedPartition:
         """The partition's tail state, read after this node acquired its lease at `epoch`
         (pg-core's lease code; the lease row exists): log start, next offset and the
-        producer batches' headers. Appends go to the returned log."""
+        producer batches' headers. Appends go to the returned log. Its rows are the topic
+        id's (`topic_id`: the topic's in the metadata store; None: one made of the name,
+        for tools and tests that have no metadata store)."""
         started = time.perf_counter()
+        if topic_id is None:
+            topic_id = name_topic_id(topic)
         async with (
             self._pool.acquire() as connection,
             connection.transaction(isolation="repeatable_read", readonly=True),
         ):
-            start = await connection.fetchval(_LOAD_START, topic, partition) or 0
-            last = await connection.fetchval(_LOAD_END, topic, partition)
+            start = await connection.fetchval(_LOAD_START, topic_id, partition) or 0
+            last = await connection.fetchval(_LOAD_END, topic_id, partition)
             next_offset = max(start, -1 if last is None else last + 1)
             rows = await connection.fetch(
-                _LOAD_PRODUCER_HEADERS, topic, partition, _lowest_base(start), start
+                _LOAD_PRODUCER_HEADERS, topic_id, partition, _lowest_base(start), start
             )
         headers = [(parse_header(row[0]), row[1]) for row in rows]
         partition_log = PgPartitionLog(
             topic,
             partition,
+            topic_id=topic_id,
             node_id=self.node_id,
             epoch=epoch,
             log_start_offset=start,
@@ -366,7 +462,7 @@ class PgPartitionStore:
         committed only after COMMIT."""
         snapshot = _round_rows(logs, ROUND_BYTES_MAX)
         refused: set[PgPartitionLog] = {pl for pl in logs if pl.fenced}
-        rows: list[tuple[str, int, int, int, int, int, bytes]] = []
+        rows: list[tuple[uuid.UUID, int, int, int, int, int, bytes, str]] = []
         connection = await self._pool.acquire()
         try:
             async with asyncio.timeout(self._round_timeout_s):
@@ -388,7 +484,7 @@ class PgPartitionStore:
         connection: asyncpg.Connection,
         snapshot: list[tuple[PgPartitionLog, int, int]],
         refused: set[PgPartitionLog],
-        rows: list[tuple[str, int, int, int, int, int, bytes]],
+        rows: list[tuple[uuid.UUID, int, int, int, int, int, bytes, str]],
         after_failure: bool,
     ) -> None:
         async with connection.transaction():
@@ -412,16 +508,17 @@ class PgPartitionStore:
                 if pl.resource not in allowed:
                     refused.add(pl)
                     continue
-                topic, partition = pl.topic, pl.partition
+                topic_id, partition, topic = pl.topic_id, pl.partition, pl.topic
                 rows.extend(
                     (
-                        topic,
+                        topic_id,
                         partition,
                         b.base_offset,
                         b.last_offset,
                         b.max_timestamp,
                         b.producer_id,
                         b.data,
+                        topic,
                     )
                     for b in pl.unflushed[:count]
                 )
@@ -430,7 +527,9 @@ class PgPartitionStore:
                     _INSERT_ROWS, *(list(column) for column in zip(*rows, strict=True))
                 )
             elif rows:
-                await connection.copy_records_to_table("partition_batches", records=rows)
+                await connection.copy_records_to_table(
+                    "partition_batches", records=rows, columns=_ROW_COLUMNS
+                )
 
     def _settle(self, partition_log: PgPartitionLog, refused: bool) -> None:
         dirty = self._dirty.get(partition_log)
@@ -469,7 +568,7 @@ class PgPartitionStore:
         async with self._pool.acquire() as connection:
             rows = await connection.fetch(
                 _READ,
-                partition_log.topic,
+                partition_log.topic_id,
                 partition_log.partition,
                 offset,
                 end,
@@ -515,19 +614,63 @@ class PgPartitionStore:
                 fallback = (offset, timestamp)
         return fallback  # a producer's batch whose header max matched no record
 
+    async def batch_headers_at(
+        self, partition_log: PgPartitionLog, offsets: list[int]
+    ) -> list[BatchHeader | None]:
+        """The header of the committed batch holding each of `offsets` (the next batch past
+        a gap; None past the high watermark), in one query (the lag scrape)."""
+        async with self._pool.acquire() as connection:
+            rows = await connection.fetch(
+                _HEADERS_AT,
+                partition_log.topic_id,
+                partition_log.partition,
+                offsets,
+                partition_log.durable_offset,
+            )
+        found = {row[0]: row[1] for row in rows}
+        return [
+            None if found.get(offset) is None else parse_header(found[offset]) for offset in offsets
+        ]
+
     async def _fetch_batch(
         self, query: str, partition_log: PgPartitionLog, *extra: object
     ) -> bytes | None:
         async with self._pool.acquire() as connection:
             batch = await connection.fetchval(
                 query,
-                partition_log.topic,
+                partition_log.topic_id,
                 partition_log.partition,
                 partition_log.log_start_offset,
                 partition_log.durable_offset,
                 *extra,
             )
         return None if batch is None else bytes(batch)
+
+    # -- compaction (partition_compaction.py) ------------------------------------------
+
+    async def cleanable_range(
+        self,
+        partition_log: PgPartitionLog,
+        first_dirty_offset: int,
+        now_ms: int,
+        min_lag_ms: int,
+        max_lag_ms: int,
+    ) -> CleanableRange:
+        return await partition_compaction.cleanable_range(
+            self._pool, partition_log, first_dirty_offset, now_ms, min_lag_ms, max_lag_ms
+        )
+
+    async def compact(
+        self,
+        partition_log: PgPartitionLog,
+        now_ms: int,
+        tombstone_retention_ms: int,
+        end_offset: int,
+        aborted_txns: list[tuple[int, int, int]],
+    ) -> StoredCompaction:
+        return await partition_compaction.compact(
+            self._pool, partition_log, now_ms, tombstone_retention_ms, end_offset, aborted_txns
+        )
 
     # -- delete records and retention -------------------------------------------------
 
@@ -555,7 +698,7 @@ class PgPartitionStore:
             if config.retention_ms >= 0:
                 kept = await connection.fetchval(
                     _RETENTION_BY_TIME,
-                    partition_log.topic,
+                    partition_log.topic_id,
                     partition_log.partition,
                     start,
                     end,
@@ -565,7 +708,7 @@ class PgPartitionStore:
             if config.retention_bytes >= 0:
                 kept = await connection.fetchval(
                     _RETENTION_BY_BYTES,
-                    partition_log.topic,
+                    partition_log.topic_id,
                     partition_log.partition,
                     start,
                     config.retention_bytes,
@@ -577,7 +720,7 @@ class PgPartitionStore:
         return partition_log.log_start_offset
 
     async def _move_start(self, partition_log: PgPartitionLog, offset: int) -> None:
-        topic, partition = partition_log.topic, partition_log.partition
+        topic_id, partition = partition_log.topic_id, partition_log.partition
         async with self._pool.acquire() as connection, connection.transaction():
             allowed = await connection.fetchval(
                 FENCED_WRITE_GUARD,
@@ -587,19 +730,46 @@ class PgPartitionStore:
             )
             if allowed is None:
                 raise partition_log.fence("the lease moved")
-            await connection.execute(_UPSERT_START, topic, partition, offset)
-            await connection.execute(_DELETE_BELOW, topic, partition, offset)
+            await connection.execute(
+                _UPSERT_START, topic_id, partition, offset, partition_log.topic
+            )
+            await connection.execute(_DELETE_BELOW, topic_id, partition, offset)
         partition_log.start_moved(offset)
 
-    async def drop_partition(self, topic: str, partition: int, epoch: int) -> None:
-        """Delete a partition's rows (its topic was deleted), under the lease at `epoch`.
-        Raises PartitionFenced when the lease moved."""
-        resource = f"partition:{topic}:{partition}"
+    async def drop_orphans(self, seen_before: set[uuid.UUID]) -> set[uuid.UUID]:
+        """Delete the rows of topic ids that the metadata store did not hold now nor at the
+        sweep before (`seen_before`, what that one returned; _ORPHAN_IDS): no lease guards
+        them, since no topic has that id any more and none ever will (a topic created again
+        gets a new id). Two sweeps, since a node creates a topic in its image a moment
+        before the store has it. Returns the orphan ids found, for the next sweep."""
+        async with self._pool.acquire() as connection, connection.transaction():
+            orphans = {row[0] for row in await connection.fetch(_ORPHAN_IDS)}
+            gone = list(orphans & seen_before)
+            if gone:
+                await connection.execute(_DROP_IDS_BATCHES, gone)
+                await connection.execute(_DROP_IDS_STARTS, gone)
+                log.info("orphan partition rows dropped", topic_ids=[str(i) for i in gone])
+        return orphans - seen_before
+
+    async def drop_partition(self, partition_log: PgPartitionLog) -> None:
+        """Delete a partition's rows (its topic was deleted), under the lease at the log's
+        epoch. Raises PartitionFenced when the lease moved."""
+        topic_id, partition, epoch = (
+            partition_log.topic_id,
+            partition_log.partition,
+            partition_log.epoch,
+        )
+        resource = partition_log.resource
         async with self._pool.acquire() as connection, connection.transaction():
             if await connection.fetchval(FENCED_WRITE_GUARD, resource, self.node_id, epoch) is None:
                 raise PartitionFenced(f"{resource} at epoch {epoch}: the lease moved")
-            await connection.execute(_DROP_BATCHES, topic, partition)
-            await connection.execute(_DROP_START, topic, partition)
+            await connection.execute(_DROP_BATCHES, topic_id, partition)
+            await connection.execute(_DROP_START, topic_id, partition)
+
+
+def name_topic_id(topic: str) -> uuid.UUID:
+    """The topic id of a partition loaded without one (`load`): made of its name."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"groupcoord-topic:{topic}")
 
 
 def _round_rows(

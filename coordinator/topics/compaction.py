@@ -22,6 +22,10 @@ coordinator's compaction does (runtime/service.py). A plan that the log outran m
 (retention, a deleted topic) is discarded; a crash during the swap leaves the old segments
 or the new ones (storage/compaction_swap.py).
 
+serve --cluster: a partition stored in PostgreSQL is compacted by its lease owner, with the
+same rules over its rows (cluster/partition_compaction.py); reached through its log's
+`*_stored` methods, as Fetch reaches its rows.
+
 Where each log's last pass ended (Kafka's cleaner-offset-checkpoint) is kept in memory
 only: after a restart every log counts as wholly dirty, so its first pass cleans it, as
 Kafka does without a checkpoint.
@@ -42,9 +46,10 @@ import asyncio
 import functools
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from groupcoord.storage import (
+    CleanableRange,
     CompactionPlan,
     CompactionStats,
     PartitionLog,
@@ -116,9 +121,10 @@ class TopicCompactor:
         what prepare_compaction / install_compaction raise (CompactionError, storage
         errors, OSError); an error during the swap fails the log until a restart."""
         log_ = partition.log
-        # serve --cluster: a log in PostgreSQL is not compacted (not a PartitionLog).
-        if log_.closed or log_.failed or not isinstance(log_, PartitionLog):
+        if log_.closed or log_.failed:
             return None
+        if not isinstance(log_, PartitionLog):
+            return await self._clean_stored(partition, log_, policy)
         now_ms = self._clock_ms()
         span = cleanable_range(
             log_, self._cleaned_to.get(log_, -1), now_ms, policy.min_lag_ms, policy.max_lag_ms
@@ -155,6 +161,32 @@ class TopicCompactor:
         if stats is not None:
             self._cleaned_to[log_] = plan.end_offset
             partition.producers.aborted.remove_markers(removed_abort_markers)
+        return stats
+
+    async def _clean_stored(
+        self, partition: Partition, log_: Any, policy: CleanupPolicy
+    ) -> CompactionStats | None:
+        """serve --cluster: a partition stored in PostgreSQL (cluster/partition_compaction.py),
+        compacted by its lease owner only (a log whose lease moved is failed: fenced)."""
+        now_ms = self._clock_ms()
+        span: CleanableRange = await log_.cleanable_range_stored(
+            self._cleaned_to.get(log_, -1), now_ms, policy.min_lag_ms, policy.max_lag_ms
+        )
+        if not span.due(policy.min_dirty_ratio):
+            return None
+        aborted = [
+            (e.producer_id, e.first_offset, e.last_offset)
+            for e in partition.producers.aborted.entries
+        ]
+        done = await log_.compact_stored(
+            now_ms,
+            policy.delete_retention_ms,
+            min(span.end_offset, partition.last_stable_offset),
+            aborted,
+        )
+        self._cleaned_to[log_] = done.end_offset
+        partition.producers.aborted.remove_markers(done.removed_abort_markers)
+        stats: CompactionStats = done.stats
         return stats
 
     def _registered(self, partition: Partition) -> bool:

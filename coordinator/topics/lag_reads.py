@@ -10,16 +10,36 @@ over-stated by at most the time the producer spent filling one batch (linger.ms)
 
 A scrape asks for the offsets of every group on a partition at once (`timestamps_ms`): the
 ones not cached nor noted are found in one walk of the partition's headers
-(storage/batch_timestamps.py), not one lookup each."""
+(storage/batch_timestamps.py), not one lookup each.
+
+serve --cluster: a partition stored in PostgreSQL holds only its tail in memory (none
+right after a takeover). An offset below it (NotInMemory) is read from the rows in the
+background, as Fetch awaits its NotInMemory reads, never on the scrape's own steps: the
+scrape answers None for it (no lag in time this once) and the value read lands in the
+cache, for the next scrape. At most STORED_READS_MAX partitions are read at a time, one
+read per partition, at most STORED_OFFSETS_MAX offsets each."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from typing import Any
 
+from groupcoord.protocol.batches import BatchHeader
 from groupcoord.storage import PartitionLog, StorageError
 from groupcoord.storage.batch_timestamps import batch_timestamps
+from groupcoord.storage.errors import NotInMemory
 
+from ..observability.logging import get_logger
 from .registry import TopicRegistry
+
+log = get_logger("groupcoord.lag")
+
+# serve --cluster: background reads of stored partitions' timestamps (module docstring).
+STORED_READS_MAX = 4
+STORED_OFFSETS_MAX = 64
+# What _read answers for an offset being read from the rows: not cached.
+_PENDING = -(2**63)
 
 
 class PartitionEnds:
@@ -32,6 +52,8 @@ class PartitionEnds:
         # rounds bound the cache by two scrapes' reads.
         self._current: dict[tuple[object, int, int], dict[int, int | None]] = {}
         self._previous: dict[tuple[object, int, int], dict[int, int | None]] = {}
+        # serve --cluster: reads of stored partitions' rows in flight, by partition key.
+        self._stored_reads: dict[tuple[object, int, int], asyncio.Task[None]] = {}
 
     def begin_scrape(self) -> None:
         """A new scrape: timestamps not read again since the one before are forgotten."""
@@ -75,17 +97,58 @@ class PartitionEnds:
         }
         if missing:
             ascending = sorted(missing)
-            current.update(zip(ascending, self._read_all(log, ascending), strict=True))
+            reads = self._read_all(log, ascending)
+            if _PENDING not in reads:
+                current.update(zip(ascending, reads, strict=True))
+            else:  # serve --cluster: some only the database holds
+                stored: list[int] = []
+                for offset, read in zip(ascending, reads, strict=True):
+                    if read == _PENDING:
+                        stored.append(offset)
+                    else:
+                        current[offset] = read
+                self._read_stored(partition_key, log, stored)
         out: list[int | None] = []
         for offset in wanted:
             if offset >= high_watermark:
                 out.append(None)
             elif offset in current:
                 out.append(current[offset])
-            else:  # read in the scrape before
+            elif offset in previous:  # read in the scrape before
                 read = current[offset] = previous[offset]
                 out.append(read)
+            else:  # being read from the rows
+                out.append(None)
         return out
+
+    def _read_stored(
+        self, partition_key: tuple[object, int, int], log_: Any, offsets: list[int]
+    ) -> None:
+        """Start the background read of `offsets` from a stored partition's rows, unless
+        one runs for the partition or too many run (module docstring)."""
+        reads = self._stored_reads
+        if partition_key in reads or len(reads) >= STORED_READS_MAX:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a synchronous caller): nothing read
+            return
+        offsets = offsets[:STORED_OFFSETS_MAX]
+        reads[partition_key] = loop.create_task(self._stored(partition_key, log_, offsets))
+
+    async def _stored(
+        self, partition_key: tuple[object, int, int], log_: Any, offsets: list[int]
+    ) -> None:
+        try:
+            headers: list[BatchHeader | None] = await log_.batch_headers_stored(offsets)
+        except Exception as e:  # the database away, the lease lost: the next scrape asks
+            log.warning("lag timestamps not read from the database", error=repr(e))
+            return
+        finally:
+            self._stored_reads.pop(partition_key, None)
+        cache = self._current.setdefault(partition_key, {})
+        for offset, header in zip(offsets, headers, strict=True):
+            cache[offset] = None if header is None else _timestamp(header)
 
     def _read_all(self, log: PartitionLog, offsets: list[int]) -> list[int | None]:
         """The timestamps of ascending `offsets`: one walk, or one read each where the walk
@@ -100,10 +163,17 @@ class PartitionEnds:
 
     @staticmethod
     def _read(log: PartitionLog, offset: int) -> int | None:
+        """_PENDING for an offset that only the database holds."""
         try:
             header = next(log.batch_headers(offset), None)
+        except NotInMemory:
+            return _PENDING
         except (StorageError, OSError):
             return None
         if header is None:
             return None
-        return header.max_timestamp if header.is_log_append_time else header.base_timestamp
+        return _timestamp(header)
+
+
+def _timestamp(header: BatchHeader) -> int:
+    return header.max_timestamp if header.is_log_append_time else header.base_timestamp

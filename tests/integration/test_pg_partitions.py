@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,11 +29,17 @@ from groupcoord.coordinator.cluster.partition_store import (
 )
 from groupcoord.coordinator.cluster.schema import partition_resource
 from groupcoord.coordinator.topics.producers import ProducerStates
-from groupcoord.protocol.batches import parse_header, split_batches
+from groupcoord.protocol.batches import (
+    parse_header,
+    set_base_offset_and_leader_epoch,
+    split_batches,
+)
+from groupcoord.protocol.control_batches import marker_batch
 from groupcoord.protocol.errors import ErrorCode
 from groupcoord.storage import LogConfig, OffsetOutOfRange
+from tests.integration.txn_support import txn_batch
 from tests.postgres_server import PostgresServer, postgres_server
-from tests.support import make_batch
+from tests.support import client_batch, make_batch
 from tests.unit.server_support import produce, started_server
 
 pytestmark = pytest.mark.integration
@@ -365,3 +372,237 @@ async def test_a_backlog_is_written_in_rounds_of_bounded_size(
             await PgPartitionStore(pool, NODE, tail_cache_bytes=0).load("backlog", p, 1)
         ).log
         assert await read_all(store, reloaded) == b"".join(sent[p])
+
+
+async def decoded(
+    store: PgPartitionStore, log_: PgPartitionLog
+) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every record from the log start to the high watermark, read
+    as a consumer reads (gaps skipped), CRCs checked."""
+    from aiokafka.record.default_records import DefaultRecordBatch
+
+    out = []
+    offset = log_.log_start_offset
+    while offset < log_.durable_offset:
+        data = await store.read(log_, offset, 1 << 20)
+        assert data
+        pos = 0
+        while pos < len(data):
+            header = parse_header(data, pos)
+            records = DefaultRecordBatch(data[pos : pos + header.size_bytes])
+            assert records.validate_crc()
+            if not header.is_control:
+                out += [(r.offset, r.key, r.value) for r in records]
+            pos += header.size_bytes
+            offset = header.last_offset + 1
+    return out
+
+
+async def test_compaction_keeps_the_latest_value_of_each_key_at_its_offset(
+    pool: asyncpg.Pool,
+) -> None:
+    """Rows shrink, offsets stay, the memory tail follows, tombstones are stamped then go,
+    the last batch (the log end) stays, and a stale epoch rewrites nothing."""
+    store = PgPartitionStore(pool, NODE)
+    await grant(pool, "cmp", 0, NODE, 1)
+    # A tail of one batch: the rest are read from the rows.
+    log_ = (await store.load("cmp", 0, 1)).log
+    log_._tail_cache_bytes = 1
+    last = -1
+    expected: dict[bytes, tuple[int, bytes | None]] = {}
+    for round_ in range(20):
+        records = [(b"k%d" % (i % 5), b"v%d-%d" % (round_, i), 1_000 + round_) for i in range(5)]
+        if round_ == 18:
+            records[0] = (b"k0", None, 1_000 + round_)  # a tombstone of k0
+        if round_ == 19:
+            del records[0]  # the last batch: k1..k4
+        first, last = append(log_, bytearray(client_batch(records)))
+        for i, (key, value, _) in enumerate(records):
+            expected[key] = (first + i, value)
+    await store.wait_durable(log_, last)
+    before = await decoded(store, log_)
+    assert await rows(pool, "cmp") == 20
+    span = await store.cleanable_range(log_, -1, 10_000, 0, 2**63 - 1)
+    assert span.dirty_bytes > 0 and span.end_offset == 95  # the last batch is never cleaned
+    assert not span.overdue and span.due(0.5)
+    # min.compaction.lag.ms: batches newer than now - 10 ms (round 11 on) wait.
+    assert (await store.cleanable_range(log_, -1, 1_020, 10, 2**63 - 1)).end_offset == 55
+    # max.compaction.lag.ms: the first dirty batch (1_000) is older than now - 1_000.
+    assert (await store.cleanable_range(log_, -1, 10_000, 0, 1_000)).overdue
+    # Nothing dirty past where the last pass ended: not due, whatever the ratio.
+    clean = await store.cleanable_range(log_, 95, 10_000, 0, 2**63 - 1)
+    assert (clean.dirty_bytes, clean.due(0.0)) == (0, False)
+    # A pass by a node whose lease moved writes nothing.
+    await grant(pool, "cmp", 0, NODE, 2)
+    with pytest.raises(PartitionFenced):
+        await store.compact(log_, 10_000, 1_000, span.end_offset, [])
+    assert await decoded(store, (await store.load("cmp", 0, 2)).log) == before
+    log_ = (await store.load("cmp", 0, 2)).log
+    done = await store.compact(log_, 10_000, 1_000, span.end_offset, [])
+    assert done.stats.records_dropped == 19 * 5 - 1 and done.end_offset == 95
+    # Batch 90..94 keeps k0's tombstone (stamped, kept until 11_000) and nothing else
+    # survives below 95: that row and the last batch's stay.
+    assert await rows(pool, "cmp") == 2
+    after = await decoded(store, log_)
+    assert after == [(90, b"k0", None)] + [(94 + i, b"k%d" % i, b"v19-%d" % i) for i in range(1, 5)]
+    assert {key: (offset, value) for offset, key, value in after} == expected
+    reloaded = (await store.load("cmp", 0, 2)).log
+    assert (reloaded.log_start_offset, reloaded.next_offset) == (0, 99)
+    # Past the delete horizon, the tombstone goes; the log end stays.
+    await store.compact(log_, 11_000, 1_000, 95, [])
+    assert await decoded(store, log_) == after[1:]
+    assert await rows(pool, "cmp") == 1
+    assert (await store.load("cmp", 0, 2)).log.next_offset == 99
+
+
+async def test_lag_timestamps_after_a_takeover_are_read_from_the_rows(
+    pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    """A new owner holds no batch in memory: the lag scrape reads the first unconsumed
+    records' timestamps from the rows in the background and has them at the next scrape
+    (cached: not read again)."""
+    from groupcoord.coordinator.config import load_config
+    from groupcoord.coordinator.topics.lag_reads import PartitionEnds
+    from groupcoord.coordinator.topics.registry import TopicRegistry
+
+    await grant(pool, "lag", 0, NODE, 1)
+    writer = (await PgPartitionStore(pool, NODE).load("lag", 0, 1)).log
+    last = -1
+    for i in range(10):
+        _, last = append(writer, batch(10, start_ts_ms=1_000 * (i + 1)))
+    await writer.store.wait_durable(writer, last)
+    await grant(pool, "lag", 0, 2, 2)
+    overrides = {"data_dir": str(tmp_path), "metrics_listen": ""}
+    topics = TopicRegistry(load_config(overrides=overrides, environ={}))
+    topics.load()
+    try:
+        topics.create("lag", 1, {})
+        partition = topics.partition("lag", 0)
+        assert partition is not None
+        partition.log = (await PgPartitionStore(pool, 2).load("lag", 0, 2)).log  # type: ignore[assignment]
+        ends = PartitionEnds(topics)
+        offsets = [0, 35, 99]
+        expected = [1_000, 4_000, 10_000]  # each batch's first record's timestamp
+        read: list[int | None] = [None] * 3
+        deadline = time.monotonic() + 30
+        while read != expected and time.monotonic() < deadline:
+            ends.begin_scrape()
+            read = ends.timestamps_ms("lag", 0, offsets)
+            await asyncio.sleep(0.05)
+        assert read == expected
+        ends.begin_scrape()
+        assert ends.timestamps_ms("lag", 0, offsets) == expected
+        assert not ends._stored_reads  # cached: no read of the rows started
+    finally:
+        topics.close()
+
+
+# The partition tables as session 17 created them: rows keyed by topic name.
+_NAME_KEYED_DDL = """
+CREATE TABLE partition_batches (
+    topic text NOT NULL, partition integer NOT NULL, base_offset bigint NOT NULL,
+    last_offset bigint NOT NULL, max_timestamp bigint NOT NULL, producer_id bigint NOT NULL,
+    batch bytea NOT NULL, PRIMARY KEY (topic, partition, base_offset));
+CREATE TABLE partition_starts (
+    topic text NOT NULL, partition integer NOT NULL, log_start_offset bigint NOT NULL,
+    PRIMARY KEY (topic, partition));
+CREATE TABLE topics (
+    name text PRIMARY KEY, topic_id uuid NOT NULL UNIQUE, partitions integer NOT NULL);
+"""
+
+
+async def test_a_database_keyed_by_topic_name_is_migrated_to_topic_ids(
+    pg: PostgresServer,
+) -> None:
+    """ensure_partition_schema gives the rows of a name-keyed database the id of their topic
+    in the metadata store, drops those of topics it no longer holds, and keys the tables by
+    topic id: the partition loads as before, and a topic of the same name with another id
+    meets none of its rows."""
+    admin = await asyncpg.connect(pg.dsn)
+    try:
+        await admin.execute("DROP DATABASE IF EXISTS migrated")
+        await admin.execute("CREATE DATABASE migrated")
+    finally:
+        await admin.close()
+    dsn = pg.dsn.rsplit("/", 1)[0] + "/migrated"
+    connection = await asyncpg.connect(dsn)
+    kept_id = uuid.uuid4()
+    try:
+        await connection.execute(_NAME_KEYED_DDL)
+        await connection.execute("INSERT INTO topics VALUES ('kept', $1, 1)", kept_id)
+        for topic in ("kept", "gone"):  # "gone" was deleted, its rows never dropped
+            for base in (0, 10):
+                data = batch(10, start_ts_ms=base + 1)
+                set_base_offset_and_leader_epoch(data, 0, base, len(data) - 12, 0)
+                await connection.execute(
+                    "INSERT INTO partition_batches VALUES ($1, 0, $2, $3, $4, -1, $5)",
+                    topic,
+                    base,
+                    base + 9,
+                    base + 10,
+                    bytes(data),
+                )
+            await connection.execute("INSERT INTO partition_starts VALUES ($1, 0, 5)", topic)
+        await ensure_partition_schema(connection)
+        await ensure_partition_schema(connection)  # idempotent
+        found = await connection.fetch(
+            "SELECT topic, topic_id, base_offset FROM partition_batches ORDER BY base_offset"
+        )
+        assert [tuple(r) for r in found] == [("kept", kept_id, 0), ("kept", kept_id, 10)]
+        starts = await connection.fetch("SELECT topic, topic_id FROM partition_starts")
+        assert [tuple(r) for r in starts] == [("kept", kept_id)]
+        keys = await connection.fetchval(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint"
+            " WHERE conrelid = 'partition_batches'::regclass AND contype = 'p'"
+        )
+        assert keys == "PRIMARY KEY (topic_id, partition, base_offset)"
+    finally:
+        await connection.close()
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
+    try:
+        await grant(pool, "kept", 0, NODE, 1)
+        store = PgPartitionStore(pool, NODE)
+        log_ = (await store.load("kept", 0, 1, topic_id=kept_id)).log
+        assert (log_.log_start_offset, log_.next_offset) == (5, 20)
+        _, last = append(log_, batch(3))
+        await store.wait_durable(log_, last)
+        assert [h.base_offset for h in split_batches(await store.read(log_, 5, 1 << 20))] == [
+            0,
+            10,
+            20,
+        ]
+        other = (await store.load("kept", 0, 1, topic_id=uuid.uuid4())).log
+        assert (other.log_start_offset, other.next_offset) == (0, 0)
+    finally:
+        await pool.close()
+
+
+async def test_compaction_drops_aborted_data_and_compacts_committed_data(
+    pool: asyncpg.Pool,
+) -> None:
+    """Kafka's transactional rules over the rows (storage/txn_cleaning.py): an aborted
+    transaction's records go and never supersede anything, a committed one's are compacted
+    like any record, the markers of transactions whose data the pass traversed stay."""
+    store = PgPartitionStore(pool, NODE)
+    await grant(pool, "txncmp", 0, NODE, 1)
+    log_ = (await store.load("txncmp", 0, 1)).log
+    now_ms = int(time.time() * 1000)
+    append(log_, bytearray(client_batch([(b"k1", b"a", now_ms)])))  # 0
+    append(log_, bytearray(txn_batch([b"b", b"x"], 7, 0, 0, keys=[b"k1", b"k2"])))  # 1-2
+    append(log_, marker_batch(7, 0, 0, False, now_ms)[0])  # 3: ABORT
+    append(log_, bytearray(txn_batch([b"c"], 8, 0, 0, keys=[b"k1"])))  # 4
+    append(log_, marker_batch(8, 0, 0, True, now_ms)[0])  # 5: COMMIT
+    _, last = append(log_, bytearray(client_batch([(b"k3", b"z", now_ms)])))  # 6
+    await store.wait_durable(log_, last)
+    span = await store.cleanable_range(log_, -1, now_ms, 0, 2**63 - 1)
+    assert span.end_offset == 6
+    done = await store.compact(log_, now_ms, 1_000, span.end_offset, [(7, 1, 3)])
+    assert done.stats.records_dropped == 3  # a (superseded), b and x (aborted)
+    assert await decoded(store, log_) == [(4, b"k1", b"c"), (6, b"k3", b"z")]
+    bases = [
+        r[0]
+        for r in await pool.fetch(
+            "SELECT base_offset FROM partition_batches WHERE topic = 'txncmp' ORDER BY 1"
+        )
+    ]
+    assert bases == [3, 4, 5, 6]  # the markers stay
