@@ -195,6 +195,20 @@ def crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -
     return int(calc_crc32c(memoryview(buf)[pos + CRC_FROM : end])) == header.crc
 
 
+def walk_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each batch of `buf`, batches laid end to end, their headers
+    parsed and nothing else checked (not the CRC); InvalidBatch for a header cut short or
+    malformed, or a batch running past the end."""
+    pos = 0
+    total = len(buf)
+    while pos < total:
+        header = parse_header(buf, pos)
+        if pos + header.size_bytes > total:
+            raise InvalidBatch("batch truncated")
+        yield pos, header
+        pos += header.size_bytes
+
+
 def split_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
     """Headers of every batch in a produce payload, validated (length, magic, CRC).
 
