@@ -7,7 +7,6 @@ the record-at-a-time replay."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import operator
 import types
 from pathlib import Path
@@ -268,3 +267,15 @@ def test_without_transactions_it_is_the_record_at_a_time_state(tmp_path: Path) -
     reference = asyncio.run(load(tmp_path / "s", "reference", []))
     assert bulk == reference
     assert sum(taken) >= 12
+
+
+def test_the_offset_delta_columns_are_the_varints() -> None:
+    from groupcoord.protocol.record_runs import _WIDTH_ENDS, _delta_column
+    from groupcoord.protocol.varint import uvarint_bytes
+
+    for width in (1, 2, 3):
+        columns = [_delta_column(width, index) for index in range(width)]
+        for delta in range(_WIDTH_ENDS[width - 1], _WIDTH_ENDS[width]):
+            encoded = uvarint_bytes(delta << 1)
+            assert len(encoded) == width
+            assert bytes(column[delta] for column in columns) == encoded
