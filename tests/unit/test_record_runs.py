@@ -169,8 +169,6 @@ def test_pairs_are_aiokafkas_or_none(
     eligible = all(value is not None and key[:2] == COMMIT for key, value in records)
     if not eligible:
         assert got is None
-    elif len(records) >= 32 * len(requests):  # long runs: read in bulk
-        assert got is not None
 
 
 # -- the load ----------------------------------------------------------------------------------
