@@ -1,5 +1,5 @@
-"""The keys and values of a record batch's records read in bulk, a run of same-shaped
-records at a time: the loader's fast path for batches of offset commits.
+"""OffsetCommit records of a record batch read in bulk, a run of same-shaped records at a
+time: the shard loader's fast path (coordinator/runtime/runner.py).
 
 Theory of operation. A v2 batch's records follow its header, each one
 
@@ -8,39 +8,59 @@ Theory of operation. A v2 batch's records follow its header, each one
 
 Decoding them one at a time (a record object, its fields, a tuple) costs most of a
 coordinator shard's load. But the coordinator writes runs of records of one shape: one
-OffsetCommit request's records have one group and topic (one key length), one value
-layout (one value length), the batch's timestamp (delta 0), no headers, and offset deltas
-counting up. A run of n records of one shape is n slots of the same size S in which every
-byte other than the key's and value's contents and the offset delta is the same in each
-slot: the record's framing. So a run is recognised with C-level operations only: each
-framing byte of the first record, compared with the same byte of every following slot
-(a strided slice, `buf[p::S]`, stripped of that byte: what remains starts where a record
-of another shape begins), and the offset deltas compared with the expected ones (a
-precomputed column of varint bytes per delta width). Alignment follows by induction: a
-slot whose length bytes match holds a record of size S, so the next slot starts where
-the next record does. Then one `struct.iter_unpack` with the run's layout yields every
-(key, value) of the run as a tuple, a few C calls for the whole run.
+OffsetCommit request's records have one group and topic (one key layout: version 1, the
+group's and the topic's lengths), one value layout (one value length), the batch's
+timestamp (delta 0), no headers, and offset deltas counting up; many groups whose names
+have one length make one run too. A run of n records of one shape is n slots of the
+same size S in which every byte other than the group, topic and partition of the key,
+the value and the offset delta is the same in each slot: the record's framing. So a run
+is recognised with C-level operations only: each framing byte of the first record,
+compared with the same byte of every following slot (a strided slice, `buf[p::S]`,
+stripped of that byte: what remains starts where a record of another shape begins), and
+the offset deltas compared with the expected ones (a precomputed column of varint bytes
+per delta width). Alignment follows by induction: a slot whose length bytes match holds
+a record of size S, so the next slot starts where the next record does. Then one
+`struct.iter_unpack` with the run's layout yields every (key, value) of the run, and
+another every key's (group, topic, partition), a few C calls for the whole run.
 
-Anything else (a compressed batch, a null key or value, a record with headers, a key not
-starting with the expected prefix, a malformed record) gives None, and the caller
-decodes the batch the general way, which also reports what is malformed.
+Anything else (a null key or value, a record with headers, another record type, a
+malformed key or record) gives None, and the caller decodes the batch the general way,
+which also reports what is malformed. So do short runs: a run costs a few microseconds
+however short, a record decoded the general way a fraction of one.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from functools import cache
+from typing import NamedTuple
 
 # Offset deltas below these take 1, 2 and 3 bytes as zigzag varints (2 * delta).
 _WIDTH_ENDS = (0, 64, 8192, 1 << 16)  # 3 bytes only up to 65535: past it, None
 # The first run checked, in records; each next chunk of a long run is 4 times larger.
 _FIRST_CHUNK = 16
-# A run costs a few microseconds however short (a record decoded the general way: a
-# fraction of one): a batch whose runs average fewer records than this is given up.
+# A batch whose runs average fewer records than this is given up (module docstring).
 RUN_RECORDS_MIN = 32
 
-RecordRun = Iterator[tuple[bytes, bytes]]
+COMMIT_KEY_PREFIX = b"\x00\x01"  # an OffsetCommit key (record type 1) starts so
+# An OffsetCommit key: version int16, group (int16 length, bytes), topic (the same),
+# partition int32.
+_KEY_FIXED_BYTES = 10
+_GROUP_LENGTH = struct.Struct(">h")
+_TOPIC_LENGTH = _GROUP_LENGTH
+
+# size, delta_at, delta_width, key_at, key_len, value_at, value_len, group_len (_shape)
+_Shape = tuple[int, int, int, int, int, int, int, int]
+
+
+class CommitRun(NamedTuple):
+    """A run of OffsetCommit records of one shape: `pairs.iter_unpack(records)` yields
+    each record's (key bytes, value bytes), `fields.iter_unpack(records)` its key's
+    (group bytes, topic bytes, partition)."""
+
+    records: memoryview
+    pairs: struct.Struct
+    fields: struct.Struct
 
 
 @cache
@@ -60,14 +80,15 @@ def _delta_column(width: int, index: int) -> bytes:
 
 
 @cache
-def _layout(key_at: int, key_len: int, value_at: int, value_len: int, size: int) -> struct.Struct:
-    """(key, value) of a record slot of `size` bytes, the key at `key_at`, the value at
-    `value_at`."""
+def _layouts(shape: _Shape) -> tuple[struct.Struct, struct.Struct]:
+    """(key, value) and (group, topic, partition) of a record slot of `shape`."""
+    size, _, _, key_at, key_len, value_at, value_len, group_len = shape
     key_end = key_at + key_len
     value_end = value_at + value_len
-    return struct.Struct(
-        f"<{key_at}x{key_len}s{value_at - key_end}x{value_len}s{size - value_end}x"
-    )
+    topic_len = key_len - _KEY_FIXED_BYTES - group_len
+    pairs = f"<{key_at}x{key_len}s{value_at - key_end}x{value_len}s{size - value_end}x"
+    fields = f">{key_at + 4}x{group_len}s2x{topic_len}si{size - key_end}x"
+    return struct.Struct(pairs), struct.Struct(fields)
 
 
 def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -88,12 +109,10 @@ def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     return -1, end + 1
 
 
-def _shape(
-    buf: bytes, pos: int, end: int, delta: int, key_prefix: bytes
-) -> tuple[int, int, int, int, int, int, int] | None:
+def _shape(buf: bytes, pos: int, end: int, delta: int) -> _Shape | None:
     """The record at `pos` (offset delta `delta`) as (size, delta_at, delta_width, key_at,
-    key_len, value_at, value_len), positions relative to `pos`; None when it is not of
-    this fast path (see the module docstring) or is malformed."""
+    key_len, value_at, value_len, group_len), positions relative to `pos`; None when it
+    is not of this fast path (see the module docstring) or is malformed."""
     length, at = _varint(buf, pos, end)
     record_end = at + length
     if length <= 0 or record_end > end:
@@ -105,8 +124,13 @@ def _shape(
         return None
     delta_width = at - delta_at
     key_len, key_at = _varint(buf, at, record_end)
-    if key_len < len(key_prefix) or buf[key_at : key_at + len(key_prefix)] != key_prefix:
+    if key_len < _KEY_FIXED_BYTES or buf[key_at : key_at + 2] != COMMIT_KEY_PREFIX:
         return None
+    group_len, topic_len = _GROUP_LENGTH.unpack_from(buf, key_at + 2)[0], -1
+    if 0 <= group_len <= key_len - _KEY_FIXED_BYTES:
+        topic_len = _TOPIC_LENGTH.unpack_from(buf, key_at + 4 + group_len)[0]
+    if topic_len != key_len - _KEY_FIXED_BYTES - group_len:
+        return None  # a malformed key: the general way reports it
     value_len, value_at = _varint(buf, key_at + key_len, record_end)
     if value_len < 0 or value_at + value_len + 1 != record_end:
         return None
@@ -120,21 +144,25 @@ def _shape(
         key_len,
         value_at - pos,
         value_len,
+        group_len,
     )
 
 
 @cache
-def _framing(shape: tuple[int, int, int, int, int, int, int], prefix_len: int) -> list[int]:
+def _framing(shape: _Shape) -> list[int]:
     """The positions in a record slot of `shape` (`_shape`) that every record of its run
-    repeats: all but the offset delta and the contents of the key (past its prefix) and
+    repeats: all but the offset delta, the key's group, topic and partition, and the
     value."""
-    size, delta_at, delta_width, key_at, key_len, value_at, value_len = shape
+    size, delta_at, delta_width, key_at, key_len, value_at, value_len, group_len = shape
+    group_at = key_at + 4
+    topic_at = group_at + group_len + 2
     return [
         p
         for p in range(size)
         if not (
             delta_at <= p < delta_at + delta_width
-            or key_at + prefix_len <= p < key_at + key_len
+            or group_at <= p < group_at + group_len
+            or topic_at <= p < key_at + key_len
             or value_at <= p < value_at + value_len
         )
     ]
@@ -167,35 +195,32 @@ def _run_length(buf: bytes, pos: int, size: int, limit: int, framing: list[int])
     return run
 
 
-def record_runs(
-    buf: bytes, start: int, end: int, count: int, key_prefix: bytes
-) -> list[RecordRun] | None:
-    """The (key, value) pairs of the `count` records in `buf[start:end]` (an uncompressed
-    v2 batch's records section), run by run, in order; None when some record has a null
-    key or value, headers, a key not starting with `key_prefix`, or is malformed (the
-    caller decodes the batch the general way). The runs read `buf` lazily: keep it."""
-    runs: list[RecordRun] = []
+def commit_runs(buf: bytes, start: int, end: int, count: int) -> list[CommitRun] | None:
+    """The `count` records in `buf[start:end]` (an uncompressed v2 batch's records
+    section) as runs of OffsetCommit records, in order; None when some record is not an
+    OffsetCommit record (type 1) with a value and without headers, is malformed, or the
+    runs are short (the caller decodes the batch the general way). The runs are views of
+    `buf`."""
+    runs: list[CommitRun] = []
     view = memoryview(buf)
     pos = start
     delta = 0
     while delta < count:
-        shape = _shape(buf, pos, end, delta, key_prefix)
+        shape = _shape(buf, pos, end, delta)
         if shape is None:
             return None
-        size, delta_at, delta_width, key_at, key_len, value_at, value_len = shape
-        if delta_width > 3 or delta >= _WIDTH_ENDS[delta_width]:
+        size, delta_at, delta_width = shape[0], shape[1], shape[2]
+        if delta >= _WIDTH_ENDS[delta_width]:
             return None
         limit = min(count - delta, _WIDTH_ENDS[delta_width] - delta, (end - pos) // size)
-        framing = _framing(shape, len(key_prefix))
-        run = _run_length(buf, pos, size, limit, framing)
+        run = _run_length(buf, pos, size, limit, _framing(shape))
         run_end = pos + run * size
         for index in range(delta_width):
             column = buf[pos + delta_at + index : run_end : size]
             if column != _delta_column(delta_width, index)[delta : delta + run]:
                 return None
-        runs.append(
-            _layout(key_at, key_len, value_at, value_len, size).iter_unpack(view[pos:run_end])
-        )
+        pairs, fields = _layouts(shape)
+        runs.append(CommitRun(view[pos:run_end], pairs, fields))
         pos = run_end
         delta += run
         if len(runs) > 2 and delta < RUN_RECORDS_MIN * len(runs) and delta < count:

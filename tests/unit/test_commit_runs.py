@@ -1,4 +1,4 @@
-"""Commits read in bulk, a run of same-shaped records at a time (protocol/record_runs.py):
+"""Commits read in bulk, a run of same-shaped records at a time (protocol/commit_runs.py):
 the pairs are aiokafka's, or None; and a shard loaded with them (a takeover's log: long
 runs of commits among tombstones, group metadata, KIP-848 records, transactional offset
 commits and their markers) ends in exactly the state of the loader without them and of
@@ -21,8 +21,9 @@ from groupcoord.coordinator.groups.config import GroupConfig
 from groupcoord.coordinator.runtime import runner as runner_module
 from groupcoord.coordinator.runtime.runner import ShardRunner
 from groupcoord.protocol.batches import HEADER_SIZE, parse_header
+from groupcoord.protocol.commit_runs import commit_runs
 from groupcoord.protocol.control_batches import marker_batch
-from groupcoord.protocol.record_runs import record_runs
+from groupcoord.protocol.records import offset_commit_key_fields
 from groupcoord.storage import GroupCommitter, LogConfig, PartitionLog
 from tests.unit.test_fast_load import (
     NOW_MS,
@@ -65,8 +66,16 @@ def batch_bytes(
 
 def runs_of(data: bytes) -> list[tuple[bytes, bytes]] | None:
     header = parse_header(data)
-    runs = record_runs(data, HEADER_SIZE, len(data), header.records_count, COMMIT)
-    return None if runs is None else [pair for run in runs for pair in run]
+    runs = commit_runs(data, HEADER_SIZE, len(data), header.records_count)
+    if runs is None:
+        return None
+    pairs = [pair for run in runs for pair in run.pairs.iter_unpack(run.records)]
+    fields = [f for run in runs for f in run.fields.iter_unpack(run.records)]
+    # Each key's fields as the one-key decoder reads them.
+    assert [(g.decode(), t.decode(), p) for g, t, p in fields] == [
+        offset_commit_key_fields(key) for key, _ in pairs
+    ]
+    return pairs
 
 
 def aiokafka_pairs(data: bytes) -> list[tuple[Any, Any]]:
@@ -130,12 +139,8 @@ def test_a_damaged_batch_gives_the_batch_up() -> None:
     data = bytearray(batch_bytes(commits("g1", range(100), 0)))
     header = parse_header(data)
     # The records count says one more than there is; the last record cut short.
-    assert (
-        record_runs(bytes(data), HEADER_SIZE, len(data), header.records_count + 1, COMMIT) is None
-    )
-    assert (
-        record_runs(bytes(data), HEADER_SIZE, len(data) - 1, header.records_count, COMMIT) is None
-    )
+    assert commit_runs(bytes(data), HEADER_SIZE, len(data), header.records_count + 1) is None
+    assert commit_runs(bytes(data), HEADER_SIZE, len(data) - 1, header.records_count) is None
     data[HEADER_SIZE + 3] = 0x7F  # the first record's offset delta
     assert runs_of(bytes(data)) is None
 
@@ -228,20 +233,20 @@ def full_state(runner: ShardRunner) -> dict[str, Any]:
 async def load(path: Path, mode: str, taken: list[int]) -> dict[str, Any]:
     committer = GroupCommitter()
     runner = ShardRunner(0, path, GroupConfig(), LogConfig(), committer, clock_ms=lambda: NOW_MS)
-    bulk = runner_module.record_runs
+    bulk = runner_module.commit_runs
 
     def counted(*args: Any) -> Any:
         runs = bulk(*args)
         taken.append(runs is not None)
         return runs
 
-    runner_module.record_runs = counted if mode == "bulk" else (lambda *args: None)
+    runner_module.commit_runs = counted if mode == "bulk" else (lambda *args: None)
     if mode == "reference":
         runner._replay_log = types.MethodType(reference_replay_log, runner)  # type: ignore[method-assign]
     try:
         await runner.load()
     finally:
-        runner_module.record_runs = bulk
+        runner_module.commit_runs = bulk
         await runner.close()
         await committer.close()
     return full_state(runner)
@@ -268,7 +273,7 @@ def test_without_transactions_it_is_the_record_at_a_time_state(tmp_path: Path) -
 
 
 def test_the_offset_delta_columns_are_the_varints() -> None:
-    from groupcoord.protocol.record_runs import _WIDTH_ENDS, _delta_column
+    from groupcoord.protocol.commit_runs import _WIDTH_ENDS, _delta_column
     from groupcoord.protocol.varint import uvarint_bytes
 
     for width in (1, 2, 3):
