@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from groupcoord.protocol.batches import parse_header
+from groupcoord.protocol.batches import walk_batches
 from groupcoord.storage import GroupCommitter, LogConfig, PartitionLog
 
 from . import shard_store
@@ -101,15 +101,11 @@ def log_batches(log_: PartitionLog, start: int, end: int) -> list[bytes]:
         chunk = log_.read(offset, READ_CHUNK_BYTES)
         if not chunk:
             break
-        pos = 0
-        while pos < len(chunk):
-            header = parse_header(chunk, pos)
+        for pos, header in walk_batches(chunk):
             if header.base_offset >= end:
                 return out
-            size = header.size_bytes
-            out.append(chunk[pos : pos + size])
+            out.append(chunk[pos : pos + header.size_bytes])
             offset = header.last_offset + 1
-            pos += size
     return out
 
 
@@ -269,13 +265,8 @@ def _rebuild_log(directory: Path, log_config: LogConfig, image: ShardImage) -> i
     shutil.rmtree(directory, ignore_errors=True)
     log_ = PartitionLog.open(directory, log_config)
     try:
-        data = bytearray(image.batches())
-        headers = []
-        pos = 0
-        while pos < len(data):
-            header = parse_header(data, pos)
-            headers.append(header)
-            pos += header.size_bytes
+        data = image.batches()
+        headers = [header for _, header in walk_batches(data)]
         if headers:
             log_.append(data, headers)
         return log_.next_offset

@@ -107,14 +107,20 @@ class ShardImage:
     def tail_batches(self) -> int:
         return len(self.tail)
 
-    def batches(self) -> bytes:
-        """The snapshot's batches then the tail's, as one buffer."""
+    def batches(self) -> bytearray:
+        """The snapshot's batches then the tail's, as one buffer (a bytearray: the log
+        appends it as is, stamping base offsets in place; decompressed straight into it,
+        the tail added in place, a 50 MB snapshot is not copied again)."""
         snapshot = self.snapshot_lz4
         if snapshot.startswith(_LZ4_FRAME_MAGIC):
-            snapshot = lz4.frame.decompress(snapshot)
-        # else: stored as plain batches (written before snapshots were compressed; a batch
-        # starts with its base offset, never that high)
-        return b"".join([snapshot, *self.tail])
+            data: bytearray = lz4.frame.decompress(snapshot, return_bytearray=True)
+        else:
+            # Stored as plain batches (written before snapshots were compressed; a batch
+            # starts with its base offset, never that high).
+            data = bytearray(snapshot)
+        for batch in self.tail:
+            data += batch
+        return data
 
 
 def compress_snapshot(batches: list[bytes]) -> bytes:
