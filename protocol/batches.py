@@ -221,18 +221,12 @@ def split_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
     Raises InvalidBatch on any defect: a produce request is all or nothing per partition.
     """
     headers: list[BatchHeader] = []
-    pos = 0
-    total = len(buf)
-    while pos < total:
-        header = parse_header(buf, pos)
-        if pos + header.size_bytes > total:
-            raise InvalidBatch("batch truncated")
+    for pos, header in walk_batches(buf):
         if not crc_ok(buf, pos, header):
             raise InvalidBatch("batch CRC mismatch")
         if header.records_count != header.last_offset_delta + 1:
             raise InvalidBatch("records count does not match the last offset delta")
         headers.append(header)
-        pos += header.size_bytes
     return headers
 
 

@@ -3,14 +3,16 @@ library sends on demand (replaying Spark's sequence, fuzzing, KIP-814 JoinGroup 
 
 from __future__ import annotations
 
+import datetime
 import socket
 import struct
+import sys
 from typing import Any
 
 from groupcoord.protocol.api import request_schema, response_schema
 from groupcoord.protocol.client_codec import decode_response, encode_request
 
-__all__ = ["RawClient", "encode_request", "request_class"]
+__all__ = ["RawClient", "delete_records", "encode_request", "request_class"]
 
 _SIZE = struct.Struct(">i")
 
@@ -73,3 +75,27 @@ def request_class(api_key: int, version: int) -> Any:
     cls = request_schema(api_key, version)
     assert cls is not None
     return cls
+
+
+def delete_records(bootstrap: str, topic: str, partition: int, offset: int = -1) -> tuple[int, int]:
+    """DeleteRecords v2 of `topic`'s `partition` at `bootstrap` up to `offset` (-1: the high
+    watermark): (low watermark, error code)."""
+    m = sys.modules[request_class(21, 2).__module__]
+    with RawClient(bootstrap) as client:
+        response = client.request(
+            21,
+            2,
+            m.DeleteRecordsRequest(
+                topics=(
+                    m.DeleteRecordsTopic(
+                        name=topic,
+                        partitions=(
+                            m.DeleteRecordsPartition(partition_index=partition, offset=offset),
+                        ),
+                    ),
+                ),
+                timeout=datetime.timedelta(seconds=30),
+            ),
+        )
+    answer = response.topics[0].partitions[0]
+    return int(answer.low_watermark), int(answer.error_code)

@@ -10,7 +10,6 @@ DeleteRecords moves a partition's log start in the rows, kept by the next leader
 
 from __future__ import annotations
 
-import datetime
 import os
 import signal
 import threading
@@ -36,10 +35,9 @@ from tests.cluster_support import (
     check_nothing_lost,
     cluster_fixture,
     has_topic,
-    request_module,
     until,
 )
-from tests.rawclient import RawClient
+from tests.rawclient import delete_records
 
 pytestmark = pytest.mark.integration
 
@@ -303,7 +301,7 @@ def test_delete_records_moves_the_stored_log_start_and_outlives_its_leader(
         assert producer.flush(60) == 0  # a batch each
     owner, _ = cluster.partition_owner(topic, 0)
     other = next(n for n in cluster.nodes if n != owner)
-    assert _delete_records(cluster.nodes[other].bootstrap, topic, 6) == (-1, 6)
+    assert delete_records(cluster.nodes[other].bootstrap, topic, 0, 6) == (-1, 6)
     futures = admin.delete_records([TopicPartition(topic, 0, 6)], operation_timeout=30)
     assert futures[TopicPartition(topic, 0)].result(30).low_watermark == 6
     assert _watermarks(cluster.bootstrap, topic) == (6, 10)
@@ -340,27 +338,6 @@ def test_delete_records_moves_the_stored_log_start_and_outlives_its_leader(
     admin.delete_topics([topic])[topic].result(30)
     until(lambda: cluster.partition_owner(topic, 0)[0] == -1, "its lease handed back")
     wait_all_led(cluster)
-
-
-def _delete_records(bootstrap: str, topic: str, offset: int) -> tuple[int, int]:
-    """DeleteRecords v2 of partition 0 at one node: (low watermark, error code)."""
-    m = request_module(21, 2)
-    with RawClient(bootstrap) as client:
-        response = client.request(
-            21,
-            2,
-            m.DeleteRecordsRequest(
-                topics=(
-                    m.DeleteRecordsTopic(
-                        name=topic,
-                        partitions=(m.DeleteRecordsPartition(partition_index=0, offset=offset),),
-                    ),
-                ),
-                timeout=datetime.timedelta(seconds=30),
-            ),
-        )
-    answer = response.topics[0].partitions[0]
-    return int(answer.low_watermark), int(answer.error_code)
 
 
 def _watermarks(bootstrap: str, topic: str) -> tuple[int, int] | None:

@@ -41,7 +41,7 @@ from groupcoord.coordinator.ownership import partition_owner_index, shard_owner_
 from groupcoord.coordinator.runtime.partitioning import shard_for
 from groupcoord.coordinator.server.supervisor import HOLD_RESTART_ENV
 from tests import wire_requests
-from tests.rawclient import RawClient, request_class
+from tests.rawclient import RawClient, delete_records, request_class
 from tests.support import WorkersProcess, make_batch, serving_workers
 
 pytestmark = pytest.mark.integration
@@ -125,30 +125,6 @@ def produce_one(bootstrap: str, topic: str, partition: int) -> int:
             ),
         )
     return int(response.responses[0].partition_responses[0].error_code)
-
-
-def delete_records(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
-    """DeleteRecords v2 of `topic`'s `partition` at `bootstrap` up to its high watermark:
-    (low watermark, error code)."""
-    m = _m(21, 2)
-    with RawClient(bootstrap) as client:
-        response = client.request(
-            21,
-            2,
-            m.DeleteRecordsRequest(
-                topics=(
-                    m.DeleteRecordsTopic(
-                        name=topic,
-                        partitions=(
-                            m.DeleteRecordsPartition(partition_index=partition, offset=-1),
-                        ),
-                    ),
-                ),
-                timeout=datetime.timedelta(seconds=5),
-            ),
-        )
-    answer = response.topics[0].partitions[0]
-    return int(answer.low_watermark), int(answer.error_code)
 
 
 def find_coordinator(bootstrap: str, group: str) -> Any:
