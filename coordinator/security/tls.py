@@ -25,8 +25,6 @@ import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .tls13_suites import prefer_aes128
-
 ANONYMOUS = "User:ANONYMOUS"
 CLIENT_AUTH = ("none", "requested", "required")
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -109,8 +107,6 @@ def server_context(settings: TlsSettings, client_auth: str | None = None) -> ssl
     context.minimum_version = lowest
     context.maximum_version = highest
     context.options |= getattr(ssl, "OP_NO_RENEGOTIATION", 0)
-    # TLS 1.3 with AES-128-GCM first (tls13_suites.py); OpenSSL's order where it cannot.
-    prefer_aes128(context)
     _load_certificate(context, settings)
     if auth != "none":
         if not settings.truststore_file:
