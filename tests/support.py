@@ -259,6 +259,21 @@ def make_batch(
     )
 
 
+def counting_segment_reads(monkeypatch: Any) -> list[int]:
+    """Counts Segment.pread calls (reads[0]) from now until the test ends."""
+    from groupcoord.storage.segment import Segment
+
+    reads = [0]
+    real_pread = Segment.pread
+
+    def pread(self: Segment, position: int, size: int) -> bytes:
+        reads[0] += 1
+        return real_pread(self, position, size)
+
+    monkeypatch.setattr(Segment, "pread", pread)
+    return reads
+
+
 @contextlib.contextmanager
 def batch_times_dropped(logs: Sequence[Any]) -> Iterator[None]:
     """The tables of batch timestamps (storage/batch_times.py) of every segment of `logs`

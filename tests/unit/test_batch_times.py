@@ -15,8 +15,7 @@ from groupcoord.coordinator.topics.lag_reads import PartitionEnds
 from groupcoord.coordinator.topics.registry import TopicRegistry
 from groupcoord.protocol.batches import set_max_timestamp, split_batches
 from groupcoord.storage import PartitionLog, segment
-from groupcoord.storage.segment import Segment
-from tests.support import make_batch
+from tests.support import counting_segment_reads, make_batch
 
 
 def _registry(data_dir: Path) -> TopicRegistry:
@@ -56,18 +55,6 @@ def _read_each(topics: TopicRegistry, offsets: list[int]) -> list[int | None]:
     return [PartitionEnds._read(log, offset) for offset in offsets]
 
 
-def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    reads = [0]
-    real_pread = Segment.pread
-
-    def pread(self: Segment, position: int, size: int) -> bytes:
-        reads[0] += 1
-        return real_pread(self, position, size)
-
-    monkeypatch.setattr(Segment, "pread", pread)
-    return reads
-
-
 def _tables(log: PartitionLog) -> list[int]:
     """Entries in each segment's table, oldest segment first."""
     _, _, closed, active, _ = log.segments_snapshot()
@@ -87,7 +74,7 @@ def test_a_full_table_keeps_its_newest_half_and_the_older_batches_are_walked(
     offsets = list(range(log.next_offset))
     expected = _read_each(topics, offsets)
     assert None not in expected
-    reads = _counting_reads(monkeypatch)
+    reads = counting_segment_reads(monkeypatch)
     assert PartitionEnds(topics).timestamps_ms("t", 0, offsets) == expected
     assert reads[0] > 0  # the offsets below the table were walked
     reads[0] = 0
@@ -117,7 +104,7 @@ def test_only_the_last_two_segments_keep_a_table_and_a_restart_notes_the_active_
         assert active.batch_times.floor_rel == -1
         assert len(active.batch_times.last_rel) > 0
         assert _tables(log)[:-2] == [0] * (len(_tables(log)) - 2)
-        reads = _counting_reads(monkeypatch)
+        reads = counting_segment_reads(monkeypatch)
         in_active = [o for o in offsets if active.base_offset <= o < log.next_offset]
         assert PartitionEnds(topics).timestamps_ms("t", 0, in_active) == [
             expected[o] for o in in_active

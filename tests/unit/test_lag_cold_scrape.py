@@ -24,8 +24,7 @@ from groupcoord.coordinator.observability.lag_metrics import LagMetrics
 from groupcoord.coordinator.topics.lag_reads import PartitionEnds
 from groupcoord.coordinator.topics.registry import TopicRegistry
 from groupcoord.protocol.batches import split_batches
-from groupcoord.storage.segment import Segment
-from tests.support import batch_times_dropped, make_batch
+from tests.support import batch_times_dropped, counting_segment_reads, make_batch
 
 GROUPS = 30
 PARTITIONS = 20
@@ -74,24 +73,12 @@ def _lag(topics: TopicRegistry, commit_ms: list[int]) -> LagMetrics:
     return LagMetrics(sources, PartitionEnds(topics), series_max=10_000, clock_ms=lambda: NOW_MS)
 
 
-def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    reads = [0]
-    real_pread = Segment.pread
-
-    def pread(self: Segment, position: int, size: int) -> bytes:
-        reads[0] += 1
-        return real_pread(self, position, size)
-
-    monkeypatch.setattr(Segment, "pread", pread)
-    return reads
-
-
 def test_first_scrape_reads_no_header_of_batches_the_log_noted(
     topics: TopicRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every batch was appended in this process: their timestamps are in memory."""
     lag = _lag(topics, [NOW_MS - 5_000])
-    reads = _counting_reads(monkeypatch)
+    reads = counting_segment_reads(monkeypatch)
     text = asyncio.run(lag.scrape()).decode()
     assert text.count("groupcoord_group_lag_seconds{") == ROWS  # every age was read
     assert reads[0] == 0  # on main: one walk of each partition's headers
@@ -114,7 +101,7 @@ def test_first_scrape_after_a_restart_reads_no_header_of_the_recovered_segments(
     registry.close()
     registry = _registry(tmp_path)
     try:
-        reads = _counting_reads(monkeypatch)
+        reads = counting_segment_reads(monkeypatch)
         assert asyncio.run(_lag(registry, [NOW_MS - 5_000]).scrape()) == expected
         assert reads[0] == 0  # on main: one walk of each partition's headers
     finally:
@@ -128,7 +115,7 @@ def test_first_scrape_without_noted_batches_walks_each_partition_once_and_the_ne
     logs = [partition.log for partition in topics.get("t").partitions]  # type: ignore[union-attr]
     with batch_times_dropped(logs):
         lag = _lag(topics, [NOW_MS - 5_000])
-        reads = _counting_reads(monkeypatch)
+        reads = counting_segment_reads(monkeypatch)
         text = asyncio.run(lag.scrape()).decode()
         assert text == expected
         # One forward walk a partition (8 KiB reads over its ~16 KiB of headers), where
