@@ -27,7 +27,7 @@ from confluent_kafka.admin import (
 
 from groupcoord.coordinator.security.scram import ScramClient
 from tests.rawclient import RawClient, encode_request, request_class
-from tests.support import ServerProcess, free_port, serving
+from tests.support import ServerProcess, free_port, free_ports, serving
 from tests.tls_certs import Pki, make_pki
 
 ALICE_PASSWORD = "alice-secret"
@@ -67,7 +67,10 @@ class Secure:
 def secure(tmp_path: Path, pki: Pki, server_cert: tuple[Path, Path]) -> Iterator[Secure]:
     users = tmp_path / "plain-users"
     users.write_text(f"# PLAIN users\nalice:{ALICE_PASSWORD}\nbob:bob-secret\n")
-    ports = {name: free_port() for name in ("PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL", "SSL")}
+    # Four ports free together: four free_port() draws can meet (a CI run got one twice).
+    base = free_ports(4)
+    names = ("PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL", "SSL")
+    ports = {name: base + i for i, name in enumerate(names)}
     listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())
     cert, key = server_cert
     with serving(
