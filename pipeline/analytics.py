@@ -141,8 +141,21 @@ def source_stream(spark: Any, bootstrap: str, options: dict[str, str] | None = N
     assigns the topic's partitions by number and switches the session to the connector's
     consumer-based offset reader (spark.sql.streaming.kafka.useDeprecatedOffsetFetching),
     which reads assigned partitions as they are."""
+    settings = {
+        "maxRecordsPerPartition": str(MAX_RECORDS_PER_TASK),
+        "minPartitions": str(spark.sparkContext.defaultParallelism),
+        **SOURCE_OPTIONS,
+        **(options or {}),
+    }
+    reader = offsets_reader(spark, bootstrap, offsets_partitions(bootstrap), settings)
+    return source_columns(reader.load())
+
+
+def offsets_reader(spark: Any, bootstrap: str, partitions: int, options: dict[str, str]) -> Any:
+    """The connector's stream reader of `partitions` partitions of `__consumer_offsets` from
+    the earliest offset, with exactly `options` besides (source_stream's docstring: why it
+    assigns partitions and switches the session to the consumer-based offset reader)."""
     spark.conf.set(DEPRECATED_OFFSET_FETCHING, "true")
-    partitions = offsets_partitions(bootstrap)
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -151,15 +164,9 @@ def source_stream(spark: Any, bootstrap: str, options: dict[str, str] | None = N
         # Compaction and offset expiry remove records: not data loss for the analytics.
         .option("failOnDataLoss", "false")
     )
-    settings = {
-        "maxRecordsPerPartition": str(MAX_RECORDS_PER_TASK),
-        "minPartitions": str(spark.sparkContext.defaultParallelism),
-        **SOURCE_OPTIONS,
-        **(options or {}),
-    }
-    for name, value in settings.items():
+    for name, value in options.items():
         reader = reader.option(name, value)
-    return source_columns(reader.load())
+    return reader
 
 
 def source_columns(source: Any) -> Any:

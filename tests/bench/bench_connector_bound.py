@@ -25,7 +25,6 @@ The machine is shared: compare figures of one run, not across runs.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -34,12 +33,16 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from groupcoord.pipeline.analytics import SOURCE_OPTIONS
+from groupcoord.pipeline.analytics import (
+    OFFSETS_TOPIC,
+    SOURCE_OPTIONS,
+    offsets_reader,
+    source_columns,
+)
 from tests.bench.bench_analytics import fill_log, tree_cpu_seconds
 from tests.bench.peers import free_port, run_groupcoord, run_kafka
 from tests.jvm.spark_session import spark_session
 
-OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka's offsets topic as groupcoord's in the bench: 2 partitions, and segments large
 # enough that the cleaner never compacts the history being read.
 KAFKA_OVERRIDES = {
@@ -121,18 +124,8 @@ def _read(sock: Any, size: int) -> bytes:
 
 def bare_read(spark: Any, bootstrap: str, work: Path, options: dict[str, str]) -> int:
     """One availableNow query over the log into Spark's noop sink; the records it read."""
-    reader = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("assign", json.dumps({OFFSETS_TOPIC: list(range(OFFSETS_PARTITIONS))}))
-        .option("startingOffsets", "earliest")
-        .option("failOnDataLoss", "false")
-    )
-    for name, value in {**JOB_OPTIONS, **options}.items():
-        reader = reader.option(name, value)
-    source = reader.load().selectExpr(
-        "partition", "offset", "unix_millis(timestamp) AS timestamp_ms", "key", "value"
-    )
+    reader = offsets_reader(spark, bootstrap, OFFSETS_PARTITIONS, {**JOB_OPTIONS, **options})
+    source = source_columns(reader.load())
     checkpoint = work / f"ckpt-{time.monotonic_ns()}"
     query = (
         source.writeStream.format("noop")
@@ -192,7 +185,6 @@ def main() -> None:
                 flush=True,
             )
         spark = stack.enter_context(spark_session(tmp / "spark", jvm_flags, args.driver_memory))
-        spark.conf.set("spark.sql.streaming.kafka.useDeprecatedOffsetFetching", "true")
         for peer in peers.values():
             bare_read(spark, str(peer), tmp, {})  # warm-up: JIT, connections
         per_million: dict[tuple[str, str], list[float]] = {}
