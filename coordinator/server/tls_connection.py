@@ -23,13 +23,14 @@ first: one record, one encryption, instead of one each.
 
 Why the loop's TLS layer (a memory BIO) and not an ssl.SSLSocket read straight from the
 socket: what TLS costs the server per MB produced is OpenSSL's, per record more than per
-byte. librdkafka (confluent-kafka 2.16, the bench's 1 MB batches of 1 KiB values) sends
-~370 records per MB, not 64: the part of each batch past its copy buffer (~15 % of the
-messages) goes as two records per message. OpenSSL 3.0 decrypts that mix at ~1.0 ms/MB
-(~0.5 ms/MB in 16 KiB records; TLS 1.3 AES-256-GCM, measured with memory BIOs). The
-memory BIO's extra copies cost ~0.1 ms/MB; a socket-BIO read would save them but, Python
-offering no read-ahead, OpenSSL then reads each record with two recv calls (measured:
-1,000 records, ~2,000 reads), ~740 system calls per MB: more than the copies it saves.
+byte. librdkafka (confluent-kafka 2.16, bench_tls's 1 MB batches of 1 KiB values) sends
+~470 records per MiB, not 64: about a fifth of each batch's messages go as two records
+each (a few bytes, then the value). OpenSSL 3.0 decrypts that mix at ~1.06 ms/MiB, 0.50
+in 16 KiB records (~1.3 us per extra record; TLS 1.3 AES-256-GCM, memory BIOs;
+tests/bench/bench_tls_records.py measures both). The memory BIO's extra copies cost
+~0.1 ms/MiB; a socket-BIO read would save them but, Python offering no read-ahead,
+OpenSSL then reads each record with two recv calls (measured: 1,000 records, ~2,000
+reads), ~950 system calls per MiB: more than the copies it saves.
 """
 
 from __future__ import annotations
