@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import ssl
 import statistics
 import sys
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     data_bytes = sum(size * n for size, n in counts.items())
     mb = data_bytes / MB
     print(
-        f"records per MB the server decrypted: {reads / mb:.0f} "
+        f"records per MiB the server decrypted: {reads / mb:.0f} "
         f"(16 KiB records: {MB / RECORD_BYTES_MAX:.0f}); {reads} reads, {mb:.1f} MiB, "
         f"{args.messages * len(VALUE) / MB:.1f} MiB of values sent"
     )
@@ -178,9 +179,17 @@ def main(argv: list[str] | None = None) -> int:
         entry[0] += n
         entry[1] += size * n
     for band, (n, total) in sorted(by_kib.items(), key=lambda item: -item[1][1]):
-        print(f"  {band:>8}: {n / mb:6.0f} records per MB, {total / data_bytes:4.0%} of the bytes")
-    # The sizes in the order of one MB of their mix, for the decrypt measurement.
-    sizes = [size for size, n in sorted(counts.items()) for _ in range(max(1, round(n / mb)))]
+        print(f"  {band:>8}: {n / mb:6.0f} records per MiB, {total / data_bytes:4.0%} of the bytes")
+    # One MiB's worth of the counted sizes, in proportion (fractions carried over from one
+    # size to the next), shuffled so that the cut at 1 MiB takes a fair sample.
+    sizes: list[int] = []
+    carried = 0.0
+    for size, n in sorted(counts.items()):
+        carried += n / mb
+        whole = int(carried)
+        carried -= whole
+        sizes.extend([size] * whole)
+    random.Random(0).shuffle(sizes)
     big_ms, mix_ms, big_n, mix_n = decrypt_ms_per_mb(sizes, args.rounds, cert, key)
     per_record_us = (mix_ms - big_ms) / max(mix_n - big_n, 1) * 1000
     print(
