@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import ssl
 import statistics
 import sys
@@ -153,16 +154,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=40)
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench-tls-records-"))
+    try:
+        return _run(args.messages, args.rounds, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the server's log: ~1 MiB per 1,000 messages
+
+
+def _run(messages: int, rounds: int, work: Path) -> int:
     pki = make_pki(work / "pki")
     cert, key = pki.issue("server", "/CN=localhost", server=True)
-    counts = count_records(args.messages, work, pki.ca, cert, key)
+    counts = count_records(messages, work, pki.ca, cert, key)
     reads = sum(counts.values())
     data_bytes = sum(size * n for size, n in counts.items())
     mb = data_bytes / MB
     print(
         f"records per MiB the server decrypted: {reads / mb:.0f} "
         f"(16 KiB records: {MB / RECORD_BYTES_MAX:.0f}); {reads} reads, {mb:.1f} MiB, "
-        f"{args.messages * len(VALUE) / MB:.1f} MiB of values sent"
+        f"{messages * len(VALUE) / MB:.1f} MiB of values sent"
     )
     by_kib: dict[str, list[int]] = {}
     for size, n in counts.items():
@@ -190,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         carried -= whole
         sizes.extend([size] * whole)
     random.Random(0).shuffle(sizes)
-    big_ms, mix_ms, big_n, mix_n = decrypt_ms_per_mb(sizes, args.rounds, cert, key)
+    big_ms, mix_ms, big_n, mix_n = decrypt_ms_per_mb(sizes, rounds, cert, key)
     per_record_us = (mix_ms - big_ms) / max(mix_n - big_n, 1) * 1000
     print(
         f"OpenSSL decrypt, CPU ms per MiB: 16 KiB records ({big_n}) {big_ms:.2f}, the "
