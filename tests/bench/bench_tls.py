@@ -23,6 +23,13 @@ median ratio TLS / plaintext (issue 21's targets:
 produce >= 60 %, commits >= 80 %). The machine is shared: ratios are what to read, and
 even they are noisy on a loaded 2-core machine.
 
+Produce also measures the client's CPU per MB (this process's: the confluent-kafka
+producer, its Python thread and librdkafka's), because on 2 cores the client's TLS costs
+as much as the server's. With both processes busy, MB/s is bounded by the two cores over
+the CPU per MB of server and client together, so the summary prints that bound on the
+ratio, (server + client plaintext) / (server + client TLS), and which side the TLS extra
+CPU per MB is on.
+
 `--baseline CHECKOUT`: a second server runs that checkout's code (e.g. main's) beside
 ours, with the same listeners; each round measures both (which goes first alternates per
 round), printed per round, with each one's medians at the end: a before/after in one run.
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import resource
 import statistics
 import sys
 import tempfile
@@ -148,6 +156,12 @@ def scram_connections_per_s(port: int, seconds: float, clients: int) -> float:
     return sum(counts) / (time.perf_counter() - started)
 
 
+def _own_cpu_seconds() -> float:
+    """utime + stime of this process (all its threads: the client's)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def measure_round(
     ports: tuple[int, int], pid: int, ca: Path, n: int, seconds: float, tag: str
 ) -> dict[str, float]:
@@ -157,11 +171,15 @@ def measure_round(
     for kind, port, tls in (("plaintext", ports[0], False), ("tls", ports[1], True)):
         conf = _conf(f"127.0.0.1:{port}", tls, ca)
         cpu_before = group_cpu_seconds(pid)
+        client_before = _own_cpu_seconds()
         row[f"{kind}_produce_mb_s"] = produce_mb_s(conf, f"{tag}-{kind[0]}", n)
-        # The server's CPU per MB produced: what it costs, whatever else loads the
-        # machine (throughput is shared with the client on the same cores).
+        # The server's and the client's CPU per MB produced: what each costs, whatever
+        # else loads the machine (throughput is shared by the two on the same cores).
         cpu_s = group_cpu_seconds(pid) - cpu_before
-        row[f"{kind}_produce_cpu_ms_mb"] = cpu_s / (n * len(VALUE) / 1e6) * 1000
+        client_s = _own_cpu_seconds() - client_before
+        mb = n * len(VALUE) / 1e6
+        row[f"{kind}_produce_cpu_ms_mb"] = cpu_s / mb * 1000
+        row[f"{kind}_client_cpu_ms_mb"] = client_s / mb * 1000
         row[f"{kind}_commits_s"] = commits_per_s(conf, "commit-topic", seconds, f"{kind}{tag}")
     return row
 
@@ -172,7 +190,9 @@ def _print_row(label: str, row: dict[str, float]) -> None:
         f"tls {row['tls_produce_mb_s']:.1f} "
         f"({row['tls_produce_mb_s'] / row['plaintext_produce_mb_s']:.0%}), server CPU "
         f"ms/MB plaintext {row['plaintext_produce_cpu_ms_mb']:.2f} "
-        f"tls {row['tls_produce_cpu_ms_mb']:.2f}; commits/s plaintext "
+        f"tls {row['tls_produce_cpu_ms_mb']:.2f}, client CPU ms/MB plaintext "
+        f"{row['plaintext_client_cpu_ms_mb']:.2f} tls {row['tls_client_cpu_ms_mb']:.2f}; "
+        f"commits/s plaintext "
         f"{row['plaintext_commits_s']:.0f} tls {row['tls_commits_s']:.0f} "
         f"({row['tls_commits_s'] / row['plaintext_commits_s']:.0%})",
         flush=True,
@@ -189,6 +209,27 @@ def _summary(label: str, rows: list[dict[str, float]]) -> None:
         f"{label}TLS / plaintext: produce MB/s {produce:.0%} (target >= 60%; server CPU per MB "
         f"x{cpu:.2f}), "
         f"durable commits/s {commits:.0%} (target >= 80%)"
+    )
+    # CPU per MB, medians: server and client, plaintext and TLS.
+    med = {
+        key: statistics.median(r[key] for r in rows)
+        for key in (
+            "plaintext_produce_cpu_ms_mb",
+            "tls_produce_cpu_ms_mb",
+            "plaintext_client_cpu_ms_mb",
+            "tls_client_cpu_ms_mb",
+        )
+    }
+    plain = med["plaintext_produce_cpu_ms_mb"] + med["plaintext_client_cpu_ms_mb"]
+    tls = med["tls_produce_cpu_ms_mb"] + med["tls_client_cpu_ms_mb"]
+    server_extra = med["tls_produce_cpu_ms_mb"] - med["plaintext_produce_cpu_ms_mb"]
+    client_extra = med["tls_client_cpu_ms_mb"] - med["plaintext_client_cpu_ms_mb"]
+    print(
+        f"{label}produce CPU per MB, server + client: plaintext {plain:.2f} ms, TLS {tls:.2f} "
+        f"ms: with both busy on 2 cores the ratio is bounded near {plain / tls:.0%}; TLS "
+        f"costs the server {server_extra:+.2f} ms/MB and the client {client_extra:+.2f} ms/MB "
+        f"(without the server's extra the bound would be "
+        f"{plain / (tls - max(server_extra, 0.0)):.0%})"
     )
 
 
