@@ -363,7 +363,9 @@ class LeaseManager:
 
     async def _acquire(self, conn: Any, resource: str) -> int | None:
         """_ACQUIRE; when it still waits for a lock after `fence_after_s`, terminate the
-        lease owner's backends that block it (`_fence`). The epoch taken, or None."""
+        lease owner's backends that block it (`_fence`). The epoch taken, or None (taken
+        by another node first, or its row still locked after the lock timeout: tried at
+        the next tick, and the tick goes on with the other resources)."""
         acquiring = asyncio.ensure_future(
             conn.fetchval(_ACQUIRE, resource, self.me.node_id, self.lease_duration_ms)
         )
@@ -373,6 +375,9 @@ class LeaseManager:
                 await self._fence(conn.get_server_pid(), resource)
             epoch: int | None = await acquiring
             return epoch
+        except asyncpg.LockNotAvailableError:
+            log.warning("lease row locked past the lock timeout", resource=resource)
+            return None
         finally:
             acquiring.cancel()  # a tick cancelled meanwhile; nothing once it is done
 
