@@ -44,6 +44,9 @@ in application_name, `APPLICATION_NAME_PREFIX`), while the lease is still expire
 (`_FENCE`): Kafka's fencing of a zombie, done by the database. Nothing of the terminated
 transaction is committed; its node, if it wakes, retries, and its guard is refused. A
 blocker of another node (a racing acquire) or of a lease taken meanwhile is left alone.
+The nodes' database role must be allowed to terminate each other's backends (one role for
+every node, or membership in pg_signal_backend); if not, the fence fails (logged) and the
+takeover waits for the stopped node's connection to end, as before.
 
 The bound on takeover after a node dies: lease duration + renew interval (the time the
 dead node's leases still run, plus one tick of a live node to notice), plus the load.
@@ -184,7 +187,7 @@ class LeaseManager:
     ) -> None:
         """`on_tick`: told after every tick (the live nodes may have changed).
         `fence_after_ms`: how long an acquire waits for a lock before the lease owner's
-        backends blocking it are terminated (module docstring; default `fence_after_ms`)."""
+        backends blocking it are terminated (module docstring; `default_fence_after_ms`)."""
         if renew_interval_ms * 2 > lease_duration_ms:
             raise ValueError("the renew interval must be at most half the lease duration")
         self.pool = pool
@@ -347,7 +350,7 @@ class LeaseManager:
                 if resource in self.held or resource in valid:
                     continue
                 epoch = await self._acquire(conn, resource)
-                if epoch is None:  # another node took it first
+                if epoch is None:  # another node took it first, or its row stays locked
                     continue
                 log.info("lease acquired", node_id=node_id, resource=resource, epoch=epoch)
                 valid[resource] = node_id
