@@ -253,8 +253,9 @@ class TaggedLoad(threading.Thread):
 
 
 # A fresh-clone CI run once found no running node leading the new topic's partition within
-# 90 s: its stopped old leader sat inside a round's COPY, holding the lease row's lock
-# (test_a_leader_stopped_mid_copy_is_taken_over_within_its_lease; fixed in leases.py).
+# 90 s. The likely cause (not caught in that run): its old leader stopped inside a round's
+# COPY, holding the lease row's lock; test_a_leader_stopped_mid_copy_is_taken_over_within_
+# its_lease makes that happen every time, and leases.py now fences such a backend.
 @pytest.mark.timeout(400)
 def test_a_topic_recreated_under_load_reads_only_its_own_records(cluster: Cluster) -> None:
     """The old leader of a topic's partition is stopped (so it cannot drop its rows) while
