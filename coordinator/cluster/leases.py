@@ -30,6 +30,24 @@ a resource is listed as held (`epoch_of`) only once on_acquired returned, so cal
 it only after it was loaded. On a clean stop the node hands every lease back and marks
 itself dead, so the others take over at their next tick rather than after a timeout.
 
+Stale lock holders (issue 22). A write holds its lease row FOR SHARE until it commits, and
+a node paused (SIGSTOP) or cut off inside one keeps that lock while its connection lives,
+which on loopback or a silent network is indefinitely (TCP keepalive answers for a paused
+process). PostgreSQL ends such a transaction only when it is idle between statements
+(idle_in_transaction_session_timeout, `session_settings`): a backend inside a COPY or a
+half-sent statement waiting for the client's data is "active", and neither
+statement_timeout nor a cancel ends a backend blocked reading from its client (tried on
+PostgreSQL 15; 15 has no transaction_timeout). Only pg_terminate_backend does. So a node
+taking an expired lease whose acquire waits longer than `fence_after_ms` terminates the
+backends that block it AND belong to the lease's owner (every connection names its node
+in application_name, `APPLICATION_NAME_PREFIX`), while the lease is still expired
+(`_FENCE`): Kafka's fencing of a zombie, done by the database. Nothing of the terminated
+transaction is committed; its node, if it wakes, retries, and its guard is refused. A
+blocker of another node (a racing acquire) or of a lease taken meanwhile is left alone.
+The nodes' database role must be allowed to terminate each other's backends (one role for
+every node, or membership in pg_signal_backend); if not, the fence fails (logged) and the
+takeover waits for the stopped node's connection to end, as before.
+
 The bound on takeover after a node dies: lease duration + renew interval (the time the
 dead node's leases still run, plus one tick of a live node to notice), plus the load.
 """
@@ -94,6 +112,19 @@ UPDATE leases SET expires_at = now()
  WHERE resource = $1 AND owner_node = $2 AND epoch = $3
 """
 _LEAVE = "UPDATE cluster_nodes SET alive_until = now() WHERE node_id = $1"
+# Every cluster connection's application_name: this and its node id (`session_settings`).
+APPLICATION_NAME_PREFIX = "groupcoord-node-"
+# Terminate the backends that block backend $1 (an acquire of $2) and are the lease
+# owner's ($3 = APPLICATION_NAME_PREFIX), while that lease is still expired (module
+# docstring). pg_terminate_backend runs only for the rows the conditions keep.
+_FENCE = """
+SELECT a.pid, l.owner_node, a.state, a.wait_event, left(a.query, 60) AS query,
+       pg_terminate_backend(a.pid) AS terminated
+  FROM leases l, pg_stat_activity a
+ WHERE l.resource = $2 AND l.expires_at <= now()
+   AND a.application_name = $3 || l.owner_node
+   AND a.pid = ANY(pg_blocking_pids($1))
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +183,11 @@ class LeaseManager:
         on_acquired: OnAcquired = _nothing_acquired,
         on_lost: OnLost = _nothing_lost,
         on_tick: Callable[[], None] | None = None,
+        fence_after_ms: int | None = None,
     ) -> None:
-        """`on_tick`: told after every tick (the live nodes may have changed)."""
+        """`on_tick`: told after every tick (the live nodes may have changed).
+        `fence_after_ms`: how long an acquire waits for a lock before the lease owner's
+        backends blocking it are terminated (module docstring; `default_fence_after_ms`)."""
         if renew_interval_ms * 2 > lease_duration_ms:
             raise ValueError("the renew interval must be at most half the lease duration")
         self.pool = pool
@@ -164,6 +198,12 @@ class LeaseManager:
         self.on_acquired = on_acquired
         self.on_lost = on_lost
         self.on_tick = on_tick
+        self.fence_after_s = (
+            fence_after_ms
+            if fence_after_ms is not None
+            else default_fence_after_ms(lease_duration_ms)
+        ) / 1000
+        self.fenced_backends = 0  # stale backends terminated (metrics, tests)
         self.held: dict[str, int] = {}  # resource -> epoch, loaded and served here
         self.owners: dict[str, int] = {}  # resource -> owner node of a valid lease (last tick)
         self.live: tuple[NodeInfo, ...] = ()
@@ -309,8 +349,8 @@ class LeaseManager:
                     break
                 if resource in self.held or resource in valid:
                     continue
-                epoch = await conn.fetchval(_ACQUIRE, resource, node_id, self.lease_duration_ms)
-                if epoch is None:  # another node took it first
+                epoch = await self._acquire(conn, resource)
+                if epoch is None:  # another node took it first, or its row stays locked
                     continue
                 log.info("lease acquired", node_id=node_id, resource=resource, epoch=epoch)
                 valid[resource] = node_id
@@ -323,6 +363,50 @@ class LeaseManager:
                     valid.pop(resource, None)
                     continue
                 self.held[resource] = epoch
+
+    async def _acquire(self, conn: Any, resource: str) -> int | None:
+        """_ACQUIRE; when it still waits for a lock after `fence_after_s`, terminate the
+        lease owner's backends that block it (`_fence`). The epoch taken, or None (taken
+        by another node first, or its row still locked after the lock timeout: tried at
+        the next tick, and the tick goes on with the other resources)."""
+        acquiring = asyncio.ensure_future(
+            conn.fetchval(_ACQUIRE, resource, self.me.node_id, self.lease_duration_ms)
+        )
+        try:
+            done, _ = await asyncio.wait({acquiring}, timeout=self.fence_after_s)
+            if not done:
+                await self._fence(conn.get_server_pid(), resource)
+            epoch: int | None = await acquiring
+            return epoch
+        except asyncpg.LockNotAvailableError:
+            log.warning("lease row locked past the lock timeout", resource=resource)
+            return None
+        finally:
+            acquiring.cancel()  # a tick cancelled meanwhile; nothing once it is done
+
+    async def _fence(self, waiter_pid: int, resource: str) -> None:
+        """Terminate the backends of `resource`'s owner blocking backend `waiter_pid`,
+        while the lease is expired (`_FENCE`). Failures are logged: the acquire then waits
+        out its lock timeout, as without fencing."""
+        try:
+            async with self.pool.acquire(timeout=self.fence_after_s * 4) as conn:
+                rows = await conn.fetch(_FENCE, waiter_pid, resource, APPLICATION_NAME_PREFIX)
+        except (OSError, asyncpg.PostgresError) as e:  # TimeoutError is an OSError
+            log.warning("could not fence a lock holder", resource=resource, error=repr(e))
+            return
+        for row in rows:
+            self.fenced_backends += 1
+            log.warning(
+                "stale backend terminated",
+                node_id=self.me.node_id,
+                resource=resource,
+                owner_node=row["owner_node"],
+                pid=row["pid"],
+                state=row["state"],
+                wait_event=row["wait_event"],
+                query=row["query"],
+                terminated=row["terminated"],
+            )
 
     async def _release(self, conn: Any, resource: str) -> None:
         epoch = self.held.pop(resource, None)
@@ -363,17 +447,21 @@ class LeaseManager:
 LOCK_HOLD_MS_DEFAULT = 3_000
 
 
-def session_settings(lock_hold_ms: int) -> dict[str, str]:
+def session_settings(lock_hold_ms: int, node_id: int | None = None) -> dict[str, str]:
     """PostgreSQL settings of every cluster connection. A node paused (SIGSTOP) or cut off
     in the middle of a transaction keeps its row locks (the lease row a guarded write holds
     FOR SHARE) while its connection lives: the server ends such a transaction after
     `lock_hold_ms` idle, so a live node's acquire is not blocked behind it for longer, and
     a statement waiting that long for a lock fails (a tick or a round tried again)
-    instead of hanging."""
-    return {
+    instead of hanging. A transaction paused inside a statement (a COPY) is not idle: its
+    blockers are fenced by `node_id`, named in application_name (module docstring)."""
+    settings = {
         "idle_in_transaction_session_timeout": str(lock_hold_ms),
         "lock_timeout": str(lock_hold_ms),
     }
+    if node_id is not None:
+        settings["application_name"] = f"{APPLICATION_NAME_PREFIX}{node_id}"
+    return settings
 
 
 def lock_hold_ms(lease_duration_ms: int) -> int:
@@ -381,8 +469,24 @@ def lock_hold_ms(lease_duration_ms: int) -> int:
     return max(lease_duration_ms // 3, 200)
 
 
-async def open_pool(dsn: str, max_size: int = 10, lock_hold_ms: int = LOCK_HOLD_MS_DEFAULT) -> Any:
-    """An asyncpg pool on the cluster database (`serve --cluster DSN`)."""
+def default_fence_after_ms(lease_duration_ms: int) -> int:
+    """A quarter of the lock hold: an expired lease's last write (milliseconds) has
+    committed by then unless its node is paused or cut off; the acquire still gets the
+    lock within its lock timeout once the holder is terminated."""
+    return max(lock_hold_ms(lease_duration_ms) // 4, 50)
+
+
+async def open_pool(
+    dsn: str,
+    max_size: int = 10,
+    lock_hold_ms: int = LOCK_HOLD_MS_DEFAULT,
+    node_id: int | None = None,
+) -> Any:
+    """An asyncpg pool on the cluster database (`serve --cluster DSN`); `node_id` names
+    its connections (`session_settings`)."""
     return await asyncpg.create_pool(
-        dsn, min_size=1, max_size=max_size, server_settings=session_settings(lock_hold_ms)
+        dsn,
+        min_size=1,
+        max_size=max_size,
+        server_settings=session_settings(lock_hold_ms, node_id),
     )

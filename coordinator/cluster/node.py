@@ -62,7 +62,7 @@ class ClusterNode:
         self.config = config
         self.lock_hold_ms = lock_hold_ms(config.cluster_lease_duration_ms)
         # Connects now: a database it cannot reach fails the start.
-        self.pg = PgThread(config.cluster, lock_hold_ms=self.lock_hold_ms)
+        self.pg = PgThread(config.cluster, lock_hold_ms=self.lock_hold_ms, node_id=config.node_id)
         # The metadata store's (metadata_sync.py), the first node's choice.
         self.cluster_id: str = self.pg.run(stored_cluster_id(self.pg.pool), 60)
         self.metadata: ClusterMetadata | None = None
@@ -122,7 +122,9 @@ class ClusterNode:
         me = nodes[0]
         if self.metadata is not None:
             await self.metadata.start()
-        pool = await open_pool(self.config.cluster, lock_hold_ms=self.lock_hold_ms)
+        pool = await open_pool(
+            self.config.cluster, lock_hold_ms=self.lock_hold_ms, node_id=self.config.node_id
+        )
         async with pool.acquire() as conn:
             await shard_store.create_tables(conn)
         if self.partitions is not None:

@@ -41,7 +41,11 @@ Takeover. Ownership moves by updating the lease row, which waits for the old own
 in-flight round (its guard holds the row FOR SHARE): once the new owner holds the lease,
 every row the old owner will ever commit is there, and `load` reads the tail state: log
 start, next offset and the headers of the batches that carry a producer id (with control
-batches whole) for the producer state.
+batches whole) for the producer state. An old owner stopped or cut off inside its round's
+COPY would hold that lock as long as its connection lives (PostgreSQL ends no transaction
+waiting for its client's data): the acquiring node terminates that backend
+(leases.py, "Stale lock holders"), so the round is never committed, and COPY stays (a
+round by INSERT ... unnest would only narrow the window to a half-sent statement).
 """
 
 from __future__ import annotations

@@ -78,7 +78,8 @@ class PeerListeners:
 
     async def _connect(self) -> Any:
         return await asyncpg.connect(
-            self.config.cluster, server_settings=session_settings(self.lock_hold_ms)
+            self.config.cluster,
+            server_settings=session_settings(self.lock_hold_ms, self.config.node_id),
         )
 
     async def read_secret(self) -> bytes:

@@ -48,13 +48,18 @@ class PgThread:
     """A thread running an event loop of its own and an asyncpg pool on it."""
 
     def __init__(
-        self, dsn: str, pool_size: int = 8, lock_hold_ms: int = LOCK_HOLD_MS_DEFAULT
+        self,
+        dsn: str,
+        pool_size: int = 8,
+        lock_hold_ms: int = LOCK_HOLD_MS_DEFAULT,
+        node_id: int | None = None,
     ) -> None:
+        """`node_id` names the pool's connections (leases.session_settings)."""
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="cluster-pg", daemon=True)
         self.thread.start()
         self.dsn = dsn
-        self.pool: Any = self.run(_create_pool(dsn, pool_size, lock_hold_ms))
+        self.pool: Any = self.run(_create_pool(dsn, pool_size, lock_hold_ms, node_id))
 
     def run(self, work: Coroutine[Any, Any, _T], timeout_s: float | None = None) -> _T:
         """Run `work` on the thread's loop and wait for it (from any other thread)."""
@@ -73,9 +78,9 @@ class PgThread:
         self.thread.join(10)
 
 
-async def _create_pool(dsn: str, size: int, lock_hold_ms: int) -> Any:
+async def _create_pool(dsn: str, size: int, lock_hold_ms: int, node_id: int | None) -> Any:
     return await asyncpg.create_pool(
-        dsn, min_size=1, max_size=size, server_settings=session_settings(lock_hold_ms)
+        dsn, min_size=1, max_size=size, server_settings=session_settings(lock_hold_ms, node_id)
     )
 
 

@@ -1,18 +1,24 @@
 """Leases with fencing epochs on a real PostgreSQL (coordinator/cluster/leases.py): nodes
 split the shards, a node that stops renewing loses its leases to a live one within the
 bound, a write at a stale epoch is refused by the fencing guard, a clean stop hands its
-leases over at once."""
+leases over at once, a stopped owner's backend stuck in a COPY is terminated."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import asyncpg
 import pytest
 
-from groupcoord.coordinator.cluster.leases import LeaseManager, NodeInfo, open_pool
+from groupcoord.coordinator.cluster.leases import (
+    LeaseManager,
+    NodeInfo,
+    lock_hold_ms,
+    open_pool,
+    session_settings,
+)
 from groupcoord.coordinator.cluster.schema import (
     FENCED_WRITE_GUARD,
     group_shard_resource,
@@ -176,3 +182,79 @@ async def test_a_lease_renewed_after_the_local_deadline_is_handed_back(dsn: str)
     finally:
         await a.stop()
         await pool.close()
+
+
+async def _hold_in_copy(
+    dsn: str, node_id: int, resource: str, epoch: int
+) -> tuple[asyncpg.Connection, asyncio.Task[None]]:
+    """A connection named as node `node_id`'s that holds `resource`'s lease row by the
+    fencing guard and then sits inside a COPY waiting for data that never comes: what the
+    database sees of a node stopped (SIGSTOP) or cut off in the middle of a round."""
+    conn = await asyncpg.connect(dsn, server_settings=session_settings(500, node_id))
+    started = asyncio.get_running_loop().create_future()
+
+    async def never_ending() -> AsyncIterator[bytes]:
+        yield b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # the binary header, then nothing more
+        started.set_result(None)
+        await asyncio.Event().wait()
+
+    async def hold() -> None:
+        async with conn.transaction():
+            assert await conn.fetchval(FENCED_WRITE_GUARD, resource, 1, epoch) == 1
+            await conn.execute("CREATE TEMP TABLE sink (b bytea)")
+            await conn.copy_to_table("sink", source=never_ending(), format="binary")
+
+    task = asyncio.ensure_future(hold())
+    await asyncio.wait({started, task}, return_when=asyncio.FIRST_COMPLETED)
+    assert not task.done(), task
+    return conn, task
+
+
+async def backend_alive(dsn: str, pid: int) -> bool:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return bool(await conn.fetchval("SELECT 1 FROM pg_stat_activity WHERE pid = $1", pid))
+    finally:
+        await conn.close()
+
+
+async def test_a_backend_of_an_expired_owner_stuck_in_a_copy_is_terminated(dsn: str) -> None:
+    """Node 1 stops renewing while one of its connections sits in a COPY holding a lease row
+    FOR SHARE (no PostgreSQL timeout ends it): node 2 terminates that backend and takes the
+    lease within the lease duration plus a few ticks. A backend blocking another lease row
+    that is NOT its owner's (named node 3) is left alone: that lease waits for it."""
+    a_pool = await open_pool(dsn, node_id=1)
+    b_pool = await open_pool(dsn, lock_hold_ms=lock_hold_ms(LEASE_MS), node_id=2)
+    a, b = manager(a_pool, 1, Events()), manager(b_pool, 2, Events())
+    holders: list[tuple[asyncpg.Connection, asyncio.Task[None]]] = []
+    try:
+        await a.start()
+        owners, others = RESOURCES[0], RESOURCES[1]
+        holders.append(await _hold_in_copy(dsn, 1, owners, a.held[owners]))
+        holders.append(await _hold_in_copy(dsn, 3, others, a.held[others]))
+        pids = [conn.get_server_pid() for conn, _ in holders]
+        await a.stop(release=False)  # as a stopped node: its leases run out
+        stopped = time.monotonic()
+        await b.start()
+        await until(lambda: len(b.held) == len(RESOURCES) - 1, "b taking a's leases")
+        took_s = time.monotonic() - stopped
+        assert owners in b.held and others not in b.held
+        assert took_s < LEASE_MS / 1000 + 5, took_s
+        assert b.fenced_backends == 1
+        assert not await backend_alive(dsn, pids[0])
+        # Node 3's backend still holds `others` (not the lease owner's: never terminated).
+        await asyncio.sleep(LEASE_MS / 1000)
+        assert others not in b.held and await backend_alive(dsn, pids[1])
+        holders[1][1].cancel()
+        holders[1][0].terminate()
+        await until(lambda: others in b.held, "b taking the lease once its holder left")
+        assert b.fenced_backends == 1
+    finally:
+        for conn, task in holders:
+            task.cancel()  # it waits for its source, never for the server
+            await asyncio.gather(task, return_exceptions=True)
+            conn.terminate()
+        await b.stop()
+        await a.stop()
+        await a_pool.close()
+        await b_pool.close()

@@ -9,6 +9,7 @@ created again under the same name, under produce load, while its old leader is s
 from __future__ import annotations
 
 import os
+import random
 import signal
 import threading
 import time
@@ -27,7 +28,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.cluster_support import Cluster, has_topic, running_cluster, until
+from tests.cluster_support import LEASE_MS, Cluster, has_topic, running_cluster, until
 from tests.support import ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -251,10 +252,10 @@ class TaggedLoad(threading.Thread):
         return [v for v in list(self.acked) if v.startswith(tag.encode() + b"-")]
 
 
-# slow: in one fresh-clone CI run of four, under the suite's load, no running node led the
-# new topic's partition within 90 s (passes alone and in the other runs; see the
-# diagnostics the wait prints when it times out).
-@pytest.mark.slow
+# A fresh-clone CI run once found no running node leading the new topic's partition within
+# 90 s. The likely cause (not caught in that run): its old leader stopped inside a round's
+# COPY, holding the lease row's lock; test_a_leader_stopped_mid_copy_is_taken_over_within_
+# its_lease makes that happen every time, and leases.py now fences such a backend.
 @pytest.mark.timeout(400)
 def test_a_topic_recreated_under_load_reads_only_its_own_records(cluster: Cluster) -> None:
     """The old leader of a topic's partition is stopped (so it cannot drop its rows) while
@@ -321,3 +322,106 @@ def test_a_topic_recreated_under_load_reads_only_its_own_records(cluster: Cluste
         ),
         "the deleted topic's rows swept",
     )
+
+
+class BigLoad(threading.Thread):
+    """An acks=all producer of `value_bytes` records to partition 0 of `topic` while
+    running: rounds of megabytes, so the leader spends much of its time inside a round's
+    COPY. `acked`: how many were acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str, value_bytes: int = 100_000) -> None:
+        super().__init__(daemon=True)
+        self.topic = topic
+        self.value = b"v" * value_bytes
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": 60_000,
+                "queue.buffering.max.kbytes": 16_384,
+                "topic.metadata.refresh.interval.ms": 500,
+            }
+        )
+        self.acked = 0
+        self.stopping = threading.Event()
+
+    def _delivered(self, error: Any, message: Any) -> None:
+        if error is None:
+            self.acked += 1
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.producer.produce(
+                    self.topic, self.value, partition=0, on_delivery=self._delivered
+                )
+            except BufferError:
+                self.producer.poll(0.01)
+            self.producer.poll(0)
+        self.producer.flush(30)
+
+
+# A backend of a stopped node inside a round's COPY: "active" (so neither
+# idle_in_transaction_session_timeout nor statement_timeout ends it), waiting for the
+# client's data, and holding its lease row FOR SHARE.
+_MID_COPY = """
+SELECT pid FROM pg_stat_activity
+ WHERE state = 'active' AND wait_event = 'ClientRead' AND query LIKE 'COPY %partition_batches%'
+"""
+STOPS_MAX = 150
+
+
+@pytest.mark.timeout(400)
+def test_a_leader_stopped_mid_copy_is_taken_over_within_its_lease(cluster: Cluster) -> None:
+    """A partition's leader SIGSTOPped while its backend is inside a round's COPY (seen in
+    pg_stat_activity) holds the lease row's lock for as long as its connection lives: a
+    live node must still lead the partition within the lease plus a few seconds, and the
+    producer's records are acknowledged again (by the new leader)."""
+    topic = "stopped-mid-copy"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    until(lambda: cluster.partition_owner(topic, 0)[0] > 0, f"{topic} leased")
+    load = BigLoad(cluster.bootstrap, topic)
+    load.start()
+    stopped: ServerProcess | None = None
+    try:
+        until(lambda: load.acked > 100, "records acknowledged")
+        owner = cluster.partition_owner(topic, 0)[0]
+        stopped = cluster.nodes[owner]
+        assert stopped.proc is not None
+        pid = stopped.proc.pid
+        # Stop the leader over and over, each time for a moment (well within its lease),
+        # until one stop lands inside a COPY.
+        stops = 0
+        while True:
+            stops += 1
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(0.3)  # the server reads what was sent, then waits for the rest
+            if cluster.query(_MID_COPY):
+                break
+            os.kill(pid, signal.SIGCONT)
+            assert stops < STOPS_MAX, f"no stop of {STOPS_MAX} landed inside a COPY"
+            time.sleep(random.uniform(0.05, 0.4))
+        stopped_at = time.monotonic()
+        acked = load.acked
+        bound_s = LEASE_MS / 1000 + 7
+        try:
+            until(
+                lambda: cluster.partition_owner(topic, 0)[0] not in (-1, owner),
+                "a running node leading the partition",
+                timeout_s=bound_s,
+            )
+        except AssertionError as e:
+            leases = cluster.query("SELECT * FROM leases WHERE resource LIKE $1", f"%{topic}%")
+            stuck = cluster.query(_MID_COPY)
+            raise AssertionError(f"{e} (stop {stops}); lease {leases}; mid-COPY {stuck}") from None
+        took_s = time.monotonic() - stopped_at
+        until(lambda: load.acked > acked + 20, "records acknowledged by the new leader")
+        print(f"taken over {took_s:.1f} s after the stop (stop {stops} landed in a COPY)")
+    finally:
+        if stopped is not None and stopped.proc is not None:
+            os.kill(stopped.proc.pid, signal.SIGCONT)
+        load.stopping.set()
+        load.join(60)
