@@ -52,6 +52,7 @@ from ..observability.logging import get_logger
 from ..security.acl_binding import AclBinding
 from ..security.scram import ScramCredential
 from ..topics.registry import TopicError, TopicRegistry, check_topic_name
+from .leases import open_pool
 from .metadata_store import (
     MetadataFollower,
     MetadataImage,
@@ -111,6 +112,7 @@ class ClusterMetadata:
         authorizer, and `scram` credentials); `topics_deleted`: removes the groups'
         offsets of deleted topics (GroupCoordinatorGateway.topics_deleted)."""
         self.dsn = dsn
+        self.node_id = node_id
         self.topics = topics
         self.security = security
         self.topics_deleted = topics_deleted
@@ -143,7 +145,11 @@ class ClusterMetadata:
 
     async def start(self) -> None:
         """Connect, load the image, make the local state equal to it, then follow."""
-        self._pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=2)
+        # The leases' session settings: a node paused or cut off inside a metadata change
+        # (holding metadata_version's row) loses that transaction after the lock hold, and
+        # a change waiting that long for the row fails (the request's error) instead of
+        # hanging behind it.
+        self._pool = await open_pool(self.dsn, max_size=2, node_id=self.node_id)
         self.store = MetadataStore(self._pool)
         await self.follower.start()
         async with self._lock:
