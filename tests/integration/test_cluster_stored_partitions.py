@@ -204,6 +204,8 @@ def test_compacted_rows_shrink_and_survive_takeovers(cluster: Cluster, tmp_path:
     for r in range(30):
         writer.round(partitions, f"b{r}", tombstone_every=5 if r == 29 else 0)
         if r == 15:
+            # The restarted node takes its share of leases meanwhile: wait for a leader.
+            until(lambda: cluster.partition_owner(COMPACTED, 1)[0] > 0, "partition 1 led")
             victim = cluster.partition_owner(COMPACTED, 1)[0]
             cluster.nodes[victim].kill()
     writer.end(partitions)
