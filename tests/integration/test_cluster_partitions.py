@@ -303,7 +303,7 @@ def test_delete_records_moves_the_stored_log_start_and_outlives_its_leader(
     owner, _ = cluster.partition_owner(topic, 0)
     other = next(n for n in cluster.nodes if n != owner)
     assert delete_records(cluster.nodes[other].bootstrap, topic, 0, 6) == (-1, 6)
-    assert _admin_delete_records(admin, topic, 6).low_watermark == 6
+    assert _admin_delete_records(cluster.nodes[2].bootstrap, topic, 6).low_watermark == 6
     # The client may not tell at once (its metadata of a lease that moved): asked again.
     until(lambda: _watermarks(cluster.bootstrap, topic) == (6, 10), "the new log start")
 
@@ -343,20 +343,22 @@ def test_delete_records_moves_the_stored_log_start_and_outlives_its_leader(
     wait_all_led(cluster)
 
 
-def _admin_delete_records(admin: AdminClient, topic: str, before: int) -> Any:
-    """AdminClient.delete_records of partition 0 below `before`, asked again while
-    librdkafka finds no leader for it: it looks the leader up in its own metadata once and
-    fails at once (_NOENT, "No leaders found") when that says -1, as Metadata does while a
-    partition's lease moves (a fresh-clone CI run hit it right after the topic was made)."""
+def _admin_delete_records(bootstrap: str, topic: str, before: int) -> Any:
+    """AdminClient.delete_records of partition 0 below `before`, asked again by a new
+    client while librdkafka finds no leader for it: it fails at once (_NOENT, "No leaders
+    found") when its metadata says -1, as Metadata does while a partition's lease moves, and
+    keeps that metadata in its cache (a retry with the same client failed for 60 s in a
+    fresh-clone CI run)."""
     deadline = time.monotonic() + 60
     while True:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
         futures = admin.delete_records([TopicPartition(topic, 0, before)], operation_timeout=30)
         try:
             return futures[TopicPartition(topic, 0)].result(30)
         except KafkaException as e:
             if e.args[0].code() != KafkaError._NOENT or time.monotonic() > deadline:
                 raise
-            time.sleep(0.5)
+            time.sleep(1)
 
 
 def _watermarks(bootstrap: str, topic: str) -> tuple[int, int] | None:
