@@ -30,13 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import asyncpg
-
 from groupcoord.protocol.batches import walk_batches
 from groupcoord.storage import GroupCommitter, LogConfig, PartitionLog
 
 from . import shard_store
-from .leases import LOCK_HOLD_MS_DEFAULT, session_settings
+from .leases import LOCK_HOLD_MS_DEFAULT, open_pool
 from .shard_store import ShardImage, ShardWrite
 
 _T = TypeVar("_T")
@@ -59,7 +57,7 @@ class PgThread:
         self.thread = threading.Thread(target=self.loop.run_forever, name="cluster-pg", daemon=True)
         self.thread.start()
         self.dsn = dsn
-        self.pool: Any = self.run(_create_pool(dsn, pool_size, lock_hold_ms, node_id))
+        self.pool: Any = self.run(open_pool(dsn, pool_size, lock_hold_ms, node_id))
 
     def run(self, work: Coroutine[Any, Any, _T], timeout_s: float | None = None) -> _T:
         """Run `work` on the thread's loop and wait for it (from any other thread)."""
@@ -76,12 +74,6 @@ class PgThread:
             pass
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
-
-
-async def _create_pool(dsn: str, size: int, lock_hold_ms: int, node_id: int | None) -> Any:
-    return await asyncpg.create_pool(
-        dsn, min_size=1, max_size=size, server_settings=session_settings(lock_hold_ms, node_id)
-    )
 
 
 @dataclass(slots=True)
