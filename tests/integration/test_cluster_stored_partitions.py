@@ -54,9 +54,21 @@ def cluster() -> Iterator[Cluster]:
 def create_compacted(cluster: Cluster, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     config = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}
-    for future in admin.create_topics([NewTopic(topic, partitions, 1, config=config)]).values():
-        future.result(30)
+    create_leased(cluster, admin, topic, partitions, config)
     until(lambda: all(has_topic(n.bootstrap, topic) for n in cluster.nodes.values()), topic)
+
+
+def create_leased(
+    cluster: Cluster,
+    admin: AdminClient,
+    topic: str,
+    partitions: int = 1,
+    config: dict[str, str] | None = None,
+) -> None:
+    """Create `topic` through `admin` and wait until every partition is led."""
+    new_topic = NewTopic(topic, partitions, 1, config=config or {})
+    for future in admin.create_topics([new_topic]).values():
+        future.result(30)
     until(
         lambda: all(cluster.partition_owner(topic, p)[0] > 0 for p in range(partitions)),
         f"{topic} leased",
@@ -268,9 +280,7 @@ def test_a_topic_recreated_under_load_reads_only_its_own_records(cluster: Cluste
     admin_of = {
         i: AdminClient({"bootstrap.servers": n.bootstrap}) for i, n in cluster.nodes.items()
     }
-    for future in admin_of[1].create_topics([NewTopic(topic, 1, 1)]).values():
-        future.result(30)
-    until(lambda: cluster.partition_owner(topic, 0)[0] > 0, f"{topic} leased")
+    create_leased(cluster, admin_of[1], topic)
     load = TaggedLoad(cluster.bootstrap, topic)
     load.start()
     stopped: ServerProcess | None = None
@@ -381,10 +391,7 @@ def test_a_leader_stopped_mid_copy_is_taken_over_within_its_lease(cluster: Clust
     live node must still lead the partition within the lease plus a few seconds, and the
     producer's records are acknowledged again (by the new leader)."""
     topic = "stopped-mid-copy"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        future.result(30)
-    until(lambda: cluster.partition_owner(topic, 0)[0] > 0, f"{topic} leased")
+    create_leased(cluster, AdminClient({"bootstrap.servers": cluster.bootstrap}), topic)
     load = BigLoad(cluster.bootstrap, topic)
     load.start()
     stopped: ServerProcess | None = None
